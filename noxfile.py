@@ -1,0 +1,57 @@
+"""Sessions of the torch × deepspeed × lightning repro harness. Each one calls into ``reprobisect``.
+
+The harness runs in the session's venv; each matrix cell gets its own venv under ``.cells/`` made from
+the interpreter that runs nox (its torch is the cells' ``system`` torch). Pass harness options after
+``--``, e.g. ``nox -s repro_gan -- --deepspeed 0.16.4 --fix none,freeze-d``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import nox
+
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["repro_gan"]
+
+BASE_PYTHON = os.environ.get("REPROBISECT_BASE_PYTHON", sys.executable)
+
+
+def _harness(session: nox.Session, *args: str) -> None:
+    session.install("-e", ".")
+    session.run("reprobisect", *args, "--base-python", BASE_PYTHON, *session.posargs)
+
+
+@nox.session
+def repro_gan(session: nox.Session) -> None:
+    """GAN on ZeRO-1 (Lightning #17856): every form for this machine × every fix, one table."""
+    _harness(session, "repro", "gan")
+
+
+@nox.session
+def repro_zero3(session: nox.Session) -> None:
+    """BoringModel on ZeRO-3 fp16 with FusedAdam (Lightning #10510): every form × fix, one table."""
+    _harness(session, "repro", "zero3")
+
+
+@nox.session
+def env(session: nox.Session) -> None:
+    """Build (or reuse) the default cell and print its torch collect_env and ds_report."""
+    _harness(session, "env")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit tests and the slow integration tests that build real cells and run real repros on the CPU."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs, env={"REPROBISECT_BASE_PYTHON": BASE_PYTHON})
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff and mypy --strict over the harness."""
+    session.install("-e", ".[lint]")
+    session.run("ruff", "check", "src", "tests", "noxfile.py")
+    session.run("mypy")

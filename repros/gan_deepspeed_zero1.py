@@ -1,0 +1,305 @@
+# /// script
+# requires-python = ">=3.9"
+# dependencies = ["torch", "deepspeed"]
+# ///
+"""Pure-DeepSpeed analogue of the Fabric DCGAN + ZeRO-1 bug (runs on the CPU).
+
+The bug
+    A GAN trained with two DeepSpeed engines (D and G) under ZeRO stage 1 with
+    ``overlap_comm=True`` / ``contiguous_gradients=True`` (Lightning's defaults).
+    ZeRO-1 installs gradient hooks on every parameter of each engine when
+    ``overlap_comm`` is on.  The generator loss is computed *through the
+    discriminator* (``netD(fake)``) and back-propagated with ``engineG.backward``,
+    so autograd also reaches D's parameters and fires D's hooks outside D's own
+    ``backward()``.  D's contiguous gradient buffer (``ipg_buffer``) only exists
+    during D's backward, so D's hook indexes ``None``.
+
+Upstream reports
+    Lightning #19773 (Fabric DCGAN, two ``fabric.setup()``, ``deepspeed_stage_1``,
+    ``16-mixed``), Lightning #17856 (same class of failure with two models),
+    DeepSpeed #4923 (related: backward through another engine's ZeRO hooks).
+
+This script removes Lightning: the same models, the same D-then-G loop, two
+``deepspeed.initialize`` engines with Lightning's default ZeRO config
+(see ``lightning/fabric/strategies/deepspeed.py``).  On the CPU fp16 is refused
+by DeepSpeed, so the default dtype here is bf16 (stand-in for ``16-mixed``).
+
+Expected signature (DeepSpeed releases that show the reported bug, e.g. 0.16.x)
+    TypeError: 'NoneType' object is not subscriptable
+    innermost deepspeed frame: stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads
+    raised inside engineG.backward(errG) by a hook of D's ZeRO optimizer, step 0.
+Other releases fail differently (see the harness report); that is expected.
+
+Candidate fixes (flags): --freeze-d, --no-overlap-comm, --single-engine,
+--zero-stage 0, --buffer-dtype half (a CPU-only BatchNorm workaround for
+DeepSpeed >= 0.19.2, which keeps buffers in fp32).
+
+Exit code contract: 0 = all ``--steps`` steps ran; an uncaught exception is a
+failure and its traceback goes to stderr (non-zero exit).  Machine-readable
+progress lines on stdout start with ``@@repro ``.
+
+Run on the CPU (one process):
+    DS_ACCELERATOR=cpu RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=29500 python gan_deepspeed_zero1.py
+"""
+import argparse
+import contextlib
+import json
+import time
+
+_T0 = time.perf_counter()
+
+import torch
+import torch.nn as nn
+import deepspeed
+from deepspeed.accelerator import get_accelerator
+
+
+@contextlib.contextmanager
+def step(i):
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    sync()
+    t, ok = time.perf_counter(), False
+    try:
+        yield
+        sync()
+        ok = True
+    finally:
+        print("@@repro " + json.dumps({"event": "step", "step": i, "seconds": time.perf_counter() - t, "ok": ok}), flush=True)
+
+
+# --- DCGAN models, as in DeepSpeedExamples training/gan/gan_model.py ---------
+def weights_init(m):
+    classname = m.__class__.__name__
+    if classname.find("Conv") != -1:
+        m.weight.data.normal_(0.0, 0.02)
+    elif classname.find("BatchNorm") != -1:
+        m.weight.data.normal_(1.0, 0.02)
+        m.bias.data.fill_(0)
+
+
+class Generator(nn.Module):
+    def __init__(self, ngpu, ngf, nc, nz):
+        super().__init__()
+        self.ngpu = ngpu
+        self.main = nn.Sequential(
+            nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False),
+            nn.BatchNorm2d(ngf * 8),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ngf * 4),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ngf * 2),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ngf),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),
+            nn.Tanh(),
+        )
+
+    def forward(self, input):
+        return self.main(input)
+
+
+class Discriminator(nn.Module):
+    def __init__(self, ngpu, ndf, nc):
+        super().__init__()
+        self.ngpu = ngpu
+        self.main = nn.Sequential(
+            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 2),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 4),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 4, ndf * 8, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 8),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False),
+            nn.Sigmoid(),
+        )
+
+    def forward(self, input):
+        return self.main(input).view(-1, 1).squeeze(1)
+
+
+class GAN(nn.Module):
+    """--single-engine: both networks in one module, routed by ``net``."""
+
+    def __init__(self, netG, netD):
+        super().__init__()
+        self.netG, self.netD = netG, netD
+
+    def forward(self, x, net):
+        return self.netG(x) if net == "G" else self.netD(x)
+
+
+def lightning_default_config(args):
+    """Lightning's DeepSpeedStrategy default config (lightning 2.6, _create_default_config + _format_config)."""
+    zero = {
+        "stage": args.zero_stage,
+        "contiguous_gradients": not args.no_overlap_comm,
+        "overlap_comm": not args.no_overlap_comm,
+        "allgather_partitions": True,
+        "reduce_scatter": True,
+        "allgather_bucket_size": 200_000_000,
+        "reduce_bucket_size": 200_000_000,
+        "sub_group_size": 1_000_000_000_000,
+    }
+    cfg = {
+        "activation_checkpointing": {
+            "partition_activations": False,
+            "cpu_checkpointing": False,
+            "contiguous_memory_optimization": False,
+            "synchronize_checkpoint_boundary": False,
+        },
+        "aio": {"block_size": 1048576, "queue_depth": 8, "single_submit": False, "overlap_events": True, "thread_count": 1},
+        "zero_allow_untested_optimizer": True,
+        "zero_optimization": zero,
+        "train_micro_batch_size_per_gpu": 1,
+    }
+    if args.dtype == "fp16":
+        cfg["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000,
+                       "hysteresis": 2, "min_loss_scale": 1}
+    elif args.dtype == "bf16":
+        cfg["bf16"] = {"enabled": True}
+    if args.buffer_dtype == "half":
+        cfg["data_types"] = {"buffer_dtype": {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}[args.dtype]}
+    return cfg
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--ngf", type=int, default=16)
+    p.add_argument("--ndf", type=int, default=16)
+    p.add_argument("--nz", type=int, default=100)
+    p.add_argument("--lr", type=float, default=0.0002)
+    p.add_argument("--beta1", type=float, default=0.5)
+    p.add_argument("--seed", type=int, default=999)
+    p.add_argument("--freeze-d", action="store_true", help="D params requires_grad=False during the G step")
+    p.add_argument("--no-overlap-comm", action="store_true", help="overlap_comm=False, contiguous_gradients=False")
+    p.add_argument("--single-engine", action="store_true", help="G and D in one engine with two param groups")
+    p.add_argument("--zero-stage", type=int, default=1)
+    p.add_argument("--buffer-dtype", choices=["half"], default=None, help='data_types.buffer_dtype = the run dtype')
+    args = p.parse_args()
+
+    torch.manual_seed(args.seed)
+    deepspeed.init_distributed()
+    device = torch.device(get_accelerator().current_device_name())
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
+    nc, nz = 3, args.nz
+
+    netG = Generator(0, args.ngf, nc, nz).to(device)
+    netG.apply(weights_init)
+    netD = Discriminator(0, args.ndf, nc).to(device)
+    netD.apply(weights_init)
+    criterion = nn.BCELoss()
+    real_label, fake_label = 1, 0
+
+    dataset = torch.utils.data.TensorDataset(torch.randn(args.steps * args.batch_size, nc, args.image_size, args.image_size))
+    dataloader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
+                                             generator=torch.Generator().manual_seed(args.seed))
+    config = lightning_default_config(args)
+
+    if args.single_engine:
+        # SEMANTIC CHANGE: one engine, one Adam with two param groups (0 = D, 1 = G).
+        # engine.step() steps both groups, so the idle group gets lr=0 in each phase:
+        # its weights do not move, but its Adam moments still see that phase's grads
+        # (D's moments absorb the G-loss gradient; G's moments decay during the D phase).
+        gan = GAN(netG, netD)
+        opt = torch.optim.Adam([{"params": netD.parameters()}, {"params": netG.parameters()}],
+                               lr=args.lr, betas=(args.beta1, 0.999))
+        engine, optimizer, _, _ = deepspeed.initialize(model=gan, model_parameters=gan.parameters(), optimizer=opt,
+                                                       config=config)
+        engineD = engineG = engine
+        fwdD = lambda x: engine(x, "D")
+        fwdG = lambda x: engine(x, "G")
+
+        def set_phase(phase):
+            for idx, g in enumerate(optimizer.param_groups):
+                g["lr"] = args.lr if idx == (0 if phase == "D" else 1) else 0.0
+    else:
+        optimizerD = torch.optim.Adam(netD.parameters(), lr=args.lr, betas=(args.beta1, 0.999))
+        optimizerG = torch.optim.Adam(netG.parameters(), lr=args.lr, betas=(args.beta1, 0.999))
+        engineD, optimizerD, _, _ = deepspeed.initialize(model=netD, model_parameters=netD.parameters(),
+                                                         optimizer=optimizerD, config=config)
+        engineG, optimizerG, _, _ = deepspeed.initialize(model=netG, model_parameters=netG.parameters(),
+                                                         optimizer=optimizerG, config=config)
+        fwdD, fwdG = engineD, engineG
+        set_phase = lambda phase: None
+
+    fixes = [f for f, on in [("freeze-d", args.freeze_d), ("no-overlap-comm", args.no_overlap_comm),
+                             ("single-engine", args.single_engine), ("buffer-dtype-half", args.buffer_dtype)] if on]
+    if args.zero_stage != 1:
+        fixes.append(f"zero-stage-{args.zero_stage}")
+    print("@@repro " + json.dumps({"event": "config", "dtype": args.dtype, "zero_stage": engineD.zero_optimization_stage(),
+                                   "fp16": engineD.fp16_enabled(), "bf16": engineD.bfloat16_enabled(),
+                                   "overlap_comm": config["zero_optimization"]["overlap_comm"],
+                                   "contiguous_gradients": config["zero_optimization"]["contiguous_gradients"],
+                                   "buffer_dtype": config.get("data_types", {}).get("buffer_dtype"),
+                                   "fixes": fixes, "device": str(device), "engines": 1 if args.single_engine else 2,
+                                   "optimizer": type(engineD.optimizer).__name__, "deepspeed": deepspeed.__version__,
+                                   "torch": torch.__version__, "batch_size": args.batch_size}), flush=True)
+    print("@@repro " + json.dumps({"event": "setup", "seconds": time.perf_counter() - _T0}), flush=True)
+
+    for i, data in enumerate(dataloader, 0):
+        if i >= args.steps:
+            break
+        with step(i):
+            ############################
+            # (1) Update D network: maximize log(D(x)) + log(1 - D(G(z)))
+            ###########################
+            set_phase("D")
+            netD.zero_grad()
+            real = data[0].to(device)
+            batch_size = real.size(0)
+            label = torch.full((batch_size,), real_label, dtype=real.dtype, device=device)
+            output = fwdD(real.to(dtype)).float()  # Fabric casts inputs to the run dtype, outputs back to fp32
+            errD_real = criterion(output, label)
+            engineD.backward(errD_real)
+            D_x = output.mean().item()
+
+            noise = torch.randn(batch_size, nz, 1, 1, device=device)
+            fake = fwdG(noise.to(dtype)).float()
+            label.fill_(fake_label)
+            output = fwdD(fake.detach().to(dtype)).float()
+            errD_fake = criterion(output, label)
+            engineD.backward(errD_fake)
+            D_G_z1 = output.mean().item()
+            errD = errD_real + errD_fake
+            engineD.step()
+
+            ############################
+            # (2) Update G network: maximize log(D(G(z)))
+            ###########################
+            set_phase("G")
+            netG.zero_grad()
+            if args.freeze_d:
+                for prm in netD.parameters():
+                    prm.requires_grad_(False)
+            try:
+                label.fill_(real_label)  # fake labels are real for generator cost
+                output = fwdD(fake.to(dtype)).float()
+                errG = criterion(output, label)
+                engineG.backward(errG)  # goes through D's parameters -> D's ZeRO hooks fire
+            finally:
+                if args.freeze_d:
+                    for prm in netD.parameters():
+                        prm.requires_grad_(True)
+            D_G_z2 = output.mean().item()
+            engineG.step()
+
+            print("[%d/%d] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f"
+                  % (i, args.steps, errD.item(), errG.item(), D_x, D_G_z1, D_G_z2), flush=True)
+
+
+if __name__ == "__main__":
+    main()

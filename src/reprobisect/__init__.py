@@ -1,0 +1,7 @@
+"""Reproduce and bisect bugs that live between torch, deepspeed and lightning."""
+
+from __future__ import annotations
+
+__all__ = ["__version__"]
+
+__version__ = "0.1.0"

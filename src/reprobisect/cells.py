@@ -1,0 +1,47 @@
+"""A cell: one combination of pinned packages on one base interpreter, with a stable readable id."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+
+__all__ = ["SYSTEM", "Cell"]
+
+SYSTEM = "system"
+_UNSAFE = re.compile(r"[^A-Za-z0-9.+_-]")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Cell:
+    """Concrete versions that run together.
+
+    ``torch_source`` is ``system`` when torch comes from the base interpreter (GPU images, clusters,
+    CI without a multi-GB download) and ``pinned`` when the cell installs it.
+    """
+
+    python: str
+    torch: str
+    torch_source: str
+    packages: Mapping[str, str]
+
+    @property
+    def id(self) -> str:
+        """``torch-2.13.0+cpu_deepspeed-0.16.4_lightning-2.6.6``: readable, stable, a safe folder name."""
+        parts = [f"torch-{self.torch}", *(f"{name}-{version}" for name, version in sorted(self.packages.items()))]
+        return _UNSAFE.sub("_", "_".join(parts))
+
+    @property
+    def versions(self) -> dict[str, str]:
+        """Every pinned package, torch included."""
+        return {"torch": self.torch, **self.packages}
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form stored in records."""
+        return {
+            "id": self.id,
+            "python": self.python,
+            "torch": self.torch,
+            "torch_source": self.torch_source,
+            "packages": dict(self.packages),
+        }

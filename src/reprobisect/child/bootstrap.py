@@ -1,0 +1,102 @@
+"""Run a repro script in a cell's interpreter and report what the run really imported.
+
+This file is executed by path inside the cell's venv, which does not have the harness installed, so
+it imports nothing but the standard library. It:
+
+1. optionally installs a shim first (``REPROBISECT_SHIM`` = path of a file with ``install()``);
+2. runs the script as ``__main__`` with the script's own ``sys.argv`` and ``sys.path[0]``;
+3. at exit (also after an uncaught exception) prints one ``@@repro {"event": "exit", ...}`` line with
+   the versions of every distribution the run imported, the Python, the platform, the GPU (when CUDA
+   was used) and the peak memory.
+
+The repro's exit status and traceback are left untouched: the harness classifies them.
+"""
+
+import atexit
+import json
+import os
+import platform
+import resource
+import runpy
+import sys
+
+MARK = "@@repro "
+_STDLIB = set(getattr(sys, "stdlib_module_names", ())) | {"__main__", "_distutils_hack"}
+
+
+def _imported_versions():
+    import importlib.metadata as metadata
+
+    tops = {name.partition(".")[0] for name in list(sys.modules)}
+    tops = {name for name in tops if name and not name.startswith("_") and name not in _STDLIB}
+    mapping = metadata.packages_distributions()
+    versions = {}
+    for top in sorted(tops):
+        for dist in mapping.get(top, ()):
+            try:
+                versions[dist.lower()] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                continue
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(torch, "__version__", None):
+        versions["torch"] = str(torch.__version__)  # keeps the local tag, e.g. 2.13.0+cpu
+    return versions
+
+
+def _gpu():
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "cuda") or not torch.cuda.is_initialized():
+        return None
+    index = torch.cuda.current_device()
+    info = {
+        "name": torch.cuda.get_device_name(index),
+        "count": torch.cuda.device_count(),
+        "cuda": torch.version.cuda,
+        "capability": ".".join(map(str, torch.cuda.get_device_capability(index))),
+        "peak_memory_bytes": int(torch.cuda.max_memory_allocated(index)),
+    }
+    try:
+        import subprocess
+
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )
+        info["driver"] = out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        info["driver"] = None
+    return info
+
+
+def _report():
+    payload = {"event": "exit", "python": platform.python_version(), "platform": platform.platform()}
+    payload["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    try:
+        payload["versions"] = _imported_versions()
+    except Exception as exc:  # a report must never turn a PASS into a failure
+        payload["versions_error"] = repr(exc)
+    try:
+        payload["gpu"] = _gpu()
+    except Exception as exc:
+        payload["gpu_error"] = repr(exc)
+    sys.stdout.flush()
+    print(MARK + json.dumps(payload), flush=True)
+
+
+def main():
+    if len(sys.argv) < 2:
+        print("usage: bootstrap.py SCRIPT [ARGS...]", file=sys.stderr)
+        return 2
+    script = os.path.abspath(sys.argv[1])
+    atexit.register(_report)
+    shim = os.environ.get("REPROBISECT_SHIM")
+    if shim:
+        runpy.run_path(shim)["install"]()
+    sys.argv = [script, *sys.argv[2:]]
+    sys.path[0] = os.path.dirname(script)
+    runpy.run_path(script, run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""One uv venv per cell: created once, reused while its pins are unchanged.
+
+torch is never resolved by uv: with ``system`` torch the venv sees the base interpreter's torch
+(``--system-site-packages``, or a ``.pth`` file when the base is itself a venv) and uv is told to
+exclude torch, so it can neither replace it nor download a multi-GB CUDA build. A pinned torch is
+installed with the venv's own pip, which honours the user's pip configuration (local wheels, index).
+DeepSpeed is an sdist whose build imports torch; uv builds it in isolation without ops (they are
+compiled just in time, into the cell's own TORCH_EXTENSIONS_DIR).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from reprobisect.cells import SYSTEM, Cell
+from reprobisect.errors import ConfigError, EnvBuildError
+
+__all__ = ["BaseInterpreter", "CellEnv", "base_interpreter", "ensure_env", "resolve_cell"]
+
+MARKER = "reprobisect-cell.json"
+_PROBE = r"""
+import json, sys, sysconfig, importlib.metadata as m
+try:
+    torch = m.version("torch")
+except m.PackageNotFoundError:
+    torch = None
+print(json.dumps({
+    "executable": sys.executable,
+    "version": "%d.%d.%d" % sys.version_info[:3],
+    "is_venv": sys.prefix != sys.base_prefix,
+    "site_packages": sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}),
+    "torch": torch,
+}))
+"""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BaseInterpreter:
+    """The interpreter cells are made from, and the torch it holds (if any)."""
+
+    executable: str
+    version: str
+    is_venv: bool
+    site_packages: tuple[str, ...]
+    torch: str | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CellEnv:
+    """A built cell environment."""
+
+    cell: Cell
+    path: Path
+    reused: bool
+    build_seconds: float
+
+    @property
+    def python(self) -> Path:
+        """The cell's interpreter."""
+        return self.path / "bin" / "python"
+
+    @property
+    def torch_extensions(self) -> Path:
+        """JIT-compiled ops of this cell live here, so each DeepSpeed version builds them once."""
+        return self.path / "torch_extensions"
+
+
+def base_interpreter(executable: str) -> BaseInterpreter:
+    """Ask ``executable`` what it is (one short subprocess, torch is not imported)."""
+    try:
+        out = subprocess.run([executable, "-c", _PROBE], capture_output=True, text=True, check=True, timeout=60)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        msg = f"--base-python {executable!r}: cannot run it ({exc}); pass a Python 3 interpreter"
+        raise ConfigError(msg) from exc
+    data = json.loads(out.stdout)
+    return BaseInterpreter(
+        executable=data["executable"],
+        version=data["version"],
+        is_venv=data["is_venv"],
+        site_packages=tuple(data["site_packages"]),
+        torch=data["torch"],
+    )
+
+
+def _requirement(name: str, spec: str) -> str:
+    if spec == "latest":
+        return name
+    if spec[0].isdigit():
+        return f"{name}=={spec}"
+    return f"{name}{spec}"
+
+
+def resolve_cell(base: BaseInterpreter, pins: Mapping[str, str], *, uv: str = "uv") -> Cell:
+    """Turn pins (exact versions, specifiers, ``latest``) into a concrete cell.
+
+    Non-exact pins are resolved together by ``uv pip compile`` against the index the user's uv
+    configuration points at, so ``latest`` means the newest releases that install together.
+    """
+    torch_pin = pins.get("torch", SYSTEM)
+    if torch_pin == SYSTEM:
+        if base.torch is None:
+            msg = (
+                f"torch: 'system' but the base interpreter {base.executable} has no torch; "
+                "install torch into it (pip install torch) or pin one with --torch VERSION"
+            )
+            raise ConfigError(msg)
+        torch_version, torch_source = base.torch, SYSTEM
+    else:
+        torch_version, torch_source = torch_pin, "pinned"
+    others = {name: spec for name, spec in pins.items() if name != "torch"}
+    exact = {name: spec for name, spec in others.items() if spec != "latest" and spec[0].isdigit()}
+    loose = {name: spec for name, spec in others.items() if name not in exact}
+    if loose:
+        exact.update(_compile(base, [_requirement(n, s) for n, s in loose.items()], exact, uv=uv))
+    return Cell(python=base.version, torch=torch_version, torch_source=torch_source, packages=exact)
+
+
+def _compile(base: BaseInterpreter, requirements: list[str], fixed: Mapping[str, str], *, uv: str) -> dict[str, str]:
+    lines = [*requirements, *(f"{n}=={v}" for n, v in fixed.items())]
+    with tempfile.TemporaryDirectory() as tmp:
+        excludes = Path(tmp) / "excludes.txt"
+        excludes.write_text("torch\n")
+        cmd = [uv, "pip", "compile", "-", "--quiet", "--no-header", "--no-annotate",
+               "--python-version", ".".join(base.version.split(".")[:2]), "--excludes", str(excludes)]
+        out = subprocess.run(cmd, input="\n".join(lines), capture_output=True, text=True, check=False, timeout=300)
+    if out.returncode != 0:
+        msg = f"cannot resolve {', '.join(requirements)} together: {out.stderr.strip()[-800:]}"
+        raise ConfigError(msg)
+    wanted = {re.split(r"[<>=!~ ]", r, maxsplit=1)[0].lower() for r in requirements}
+    resolved = {}
+    for line in out.stdout.splitlines():
+        name, sep, version = line.strip().partition("==")
+        if sep and name.lower() in wanted:
+            resolved[name.lower()] = version.split(";")[0].strip()
+    return resolved
+
+
+def _fingerprint(cell: Cell, base: BaseInterpreter) -> str:
+    blob = json.dumps({"cell": cell.to_dict(), "base": base.executable, "format": 1}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def ensure_env(cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str = "uv") -> CellEnv:
+    """Create the cell's venv, or reuse it when its fingerprint (pins + base interpreter) matches."""
+    path = envs_dir / cell.id
+    fingerprint = _fingerprint(cell, base)
+    marker = path / MARKER
+    start = time.perf_counter()
+    if marker.is_file() and (path / "bin" / "python").exists():
+        try:
+            if json.loads(marker.read_text())["fingerprint"] == fingerprint:
+                return CellEnv(cell=cell, path=path, reused=True, build_seconds=time.perf_counter() - start)
+        except (ValueError, KeyError):
+            pass
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    log = path / "build.log"
+    try:
+        _build(cell, base, path, log, uv=uv)
+    except EnvBuildError:
+        marker.unlink(missing_ok=True)
+        raise
+    marker.write_text(json.dumps({"fingerprint": fingerprint, "cell": cell.to_dict()}, indent=2))
+    return CellEnv(cell=cell, path=path, reused=False, build_seconds=time.perf_counter() - start)
+
+
+def _run_logged(cmd: list[str], log: Path, what: str) -> None:
+    with log.open("a") as handle:
+        handle.write(f"$ {' '.join(cmd)}\n")
+        handle.flush()
+        done = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, check=False, timeout=3600)
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-15:]
+        msg = f"{what} failed (exit {done.returncode}); see {log}:\n" + "\n".join(tail)
+        raise EnvBuildError(msg)
+
+
+def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str) -> None:
+    python = str(path / "bin" / "python")
+    venv_cmd = [uv, "venv", "--quiet", "--python", base.executable]
+    system = cell.torch_source == SYSTEM
+    if system and not base.is_venv:
+        venv_cmd.append("--system-site-packages")
+    if not system:
+        venv_cmd.append("--seed")  # pip, to install torch the way the user's pip config says
+    _run_logged([*venv_cmd, str(path)], log, f"creating the venv of cell {cell.id}")
+    if system and base.is_venv:
+        site = Path(_site_packages(python))
+        (site / "_reprobisect_base.pth").write_text("\n".join(base.site_packages) + "\n")
+    if not system:
+        _run_logged([python, "-m", "pip", "install", "--quiet", f"torch=={cell.torch}"], log,
+                    f"installing torch {cell.torch} into cell {cell.id}")
+    excludes = path / "uv-excludes.txt"
+    excludes.write_text("torch\n")
+    reqs = [f"{name}=={version}" for name, version in sorted(cell.packages.items())]
+    _run_logged([uv, "pip", "install", "--python", python, "--excludes", str(excludes), *reqs], log,
+                f"installing {' '.join(reqs)} into cell {cell.id}")
+
+
+def _site_packages(python: str) -> str:
+    out = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True, timeout=60)
+    return out.stdout.strip()

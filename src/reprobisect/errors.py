@@ -1,0 +1,51 @@
+"""Every fatal error the harness raises, each with its own exit code.
+
+Defining them in one module keeps the exit codes unique and lets the CLI catch them once.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BisectInconclusiveError",
+    "ConfigError",
+    "EnvBuildError",
+    "HarnessError",
+    "NothingToDoError",
+    "RecordError",
+]
+
+
+class HarnessError(Exception):
+    """Base of the harness's own errors; the CLI prints the message without a traceback."""
+
+    return_code = 1
+
+
+class ConfigError(HarnessError):
+    """matrix.yaml or the command line asks for something that cannot be right."""
+
+    return_code = 2
+
+
+class NothingToDoError(HarnessError):
+    """The selection left no run to do."""
+
+    return_code = 3
+
+
+class EnvBuildError(HarnessError):
+    """A cell's environment could not be built (uv, pip or a build failed)."""
+
+    return_code = 4
+
+
+class BisectInconclusiveError(HarnessError):
+    """Too many probes were skipped to name a transition."""
+
+    return_code = 5
+
+
+class RecordError(HarnessError):
+    """A record file is malformed, truncated or of an unknown schema version."""
+
+    return_code = 6

@@ -1,0 +1,179 @@
+"""Turn a RunSpec into a Record: start the child in the cell, classify what it did, store it."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from reprobisect import __version__
+from reprobisect.classify import classify
+from reprobisect.config import Fix, Form, Repro
+from reprobisect.envs import CellEnv
+from reprobisect.outcome import Outcome
+from reprobisect.record import Record, StepTime
+from reprobisect.runner import ChildSpec, free_port, parse_events, run_child, scrubbed_environ
+from reprobisect.store import Store
+
+__all__ = ["BOOTSTRAP", "SHIMS", "RunSpec", "child_environ", "execute", "installed_versions"]
+
+_CHILD = Path(__file__).parent / "child"
+BOOTSTRAP = _CHILD / "bootstrap.py"
+SHIMS = {"lightning-cpu": _CHILD / "cpu_shim.py"}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunSpec:
+    """One run: a repro's form with one fix in one cell (the ``repeat``-th time)."""
+
+    repro: Repro
+    form: Form
+    fix: Fix
+    env: CellEnv
+    repeat: int = 0
+    timeout: float | None = None
+    extra_args: tuple[str, ...] = ()
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        """The script's arguments: the form's, then the fix's, then the user's."""
+        return (*self.form.args, *self.fix.args_for(self.form.name), *self.extra_args)
+
+    @property
+    def key(self) -> str:
+        """Hash of everything that decides the outcome; equal keys mean a stored record can be reused."""
+        script = hashlib.sha256(self.form.script.read_bytes()).hexdigest()
+        shim = SHIMS.get(self.form.shim or "")
+        blob = {
+            "repro": self.repro.name, "form": self.form.name, "fix": self.fix.name, "script": script,
+            "args": self.args, "env": dict(self.form.env), "cell": self.env.cell.to_dict(),
+            "shim": hashlib.sha256(shim.read_bytes()).hexdigest() if shim else None,
+            "expected": self.repro.expected_signature,
+        }
+        return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[str] = ()) -> dict[str, str]:
+    """The scrubbed environment of a repro child, with the cell first on PATH."""
+    env = scrubbed_environ(environ, allow=allow)
+    env.update({
+        "PATH": f"{spec.env.path / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}",
+        "VIRTUAL_ENV": str(spec.env.path),
+        "TORCH_EXTENSIONS_DIR": str(spec.env.torch_extensions),
+        "PYTHONUNBUFFERED": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    })
+    if spec.form.distributed_env:
+        env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+    if spec.form.shim:
+        env["REPROBISECT_SHIM"] = str(SHIMS[spec.form.shim])
+    env.update(spec.form.env)
+    return env
+
+
+@functools.cache
+def installed_versions(python: Path) -> dict[str, str]:
+    """Versions installed in a cell (used only when the run died before reporting what it imported)."""
+    code = (
+        "import json, importlib.metadata as m\n"
+        "names = ('torch', 'deepspeed', 'lightning', 'pytorch-lightning', 'lightning-fabric', 'torchvision')\n"
+        "out = {}\n"
+        "for n in names:\n"
+        "    try: out[n] = m.version(n)\n"
+        "    except m.PackageNotFoundError: pass\n"
+        "print(json.dumps(out))\n"
+    )
+    try:
+        done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120, check=True)
+        return dict(json.loads(done.stdout))
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return {}
+
+
+def _failing_step(outcome: Outcome, steps: list[StepTime]) -> int | str | None:
+    if outcome == Outcome.PASS:
+        return None
+    bad = next((s.step for s in steps if not s.ok), None)
+    if bad is not None:
+        return bad
+    return "setup" if not steps else "after-steps"
+
+
+def _median_step(steps: list[StepTime]) -> float | None:
+    """Median of the completed steps, the first (warm-up) step excluded when there are others."""
+    times = [s.seconds for s in steps if s.ok]
+    if not times:
+        return None
+    return statistics.median(times[1:] if len(times) > 1 else times)
+
+
+def execute(spec: RunSpec, store: Store, *, environ: Mapping[str, str], allow_env: Sequence[str] = ()) -> Record:
+    """Run ``spec`` once, write its record atomically, and return it."""
+    log_path = store.log_path(spec.repro.name, spec.env.cell.id, spec.form.name, spec.fix.name, spec.repeat)
+    argv = (str(spec.env.python), str(BOOTSTRAP), str(spec.form.script), *spec.args)
+    workdir = Path(tempfile.mkdtemp(prefix="reprobisect-run-"))
+    try:
+        result = run_child(ChildSpec(
+            argv=argv, env=child_environ(spec, environ, allow=allow_env), cwd=workdir,
+            log_path=log_path, timeout=spec.timeout or spec.repro.timeout,
+        ))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    log = log_path.read_text(encoding="utf-8", errors="replace")
+    verdict = classify(exit_code=result.exit_code, timed_out=result.timed_out, log=log,
+                       expected=spec.repro.expected_signature)
+    events = list(parse_events(log))
+    steps = [StepTime(step=int(e["step"]), seconds=float(e["seconds"]), ok=bool(e.get("ok", True)))  # type: ignore[arg-type]
+             for e in events if e.get("event") == "step"]
+    exit_event: dict[str, Any] = next((e for e in reversed(events) if e.get("event") == "exit"), {})
+    setup = next((e.get("seconds") for e in events if e.get("event") == "setup"), None)
+    config = next((e for e in events if e.get("event") == "config"), {})
+    gpu = exit_event.get("gpu")
+    versions = exit_event.get("versions")
+    record = Record(
+        run_id=uuid.uuid4().hex[:12],
+        spec_key=spec.key,
+        repro=spec.repro.name, form=spec.form.name, fix=spec.fix.name, precision=spec.form.precision,
+        repeat=spec.repeat,
+        script=str(spec.form.script.name),
+        argv=[Path(argv[0]).name, *[str(a) for a in argv[2:]]],
+        cell=spec.env.cell.to_dict(),
+        versions=versions if isinstance(versions, dict) else installed_versions(spec.env.python),
+        versions_source="imported" if isinstance(versions, dict) else "installed",
+        python=exit_event.get("python") or spec.env.cell.python,
+        platform=exit_event.get("platform"),
+        gpu=gpu if isinstance(gpu, dict) else None,
+        outcome=verdict.outcome.value,
+        signature=verdict.signature.to_dict() if verdict.signature else None,
+        known_signature=verdict.known.name if verdict.known else None,
+        upstream=list(verdict.known.upstream) if verdict.known else [],
+        exit_code=result.exit_code,
+        timed_out=result.timed_out,
+        failing_step=_failing_step(verdict.outcome, steps),
+        steps=steps,
+        step_median_seconds=_median_step(steps),
+        first_step_seconds=steps[0].seconds if steps else None,
+        setup_seconds=float(setup) if isinstance(setup, (int, float)) else None,
+        wall_seconds=round(result.wall_seconds, 3),
+        env_seconds=round(spec.env.build_seconds, 3),
+        peak_rss_bytes=exit_event.get("peak_rss_bytes"),
+        peak_gpu_memory_bytes=gpu.get("peak_memory_bytes") if isinstance(gpu, dict) else None,
+        log_path=str(log_path.relative_to(store.root)),
+        started_at=result.started_at,
+        finished_at=result.finished_at,
+        harness_version=__version__,
+        config={k: v for k, v in config.items() if k != "event"},
+    )
+    store.write(record)
+    return record

@@ -1,0 +1,108 @@
+"""One JSON record per run: what ran, where, with which versions, and what happened.
+
+Records are schema-versioned; loading a record of another version or a truncated one raises a
+RecordError that names the file and says what to do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from reprobisect.errors import RecordError
+
+__all__ = ["SCHEMA_VERSION", "Record", "StepTime"]
+
+SCHEMA_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepTime:
+    """Wall time of one training step as the repro measured it."""
+
+    step: int
+    seconds: float
+    ok: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Record:
+    """Everything one run produced. ``spec_key`` identifies the run's inputs, for reuse and resume."""
+
+    run_id: str
+    spec_key: str
+    repro: str
+    form: str
+    fix: str
+    precision: str
+    repeat: int
+    script: str
+    argv: list[str]
+    cell: dict[str, Any]
+    versions: dict[str, str]
+    versions_source: str
+    python: str | None
+    platform: str | None
+    gpu: dict[str, Any] | None
+    outcome: str
+    signature: dict[str, Any] | None
+    known_signature: str | None
+    upstream: list[str]
+    exit_code: int | None
+    timed_out: bool
+    failing_step: int | str | None
+    steps: list[StepTime]
+    step_median_seconds: float | None
+    first_step_seconds: float | None
+    setup_seconds: float | None
+    wall_seconds: float
+    env_seconds: float | None
+    peak_rss_bytes: int | None
+    peak_gpu_memory_bytes: int | None
+    log_path: str
+    started_at: str
+    finished_at: str
+    harness_version: str
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        """Stable, readable JSON."""
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: Path) -> Record:
+        """Build a record from parsed JSON; ``source`` names the file in errors."""
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            newer = isinstance(version, int) and version > SCHEMA_VERSION
+            fix = "update the harness" if newer else "re-run it (records are cheap to remake) or delete it"
+            msg = f"{source}: schema_version {version!r}, this harness reads {SCHEMA_VERSION}; {fix}"
+            raise RecordError(msg)
+        fields = {f.name for f in dataclasses.fields(cls)}
+        missing = sorted(name for name in fields if name not in data and name not in ("config",))
+        if missing:
+            msg = f"{source}: missing key {missing[0]!r}; the file is incomplete, re-run that cell"
+            raise RecordError(msg)
+        values = {name: data[name] for name in fields if name in data}
+        values["steps"] = [StepTime(**step) for step in data["steps"]]
+        return cls(**values)
+
+    @classmethod
+    def load(cls, path: Path) -> Record:
+        """Read one record file; malformed or truncated files raise RecordError naming the file."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            msg = f"{path}: not a readable JSON record ({exc}); it was probably cut short, re-run that cell"
+            raise RecordError(msg) from exc
+        if not isinstance(data, dict):
+            msg = f"{path}: expected a JSON object, got {type(data).__name__}"
+            raise RecordError(msg)
+        try:
+            return cls.from_dict(data, source=path)
+        except (TypeError, KeyError) as exc:
+            msg = f"{path}: malformed record ({exc})"
+            raise RecordError(msg) from exc

@@ -1,0 +1,171 @@
+"""Run one child process: own process group, explicit environment, timeout, log file.
+
+The runner knows nothing of DeepSpeed: it works for any script. On timeout it escalates SIGINT →
+SIGTERM → SIGKILL on the whole process group (SIGINT first, so Python prints where it was stuck),
+and after any exit it kills whatever the child left behind in its group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+__all__ = [
+    "EVENT_MARK",
+    "ChildResult",
+    "ChildSpec",
+    "free_port",
+    "parse_events",
+    "run_child",
+    "scrubbed_environ",
+]
+
+EVENT_MARK = "@@repro "
+
+_PASSED_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "TZ", "TMPDIR", "SHELL",
+    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CC", "CXX", "OMP_NUM_THREADS",
+    "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "XDG_CACHE_HOME", "CUDA_VISIBLE_DEVICES",
+})
+_PASSED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH_", "DS_", "MKL_", "KMP_", "TRITON_", "NVSHMEM_")
+_SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY", "_PASSWORD", "_CREDENTIALS")
+_SECRET_PREFIXES = ("AWS_", "GITHUB_", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AZURE_", "GOOGLE_")
+
+
+def scrubbed_environ(environ: Mapping[str, str], *, allow: Sequence[str] = ()) -> dict[str, str]:
+    """The part of ``environ`` a repro child may see.
+
+    Only names a build or a GPU run needs pass (PATH, locale, CUDA/NCCL/torch/DeepSpeed settings), and
+    credentials never pass unless named in ``allow``: repros are often scripts pasted from issues.
+    """
+    allowed = set(allow)
+    kept = {}
+    for name, value in environ.items():
+        if name in allowed:
+            kept[name] = value
+            continue
+        if name.endswith(_SECRET_SUFFIXES) or name.startswith(_SECRET_PREFIXES):
+            continue
+        if name in _PASSED_NAMES or name.startswith(_PASSED_PREFIXES):
+            kept[name] = value
+    return kept
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface now (for MASTER_PORT)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChildSpec:
+    """Everything needed to start one child; argv is a list, never a shell string."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: Path
+    log_path: Path
+    timeout: float
+    grace: float = 5.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChildResult:
+    """What happened: exit status (negative = signal), whether it timed out, and how long it took."""
+
+    exit_code: int | None
+    timed_out: bool
+    wall_seconds: float
+    started_at: str
+    finished_at: str
+    log_path: Path
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to a process group; False when the group no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+    return True
+
+
+def _stop_group(process: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGINT, then SIGTERM, then SIGKILL to the child's whole group, waiting ``grace`` between."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if not _signal_group(process.pid, sig):
+            break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=grace)
+            break
+    _signal_group(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def run_child(spec: ChildSpec) -> ChildResult:
+    """Start the child, wait for it (or its timeout), and leave no process of its group behind.
+
+    If the harness itself is interrupted (KeyboardInterrupt), the child's group is stopped before the
+    interrupt propagates, so Ctrl-C never leaves a training process running.
+    """
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    started_at = _now()
+    start = time.perf_counter()
+    timed_out = False
+    with spec.log_path.open("wb") as log:
+        process = subprocess.Popen(
+            list(spec.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(spec.env),
+            cwd=spec.cwd,
+            start_new_session=True,
+        )
+        try:
+            process.wait(timeout=spec.timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _stop_group(process, spec.grace)
+        except BaseException:
+            _stop_group(process, min(spec.grace, 2.0))
+            raise
+        finally:
+            _signal_group(process.pid, signal.SIGKILL)  # grandchildren left in the group
+    wall = time.perf_counter() - start
+    return ChildResult(
+        exit_code=None if timed_out else process.returncode,
+        timed_out=timed_out,
+        wall_seconds=wall,
+        started_at=started_at,
+        finished_at=_now(),
+        log_path=spec.log_path,
+    )
+
+
+def parse_events(log: str) -> Iterator[dict[str, object]]:
+    """The ``@@repro {json}`` lines a repro or the bootstrap printed, in order; bad lines are skipped."""
+    for line in log.splitlines():
+        _, mark, payload = line.partition(EVENT_MARK)
+        if not mark:
+            continue
+        with contextlib.suppress(ValueError):
+            event = json.loads(payload)
+            if isinstance(event, dict):
+                yield event
