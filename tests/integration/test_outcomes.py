@@ -1,0 +1,152 @@
+"""Every outcome class produced by a real child process through the real runner and store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from reprobisect.envs import CellEnv
+from reprobisect.execute import RunSpec, execute
+from reprobisect.outcome import Outcome
+from reprobisect.record import Record
+from reprobisect.store import Store
+from tests.conftest import make_repro
+
+
+def _run(env: CellEnv, tmp_path: Path, script: str, **kwargs: object) -> Record:
+    repro = make_repro(script, **kwargs)  # type: ignore[arg-type]
+    spec = RunSpec(repro=repro, form=repro.forms["cpu-deepspeed"], fix=repro.fixes["none"], env=env)
+    return execute(spec, Store(tmp_path / "reports"), environ=os.environ)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+def test_pass_records_steps_and_versions(plain_env: CellEnv, tmp_path: Path) -> None:
+    record = _run(plain_env, tmp_path, "passes.py")
+    assert record.outcome == Outcome.PASS.value
+    assert [s.step for s in record.steps] == [0, 1, 2]
+    assert record.step_median_seconds is not None
+    assert record.first_step_seconds is not None
+    assert record.step_median_seconds > record.first_step_seconds  # warm-up excluded: steps 1, 2 sleep longer
+    assert record.versions_source == "imported"
+    assert record.peak_rss_bytes and record.peak_rss_bytes > 0
+    assert record.python == ".".join(map(str, sys.version_info[:3]))
+    stored = Record.load(tmp_path / "reports" / "records" / "passes" / record.cell["id"] / "cpu-deepspeed__none__r0.json")
+    assert stored == record
+
+
+def test_reproduced_with_failing_step(plain_env: CellEnv, tmp_path: Path) -> None:
+    record = _run(plain_env, tmp_path, "raises.py")
+    assert record.outcome == Outcome.REPRODUCED.value
+    assert record.failing_step == 1
+    assert record.known_signature == "zero-ipg-buffer-none"
+    assert record.signature is not None
+    assert record.signature["frames"] == ["deepspeed.runtime.zero.stage_1_and_2:reduce_independent_p_g_buckets_and_remove_grads"]
+
+
+def test_other_failure(plain_env: CellEnv, tmp_path: Path) -> None:
+    record = _run(plain_env, tmp_path, "other_failure.py")
+    assert record.outcome == Outcome.OTHER_FAILURE.value
+    assert record.failing_step == "setup"
+    assert record.signature is not None
+    assert record.signature["message"] == "something else at 0x? in <path> after N steps"
+
+
+def test_import_failure_is_env_error(plain_env: CellEnv, tmp_path: Path) -> None:
+    assert _run(plain_env, tmp_path, "cannot_import.py").outcome == Outcome.ENV_ERROR.value
+
+
+def test_segfault_is_crash(plain_env: CellEnv, tmp_path: Path) -> None:
+    record = _run(plain_env, tmp_path, "segfaults.py")
+    assert record.outcome == Outcome.CRASH.value
+    assert record.signature is not None
+    assert record.signature["message"] == "SIGSEGV"
+
+
+def test_timeout_kills_the_whole_group_grandchild_included(plain_env: CellEnv, tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    start = time.monotonic()
+    record = _run(plain_env, tmp_path, "sleeps_with_grandchild.py", timeout=3, args=(str(pid_file),))
+    assert record.outcome == Outcome.TIMEOUT.value
+    assert time.monotonic() - start < 30
+    # SIGINT first: Python printed where the child was stuck
+    assert record.signature is not None
+    assert record.signature["exception"] == "KeyboardInterrupt"
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(grandchild), "the grandchild survived the timeout"
+
+
+def test_sigint_to_the_harness_mid_run_keeps_earlier_records_intact(tmp_path: Path) -> None:
+    """Run a two-repro harness in a subprocess, interrupt it during the second run, check the store."""
+    import subprocess
+
+    driver = tmp_path / "driver.py"
+    driver.write_text(f'''
+import os, sys
+sys.path.insert(0, {str(Path(__file__).parents[2])!r})
+from pathlib import Path
+from reprobisect.cells import Cell
+from reprobisect.envs import CellEnv
+from reprobisect.execute import RunSpec, execute
+from reprobisect.store import Store
+from tests.conftest import make_repro
+path = Path({str(tmp_path)!r}) / "cell"
+(path / "bin").mkdir(parents=True)
+(path / "bin" / "python").symlink_to(sys.executable)
+env = CellEnv(cell=Cell(python="3", torch="none", torch_source="pinned", packages={{}}), path=path, reused=True, build_seconds=0)
+store = Store(Path({str(tmp_path)!r}) / "reports")
+for script, args in (("passes.py", ()), ("sleeps_with_grandchild.py", ({str(tmp_path / "gc.pid")!r},))):
+    repro = make_repro(script, timeout=120, args=args)
+    execute(RunSpec(repro=repro, form=repro.forms["cpu-deepspeed"], fix=repro.fixes["none"], env=env), store, environ=os.environ)
+    print("done", script, flush=True)
+''')
+    proc = subprocess.Popen([sys.executable, str(driver)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith("done passes.py")
+    gc_pid_file = tmp_path / "gc.pid"
+    deadline = time.monotonic() + 30
+    while not gc_pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    proc.stdout.close()
+    assert proc.returncode != 0
+    records = sorted((tmp_path / "reports" / "records").rglob("*"))
+    files = [p for p in records if p.is_file()]
+    assert [p.name for p in files] == ["cpu-deepspeed__none__r0.json"]  # the finished run, nothing half-written
+    assert Record.load(files[0]).outcome == "PASS"
+    grandchild = int(gc_pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(grandchild)
+
+
+@pytest.mark.parametrize("secret", ["GITHUB_TOKEN", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_SERVICE_PASSWORD"])
+def test_child_environment_has_no_credentials(plain_env: CellEnv, tmp_path: Path, secret: str) -> None:
+    from reprobisect.execute import child_environ
+
+    repro = make_repro("passes.py")
+    spec = RunSpec(repro=repro, form=repro.forms["cpu-deepspeed"], fix=repro.fixes["none"], env=plain_env)
+    env = child_environ(spec, {"PATH": "/usr/bin", secret: "s3cr3t", "DS_ACCELERATOR": "cpu"})
+    assert secret not in env
+    assert env["DS_ACCELERATOR"] == "cpu"
+    assert env["PATH"].startswith(str(plain_env.path / "bin"))
+    assert secret in child_environ(spec, {secret: "x"}, allow=[secret])
