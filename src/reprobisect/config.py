@@ -204,5 +204,5 @@ def load_config(path: Path) -> Config:
     default_cell = {"torch": "system", "deepspeed": "latest", "lightning": "latest"}
     default_cell.update({k: reader.string(v, f"default_cell.{k}") for k, v in cell.items()})
     repros_raw = reader.mapping(top["repros"], "repros", allowed=set(top["repros"] or {}))
-    repros = {name: _read_repro(reader, name, value, path.parent) for name, value in repros_raw.items()}
+    repros = {name: _read_repro(reader, name, value, path.resolve().parent) for name, value in repros_raw.items()}
     return Config(path=path, default_cell=default_cell, repros=repros)

@@ -151,6 +151,7 @@ def _fingerprint(cell: Cell, base: BaseInterpreter) -> str:
 
 def ensure_env(cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str = "uv") -> CellEnv:
     """Create the cell's venv, or reuse it when its fingerprint (pins + base interpreter) matches."""
+    envs_dir = envs_dir.resolve()
     path = envs_dir / cell.id
     fingerprint = _fingerprint(cell, base)
     marker = path / MARKER
@@ -163,8 +164,9 @@ def ensure_env(cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str = "
             pass
     if path.exists():
         shutil.rmtree(path)
-    path.mkdir(parents=True)
-    log = path / "build.log"
+    envs_dir.mkdir(parents=True, exist_ok=True)
+    log = envs_dir / f"{cell.id}.build.log"
+    log.write_text("")
     try:
         _build(cell, base, path, log, uv=uv)
     except EnvBuildError:

@@ -14,6 +14,14 @@ __all__ = ["markdown_summary", "runs_frame", "runs_table"]
 _MIB = 1024 * 1024
 
 
+def _version(record: Record, name: str) -> str:
+    """The version the run imported; the cell's pin in parentheses when the run never imported it."""
+    if name in record.versions:
+        return record.versions[name]
+    pinned = record.cell.get("packages", {}).get(name)
+    return f"({pinned})" if pinned else ""
+
+
 def runs_frame(records: Sequence[Record]) -> pd.DataFrame:
     """One row per run with the columns a maintainer reads first."""
     rows = []
@@ -33,9 +41,9 @@ def runs_frame(records: Sequence[Record]) -> pd.DataFrame:
             "peak_mem_mib": round((gpu_peak if gpu_peak else (r.peak_rss_bytes or 0)) / _MIB) or None,
             "peak_mem_kind": "gpu" if gpu_peak else "rss",
             "wall_s": round(r.wall_seconds, 1),
-            "torch": r.versions.get("torch", ""),
-            "deepspeed": r.versions.get("deepspeed", ""),
-            "lightning": r.versions.get("lightning", r.versions.get("pytorch-lightning", "")),
+            "torch": _version(r, "torch"),
+            "deepspeed": _version(r, "deepspeed"),
+            "lightning": _version(r, "lightning"),
             "versions_source": r.versions_source,
             "repeat": r.repeat,
             "log": r.log_path,
@@ -54,7 +62,7 @@ def runs_table(records: Sequence[Record]) -> str:
     )
     columns = ["form", "fix", "outcome", "signature", "failing_step", "median_step_ms", "peak_mem_mib",
                "wall_s", "torch", "deepspeed", "lightning"]
-    return frame[columns].to_string(index=False, na_rep="-")
+    return frame[columns].astype(object).where(frame[columns].notna(), "-").to_string(index=False)
 
 
 def markdown_summary(records: Sequence[Record], *, title: str, command: str) -> str:

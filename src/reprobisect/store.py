@@ -28,7 +28,7 @@ class Store:
     """Records and logs of runs under one output folder."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
+        self.root = root.resolve()
 
     def _stem(self, repro: str, cell_id: str, form: str, fix: str, repeat: int) -> Path:
         return Path(repro) / cell_id / f"{form}__{fix}__r{repeat}"

@@ -1,0 +1,285 @@
+# /// script
+# requires-python = ">=3.9"
+# dependencies = ["torch", "lightning", "deepspeed"]
+# ///
+"""Lightning Fabric DCGAN with two ``fabric.setup()`` calls under DeepSpeed ZeRO-1.
+
+The bug
+    The DeepSpeedExamples DCGAN (training/gan) ported to Fabric: ``Fabric(precision="16-mixed",
+    strategy="deepspeed_stage_1")``, D and G each set up with their own ``fabric.setup()`` (two
+    DeepSpeed engines).  Lightning's default ZeRO config has ``overlap_comm=True`` and
+    ``contiguous_gradients=True``, so each engine's ZeRO-1 optimizer hooks every parameter.  The G
+    step computes ``netD(fake)`` and calls ``fabric.backward(errG, model=netG)``: autograd also
+    reaches D's parameters and fires D's hooks outside D's ``backward()``, when D has no gradient
+    buffer (``ipg_buffer is None``).
+
+Upstream reports
+    Lightning #19773 ("Support GAN based model training with deepspeed which need to setup fabric
+    twice"), Lightning #17856 (same failure with two set-ups); DeepSpeed #4923 is related.
+
+Expected signature (as reported, DeepSpeed 0.16-era releases)
+    TypeError: 'NoneType' object is not subscriptable
+    innermost deepspeed frame: deepspeed/runtime/zero/stage_1_and_2.py
+    ``reduce_independent_p_g_buckets_and_remove_grads``, raised from ``fabric.backward(errG,
+    model=netG)`` (``lightning/fabric/plugins/precision/deepspeed.py`` backward), at step 0.
+    Other DeepSpeed releases fail with other exceptions in the same place.
+
+Differences from the report: random images (a TensorDataset of ``torch.randn``) instead of a
+downloaded data set, no torchvision / tensorboard / image saving, ``--steps`` iterations.
+On a machine without a GPU, Lightning refuses DeepSpeed; the harness then runs this file
+unchanged under a CPU shim, with ``--precision bf16-mixed`` (DeepSpeed refuses fp16 on the CPU).
+
+Candidate fixes (flags): --freeze-d, --no-overlap-comm, --single-engine, --zero-stage 0,
+--buffer-dtype half (a CPU-only BatchNorm workaround for DeepSpeed >= 0.19.2).
+
+Exit code contract: 0 = all ``--steps`` steps ran; an uncaught exception is a failure and its
+traceback goes to stderr (non-zero exit).  Progress lines on stdout start with ``@@repro ``.
+"""
+import argparse
+import contextlib
+import json
+import time
+
+_T0 = time.perf_counter()
+
+import torch
+import torch.nn as nn
+import lightning
+from lightning.fabric import Fabric, seed_everything
+from lightning.fabric.strategies import DeepSpeedStrategy
+
+
+@contextlib.contextmanager
+def step(i):
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    sync()
+    t, ok = time.perf_counter(), False
+    try:
+        yield
+        sync()
+        ok = True
+    finally:
+        print("@@repro " + json.dumps({"event": "step", "step": i, "seconds": time.perf_counter() - t, "ok": ok}), flush=True)
+
+
+# --- DCGAN models, as in DeepSpeedExamples training/gan/gan_model.py ---------
+def weights_init(m):
+    classname = m.__class__.__name__
+    if classname.find("Conv") != -1:
+        m.weight.data.normal_(0.0, 0.02)
+    elif classname.find("BatchNorm") != -1:
+        m.weight.data.normal_(1.0, 0.02)
+        m.bias.data.fill_(0)
+
+
+class Generator(nn.Module):
+    def __init__(self, ngpu, ngf, nc, nz):
+        super().__init__()
+        self.ngpu = ngpu
+        self.main = nn.Sequential(
+            nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False),
+            nn.BatchNorm2d(ngf * 8),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ngf * 4),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ngf * 2),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ngf),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),
+            nn.Tanh(),
+        )
+
+    def forward(self, input):
+        return self.main(input)
+
+
+class Discriminator(nn.Module):
+    def __init__(self, ngpu, ndf, nc):
+        super().__init__()
+        self.ngpu = ngpu
+        self.main = nn.Sequential(
+            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 2),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 4),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 4, ndf * 8, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 8),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False),
+            nn.Sigmoid(),
+        )
+
+    def forward(self, input):
+        return self.main(input).view(-1, 1).squeeze(1)
+
+
+class GAN(nn.Module):
+    """--single-engine: both networks in one module, routed by ``net``."""
+
+    def __init__(self, netG, netD):
+        super().__init__()
+        self.netG, self.netD = netG, netD
+
+    def forward(self, x, net):
+        return self.netG(x) if net == "G" else self.netD(x)
+
+
+def make_strategy(args):
+    """The report's ``"deepspeed_stage_1"``, or the same strategy with a candidate fix applied."""
+    if not (args.no_overlap_comm or args.zero_stage != 1 or args.buffer_dtype):
+        return args.strategy
+    kwargs = {"stage": args.zero_stage}
+    if args.no_overlap_comm:
+        kwargs.update(overlap_comm=False, contiguous_gradients=False)
+    strategy = DeepSpeedStrategy(**kwargs)
+    if args.buffer_dtype == "half":
+        # Passing config= would replace Lightning's whole default config (ZeRO settings included);
+        # adding one key to the default config the strategy just built keeps everything else.
+        half = "bf16" if args.precision.startswith("bf16") else "fp16" if args.precision.startswith("16") else "fp32"
+        strategy.config["data_types"] = {"buffer_dtype": half}
+    return strategy
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--precision", default="16-mixed")
+    p.add_argument("--strategy", default="deepspeed_stage_1")
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--ngf", type=int, default=64)
+    p.add_argument("--ndf", type=int, default=64)
+    p.add_argument("--nz", type=int, default=100)
+    p.add_argument("--lr", type=float, default=0.0002)
+    p.add_argument("--beta1", type=float, default=0.5)
+    p.add_argument("--seed", type=int, default=999)
+    p.add_argument("--freeze-d", action="store_true", help="D params requires_grad=False during the G step")
+    p.add_argument("--no-overlap-comm", action="store_true", help="DeepSpeedStrategy(overlap_comm=False, contiguous_gradients=False)")
+    p.add_argument("--single-engine", action="store_true", help="G and D in one fabric.setup() with two param groups")
+    p.add_argument("--zero-stage", type=int, default=1)
+    p.add_argument("--buffer-dtype", choices=["half"], default=None, help="DeepSpeed data_types.buffer_dtype = run dtype")
+    args = p.parse_args()
+
+    seed_everything(args.seed)
+    nc, nz = 3, args.nz
+    dataset = torch.utils.data.TensorDataset(torch.randn(args.steps * args.batch_size, nc, args.image_size, args.image_size))
+    dataloader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True)
+
+    netG = Generator(0, args.ngf, nc, nz)
+    netG.apply(weights_init)
+    netD = Discriminator(0, args.ndf, nc)
+    netD.apply(weights_init)
+    criterion = nn.BCELoss()
+    real_label, fake_label = 1, 0
+
+    fabric = Fabric(accelerator="auto", devices=1, precision=args.precision, strategy=make_strategy(args))
+    fabric.launch()
+
+    fixed_noise = torch.randn(args.batch_size, nz, 1, 1, device=fabric.device)  # kept from the report (unused)
+
+    if args.single_engine:
+        # SEMANTIC CHANGE: one fabric.setup() -> one DeepSpeed engine holding G and D, one Adam with two
+        # param groups (0 = D, 1 = G).  optimizer.step() steps both groups, so the idle group gets lr=0
+        # in each phase: its weights do not move, but its Adam moments still see that phase's gradients
+        # (D's moments absorb the G-loss gradient; G's moments decay during the D phase).
+        optimizer = torch.optim.Adam([{"params": netD.parameters()}, {"params": netG.parameters()}],
+                                     lr=args.lr, betas=(args.beta1, 0.999))
+        gan, optimizer = fabric.setup(GAN(netG, netD), optimizer)
+        optimizerD = optimizerG = optimizer
+        modelD = modelG = gan
+        fwdD = lambda x: gan(x, "D")
+        fwdG = lambda x: gan(x, "G")
+
+        def set_phase(phase):
+            for idx, g in enumerate(optimizer.param_groups):
+                g["lr"] = args.lr if idx == (0 if phase == "D" else 1) else 0.0
+    else:
+        optimizerD = torch.optim.Adam(netD.parameters(), lr=args.lr, betas=(args.beta1, 0.999))
+        optimizerG = torch.optim.Adam(netG.parameters(), lr=args.lr, betas=(args.beta1, 0.999))
+        netD, optimizerD = fabric.setup(netD, optimizerD)
+        netG, optimizerG = fabric.setup(netG, optimizerG)
+        modelD, modelG, fwdD, fwdG = netD, netG, netD, netG
+        set_phase = lambda phase: None
+
+    dataloader = fabric.setup_dataloaders(dataloader)
+
+    cfg = fabric.strategy.config if isinstance(fabric.strategy, DeepSpeedStrategy) else {}
+    zero = cfg.get("zero_optimization", {})
+    fixes = [f for f, on in [("freeze-d", args.freeze_d), ("no-overlap-comm", args.no_overlap_comm),
+                             ("single-engine", args.single_engine), ("buffer-dtype-half", args.buffer_dtype)] if on]
+    if args.zero_stage != 1:
+        fixes.append(f"zero-stage-{args.zero_stage}")
+    import deepspeed
+
+    print("@@repro " + json.dumps({
+        "event": "config", "precision": fabric.strategy.precision.precision, "zero_stage": zero.get("stage"),
+        "fp16": cfg.get("fp16", {}).get("enabled", False), "bf16": cfg.get("bf16", {}).get("enabled", False),
+        "overlap_comm": zero.get("overlap_comm"), "contiguous_gradients": zero.get("contiguous_gradients"),
+        "buffer_dtype": cfg.get("data_types", {}).get("buffer_dtype"), "fixes": fixes, "device": str(fabric.device),
+        "accelerator": type(fabric.accelerator).__name__, "strategy": type(fabric.strategy).__name__,
+        "engines": 1 if args.single_engine else 2, "deepspeed": deepspeed.__version__,
+        "lightning": lightning.__version__, "torch": torch.__version__, "batch_size": args.batch_size}), flush=True)
+    print("@@repro " + json.dumps({"event": "setup", "seconds": time.perf_counter() - _T0}), flush=True)
+
+    for i, data in enumerate(dataloader, 0):
+        if i >= args.steps:
+            break
+        with step(i):
+            ############################
+            # (1) Update D network: maximize log(D(x)) + log(1 - D(G(z)))
+            ###########################
+            set_phase("D")
+            netD.zero_grad()
+            real = data[0]
+            batch_size = real.size(0)
+            label = torch.full((batch_size,), real_label, dtype=real.dtype, device=fabric.device)
+            output = fwdD(real)
+            errD_real = criterion(output, label)
+            fabric.backward(errD_real, model=modelD)
+            D_x = output.mean().item()
+
+            # train with fake
+            noise = torch.randn(batch_size, nz, 1, 1, device=fabric.device)
+            fake = fwdG(noise)
+            label.fill_(fake_label)
+            output = fwdD(fake.detach())
+            errD_fake = criterion(output, label)
+            fabric.backward(errD_fake, model=modelD)
+            D_G_z1 = output.mean().item()
+            errD = errD_real + errD_fake
+            optimizerD.step()
+
+            ############################
+            # (2) Update G network: maximize log(D(G(z)))
+            ###########################
+            set_phase("G")
+            netG.zero_grad()
+            if args.freeze_d:
+                for prm in netD.parameters():
+                    prm.requires_grad_(False)
+            try:
+                label.fill_(real_label)  # fake labels are real for generator cost
+                output = fwdD(fake)
+                errG = criterion(output, label)
+                fabric.backward(errG, model=modelG)  # goes through D's parameters -> D's ZeRO hooks fire
+            finally:
+                if args.freeze_d:
+                    for prm in netD.parameters():
+                        prm.requires_grad_(True)
+            D_G_z2 = output.mean().item()
+            optimizerG.step()
+
+            print("[%d/%d] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f"
+                  % (i, args.steps, errD.item(), errG.item(), D_x, D_G_z1, D_G_z2), flush=True)
+
+
+if __name__ == "__main__":
+    main()
