@@ -61,6 +61,20 @@ def _pins(args: argparse.Namespace) -> dict[str, str]:
     return {name: getattr(args, name) for name in PINNED if getattr(args, name)}
 
 
+def _reproduce_command(args: argparse.Namespace) -> str:
+    """The nox command that re-runs exactly this selection (pins made exact from the records)."""
+    extra: list[str] = []
+    for name in PINNED:
+        if getattr(args, name):
+            extra += [f"--{name}", getattr(args, name)]
+    if args.backend != "auto":
+        extra += ["--backend", args.backend]
+    for option in ("fix", "form"):
+        if getattr(args, option):
+            extra += [f"--{option}", ",".join(_split(getattr(args, option)))]
+    return f"nox -s repro_{args.repro}" + (f" -- {shlex.join(extra)}" if extra else "")
+
+
 def _cmd_repro(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     request = ReproRequest(
@@ -72,7 +86,7 @@ def _cmd_repro(args: argparse.Namespace) -> int:
                         envs_dir=args.envs, environ=os.environ)
     print()
     print(runs_table(records))
-    command = "nox -s repro_" + args.repro + (" -- " + shlex.join(sys.argv[3:]) if len(sys.argv) > 3 else "")  # noqa: PLR2004
+    command = _reproduce_command(args)
     summary = args.out / f"summary-{args.repro}.md"
     summary.parent.mkdir(parents=True, exist_ok=True)
     title = f"{config.repro(args.repro).title}"

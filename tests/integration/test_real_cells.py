@@ -1,0 +1,90 @@
+"""Real cells: uv venvs over the base interpreter's torch, real DeepSpeed and Lightning releases, real repros.
+
+Slow: the first run of a DeepSpeed version compiles a comm op (about 30 s); cells are kept in
+``.cells/`` (or $REPROBISECT_ENVS) so later runs reuse them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from reprobisect.envs import base_interpreter, ensure_env, resolve_cell
+from reprobisect.record import Record
+from tests.conftest import ROOT, base_python
+
+pytestmark = pytest.mark.slow
+
+OLD_DS = "0.16.4"
+LIGHTNING = "2.6.6"
+
+
+@pytest.fixture(scope="module")
+def envs_dir() -> Path:
+    return Path(os.environ.get("REPROBISECT_ENVS", ROOT / ".cells"))
+
+
+@pytest.fixture(scope="module")
+def base():  # noqa: ANN201
+    interpreter = base_interpreter(base_python())
+    if interpreter.torch is None:
+        pytest.fail(f"{interpreter.executable} has no torch: install it (pip install torch) before the slow tests")
+    return interpreter
+
+
+def _harness(*args: str, out: Path, envs_dir: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "reprobisect", *args, "--out", str(out), "--envs", str(envs_dir),
+           "--base-python", base_python(), "--config", str(ROOT / "matrix.yaml")]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False, cwd=ROOT)
+
+
+def _records(out: Path, repro: str) -> dict[tuple[str, str], Record]:
+    found = {}
+    for path in (out / "records" / repro).rglob("*.json"):
+        record = Record.load(path)
+        found[(record.form, record.fix)] = record
+    return found
+
+
+def test_cell_is_built_once_and_reused(base, envs_dir: Path) -> None:  # noqa: ANN001
+    cell = resolve_cell(base, {"torch": "system", "deepspeed": OLD_DS, "lightning": LIGHTNING})
+    first = ensure_env(cell, base, envs_dir)
+    start = time.perf_counter()
+    again = ensure_env(cell, base, envs_dir)
+    assert again.reused
+    assert time.perf_counter() - start < 0.5
+    assert first.path == again.path
+    # torch is the base interpreter's, never a second copy in the cell
+    out = subprocess.run([str(again.python), "-c", "import torch, json; print(json.dumps(torch.__file__))"],
+                         capture_output=True, text=True, check=True)
+    assert not json.loads(out.stdout).startswith(str(again.path))
+
+
+def test_gan_cpu_forms_on_deepspeed_0_16_4_reproduce_the_report(tmp_path: Path, envs_dir: Path) -> None:
+    done = _harness("repro", "gan", "--backend", "cpu", "--deepspeed", OLD_DS, "--lightning", LIGHTNING,
+                    "--fix", "none,freeze-d", out=tmp_path, envs_dir=envs_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("No CUDA device here") or "--backend" in done.stdout or "Running the" in done.stdout
+    records = _records(tmp_path, "gan")
+    for form in ("cpu-deepspeed", "cpu-shim"):
+        none = records[(form, "none")]
+        assert none.outcome == "REPRODUCED", (form, none.signature)
+        assert none.known_signature == "zero-ipg-buffer-none"
+        assert none.signature is not None
+        assert none.signature["message"] == "'NoneType' object is not subscriptable"
+        assert none.versions["deepspeed"] == OLD_DS
+        assert none.versions_source == "imported"
+        assert isinstance(none.failing_step, int)
+        fixed = records[(form, "freeze-d")]
+        assert fixed.outcome == "PASS", (form, fixed.signature)
+        assert fixed.step_median_seconds is not None
+    assert records[("cpu-shim", "none")].versions["lightning"] == LIGHTNING
+    summary = (tmp_path / "summary-gan.md").read_text()
+    assert "zero-ipg-buffer-none" in summary
+    assert "REPRODUCED" in summary
