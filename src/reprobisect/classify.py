@@ -10,8 +10,9 @@ import dataclasses
 import functools
 import importlib.resources
 import re
-import tomllib
 from typing import Literal
+
+import tomllib
 
 from reprobisect.errors import ConfigError
 from reprobisect.outcome import Outcome
@@ -125,4 +126,4 @@ def classify(
 
 def _shell_signal(exit_code: int) -> int | None:
     signal_number = exit_code - _SIGNAL_EXIT_BASE
-    return signal_number if 0 < signal_number < 65 else None  # noqa: PLR2004 - the signal range
+    return signal_number if 0 < signal_number < 65 else None

@@ -104,7 +104,8 @@ def _cmd_env(args: argparse.Namespace) -> int:
     subprocess.run([str(env.python), "-m", "torch.utils.collect_env"], check=False)
     ds_report = env.path / "bin" / "ds_report"
     if ds_report.exists():
-        subprocess.run([str(ds_report)], check=False, env={**os.environ, "PATH": f"{env.path / 'bin'}:{os.environ['PATH']}"})
+        path = f"{env.path / 'bin'}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+        subprocess.run([str(ds_report)], check=False, env={**os.environ, "PATH": path})
     return 0
 
 

@@ -98,7 +98,14 @@ class _Reader:
     def fail(self, where: str, message: str) -> ConfigError:
         return ConfigError(f"{self.path.name}: {where}: {message}")
 
-    def mapping(self, value: Any, where: str, *, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+    def mapping(
+        self,
+        value: Any,
+        where: str,
+        *,
+        allowed: set[str] | frozenset[str] | tuple[str, ...],
+        required: set[str] | frozenset[str] = frozenset(),
+    ) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.fail(where, f"expected a mapping, got {type(value).__name__} {value!r}")
         for key in value:
@@ -136,7 +143,7 @@ def _read_form(reader: _Reader, name: str, raw: Any, where: str, root: Path) -> 
         raise ConfigError(_unknown(f"{reader.path.name}: {where}.{name}.shim", str(shim), SHIMS))
     env = reader.mapping(data.get("env", {}), f"{where}.{name}.env", allowed=set(data.get("env", {}) or {}))
     return Form(
-        name=name,  # type: ignore[arg-type]
+        name=name,
         script=script,
         precision=reader.string(data["precision"], f"{where}.{name}.precision"),
         args=reader.strings(data.get("args", []), f"{where}.{name}.args"),
@@ -154,7 +161,10 @@ def _read_repro(reader: _Reader, name: str, raw: Any, root: Path) -> Repro:
         required={"title", "forms", "fixes"},
     )
     forms_raw = reader.mapping(data["forms"], f"{where}.forms", allowed=set(FORMS))
-    forms = {form: _read_form(reader, form, value, f"{where}.forms", root) for form, value in forms_raw.items()}
+    forms: dict[FormName, Form] = {}
+    for form_name, value in forms_raw.items():
+        form = _read_form(reader, form_name, value, f"{where}.forms", root)
+        forms[form.name] = form
     fixes_raw = reader.mapping(data["fixes"], f"{where}.fixes", allowed=set(data["fixes"] or {}))
     if "none" not in fixes_raw:
         raise reader.fail(f"{where}.fixes", "must define 'none' (the unmodified repro)")

@@ -101,6 +101,10 @@ def installed_versions(python: Path) -> dict[str, str]:
         return {}
 
 
+def _step(event: Mapping[str, Any]) -> StepTime:
+    return StepTime(step=int(event["step"]), seconds=float(event["seconds"]), ok=bool(event.get("ok", True)))
+
+
 def _failing_step(outcome: Outcome, steps: list[StepTime]) -> int | str | None:
     if outcome == Outcome.PASS:
         return None
@@ -134,8 +138,7 @@ def execute(spec: RunSpec, store: Store, *, environ: Mapping[str, str], allow_en
     verdict = classify(exit_code=result.exit_code, timed_out=result.timed_out, log=log,
                        expected=spec.repro.expected_signature)
     events = list(parse_events(log))
-    steps = [StepTime(step=int(e["step"]), seconds=float(e["seconds"]), ok=bool(e.get("ok", True)))  # type: ignore[arg-type]
-             for e in events if e.get("event") == "step"]
+    steps = [_step(e) for e in events if e.get("event") == "step"]
     exit_event: dict[str, Any] = next((e for e in reversed(events) if e.get("event") == "exit"), {})
     setup = next((e.get("seconds") for e in events if e.get("event") == "setup"), None)
     config = next((e for e in events if e.get("event") == "config"), {})

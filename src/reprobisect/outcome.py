@@ -13,7 +13,7 @@ __all__ = ["Outcome"]
 class Outcome(str, enum.Enum):
     """What one run of a repro says about the bug."""
 
-    PASS = "PASS"
+    PASS = "PASS"  # noqa: S105 - an outcome, not a password
     REPRODUCED = "REPRODUCED"
     OTHER_FAILURE = "OTHER_FAILURE"
     TIMEOUT = "TIMEOUT"

@@ -58,7 +58,9 @@ def runs_table(records: Sequence[Record]) -> str:
         return "(no runs)"
     frame = frame.assign(
         outcome=[f"{Outcome(o).glyph} {o}" for o in frame["outcome"]],
-        signature=[f"{i} {t[:70]}" if i else "" for i, t in zip(frame["signature_id"], frame["signature"], strict=True)],
+        signature=[
+            f"{i} {t[:70]}" if i else "" for i, t in zip(frame["signature_id"], frame["signature"], strict=True)
+        ],
     )
     columns = ["form", "fix", "outcome", "signature", "failing_step", "median_step_ms", "peak_mem_mib",
                "wall_s", "torch", "deepspeed", "lightning"]
@@ -86,7 +88,8 @@ def markdown_summary(records: Sequence[Record], *, title: str, command: str) -> 
         for sig_id, r in signatures.items():
             assert r.signature is not None
             frames = " → ".join(r.signature.get("frames", []))
-            known = f" (known: `{r.known_signature}`; upstream {', '.join(r.upstream) or 'none'})" if r.known_signature else ""
+            upstream = ", ".join(r.upstream) or "none"
+            known = f" (known: `{r.known_signature}`; upstream {upstream})" if r.known_signature else ""
             lines.append(f"- `{sig_id}` {r.signature['text']}{known}" + (f"<br>frames: {frames}" if frames else ""))
         lines.append("")
     return "\n".join(lines)

@@ -145,7 +145,9 @@ def reproduce(
                     continue
                 spec = RunSpec(repro=repro, form=form, fix=fix, env=env, repeat=repeat,
                                timeout=request.timeout, extra_args=request.extra_args)
-                stored = store.find(spec.key, repro.name, cell.id, form.name, fix.name, repeat) if request.resume else None
+                stored = None
+                if request.resume:
+                    stored = store.find(spec.key, repro.name, cell.id, form.name, fix.name, repeat)
                 record = stored or execute(spec, store, environ=environ)
                 records.append(record)
                 sig = f" {record.signature['id']} {record.signature['text'][:90]}" if record.signature else ""

@@ -44,7 +44,8 @@ def test_pass_records_steps_and_versions(plain_env: CellEnv, tmp_path: Path) -> 
     assert record.versions_source == "imported"
     assert record.peak_rss_bytes and record.peak_rss_bytes > 0
     assert record.python == ".".join(map(str, sys.version_info[:3]))
-    stored = Record.load(tmp_path / "reports" / "records" / "passes" / record.cell["id"] / "cpu-deepspeed__none__r0.json")
+    records = tmp_path / "reports" / "records"
+    stored = Record.load(records / "passes" / record.cell["id"] / "cpu-deepspeed__none__r0.json")
     assert stored == record
 
 

@@ -31,7 +31,7 @@ def envs_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def base():  # noqa: ANN201
+def base():
     interpreter = base_interpreter(base_python())
     if interpreter.torch is None:
         pytest.fail(f"{interpreter.executable} has no torch: install it (pip install torch) before the slow tests")
@@ -52,7 +52,7 @@ def _records(out: Path, repro: str) -> dict[tuple[str, str], Record]:
     return found
 
 
-def test_cell_is_built_once_and_reused(base, envs_dir: Path) -> None:  # noqa: ANN001
+def test_cell_is_built_once_and_reused(base, envs_dir: Path) -> None:
     cell = resolve_cell(base, {"torch": "system", "deepspeed": OLD_DS, "lightning": LIGHTNING})
     first = ensure_env(cell, base, envs_dir)
     start = time.perf_counter()
