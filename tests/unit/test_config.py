@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reprobisect.config import load_config
+from reprobisect.errors import ConfigError
+from tests.conftest import ROOT
+
+
+def _write(tmp_path: Path, data: object) -> Path:
+    (tmp_path / "repro.py").write_text("print('hi')\n")
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _minimal() -> dict:
+    return {
+        "version": 1,
+        "repros": {
+            "gan": {
+                "title": "t",
+                "expected_signature": "zero-ipg-buffer-none",
+                "forms": {"cpu-deepspeed": {"script": "repro.py", "precision": "bf16", "args": ["--steps", 3]}},
+                "fixes": {"none": {}, "freeze-d": {"args": ["--freeze-d"], "description": "d"}},
+            }
+        },
+    }
+
+
+def test_the_projects_matrix_loads() -> None:
+    config = load_config(ROOT / "matrix.yaml")
+    assert set(config.repros) == {"gan", "zero3"}
+    gan = config.repro("gan")
+    assert set(gan.forms) == {"cuda", "cpu-shim", "cpu-deepspeed"}
+    assert list(gan.fixes)[0] == "none"
+    assert {"freeze-d", "no-overlap-comm", "single-engine", "zero-stage-0", "buffer-dtype-half"} <= set(gan.fixes)
+    assert {"torch-adam", "bf16"} <= set(config.repro("zero3").fixes)
+    assert config.default_cell["torch"] == "system"
+
+
+def test_minimal_config_and_defaults(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path, _minimal()))
+    form = config.repro("gan").forms["cpu-deepspeed"]
+    assert form.args == ("--steps", "3")
+    assert form.script == tmp_path / "repro.py"
+    assert config.default_cell == {"torch": "system", "deepspeed": "latest", "lightning": "latest"}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needles"),
+    [
+        (lambda d: d.update(repross=d.pop("repros")), ["top level", "'repross'", "Perhaps you meant 'repros'"]),
+        (lambda d: d["repros"]["gan"]["forms"].update(cpu_shim=d["repros"]["gan"]["forms"].pop("cpu-deepspeed")),
+         ["repros.gan.forms", "'cpu_shim'", "Perhaps you meant 'cpu-shim'"]),
+        (lambda d: d["repros"]["gan"]["forms"]["cpu-deepspeed"].update(script="missing.py"),
+         ["repros.gan.forms.cpu-deepspeed.script", "missing.py does not exist"]),
+        (lambda d: d["repros"]["gan"]["fixes"].pop("none"), ["repros.gan.fixes", "'none'"]),
+        (lambda d: d["repros"]["gan"].update(timeout=-1), ["repros.gan.timeout", "-1"]),
+        (lambda d: d["repros"]["gan"]["fixes"]["freeze-d"].update(arg=["x"]),
+         ["repros.gan.fixes.freeze-d", "'arg'", "Perhaps you meant 'args'"]),
+        (lambda d: d["repros"]["gan"]["forms"]["cpu-deepspeed"].update(args="--steps 3"),
+         ["repros.gan.forms.cpu-deepspeed.args", "expected a list"]),
+        (lambda d: d.update(version=2), ["version", "2", "version 1"]),
+        (lambda d: d.update(default_cell={"deepspeeed": "0.16.4"}), ["default_cell", "Perhaps you meant 'deepspeed'"]),
+    ],
+)
+def test_bad_input_names_file_key_and_fix(tmp_path: Path, mutate, needles: list[str]) -> None:
+    data = _minimal()
+    mutate(data)
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(_write(tmp_path, data))
+    message = str(excinfo.value)
+    assert "matrix.yaml" in message
+    for needle in needles:
+        assert needle in message
+
+
+def test_unknown_repro_lists_the_known_ones(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path, _minimal()))
+    with pytest.raises(ConfigError, match=r"unknown 'gna'.*Perhaps you meant 'gan'"):
+        config.repro("gna")
+
+
+def test_not_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.yaml"
+    path.write_text("repros: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(path)
