@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 
 from reprobisect.errors import ConfigError
+from reprobisect.matrix import META_KEYS, CompatibilityRule, MatrixSpec, matches
 
 __all__ = ["FORMS", "Config", "Fix", "Form", "Repro", "load_config"]
 
@@ -24,12 +25,29 @@ SHIMS = ("lightning-cpu",)
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Fix:
-    """A named candidate fix: extra arguments the repro understands (a user-side workaround)."""
+    """A named candidate fix.
+
+    One of: extra arguments the repro understands (a user-side workaround); a patch applied to an
+    installed package, in a private copy used by this fix's runs only; or package overrides (another
+    version, a VCS ref, a local path) that make the fix run in a cell of its own.
+    """
 
     name: str
     description: str
     args: tuple[str, ...] = ()
     form_args: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    patch: Path | None = None
+    patch_strip: int = 1
+    override: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        """``patch``, ``override``, ``args`` or ``none`` (the unmodified repro)."""
+        if self.patch is not None:
+            return "patch"
+        if self.override:
+            return "override"
+        return "args" if self.args or self.form_args else "none"
 
     def args_for(self, form: str) -> tuple[str, ...]:
         """The arguments for one form (forms whose scripts spell the workaround differently)."""
@@ -73,6 +91,7 @@ class Config:
 
     path: Path
     default_cell: Mapping[str, str]
+    matrix: MatrixSpec
     repros: Mapping[str, Repro]
 
     def repro(self, name: str) -> Repro:
@@ -153,6 +172,83 @@ def _read_form(reader: _Reader, name: str, raw: Any, where: str, root: Path) -> 
     )
 
 
+def _read_fix(reader: _Reader, name: str, raw: Any, where: str, forms: set[str], root: Path) -> Fix:
+    fix = reader.mapping(
+        raw or {}, where, allowed={"args", "description", "form_args", "patch", "strip", "override"}
+    )
+    per_form = reader.mapping(fix.get("form_args", {}), f"{where}.form_args", allowed=forms)
+    patch = None
+    if "patch" in fix:
+        patch = root / reader.string(fix["patch"], f"{where}.patch")
+        if not patch.is_file():
+            raise reader.fail(f"{where}.patch", f"{patch} does not exist; put the diff under repros/fixes/")
+    strip = fix.get("strip", 1)
+    if isinstance(strip, bool) or not isinstance(strip, int) or strip < 0:
+        raise reader.fail(f"{where}.strip", f"expected a number of leading path parts (patch -p), got {strip!r}")
+    override_raw = reader.mapping(fix.get("override", {}), f"{where}.override", allowed=set(fix.get("override") or {}))
+    kinds = [key for key in ("patch", "override") if key in fix]
+    if len(kinds) > 1:
+        raise reader.fail(where, "a fix is a patch or an override, not both; make two fixes")
+    return Fix(
+        name=name,
+        description=reader.string(fix.get("description", ""), f"{where}.description"),
+        args=reader.strings(fix.get("args", []), f"{where}.args"),
+        form_args={f: reader.strings(v, f"{where}.form_args.{f}") for f, v in per_form.items()},
+        patch=patch,
+        patch_strip=strip,
+        override={str(k): reader.string(v, f"{where}.override.{k}") for k, v in override_raw.items()},
+    )
+
+
+def _pins(reader: _Reader, raw: Any, where: str) -> dict[str, str]:
+    data = reader.mapping(raw, where, allowed=set(raw or {}) if isinstance(raw, dict) else set())
+    return {str(k): reader.string(v, f"{where}.{k}") for k, v in data.items()}
+
+
+def _read_rule(reader: _Reader, raw: Any, where: str) -> CompatibilityRule:
+    data = reader.mapping(raw, where, allowed={"when", "require", "reason"}, required={"when", "require", "reason"})
+    rule = CompatibilityRule(
+        when=_pins(reader, data["when"], f"{where}.when"),
+        require=_pins(reader, data["require"], f"{where}.require"),
+        reason=reader.string(data["reason"], f"{where}.reason"),
+    )
+    for axis, pattern in rule.require.items():
+        when = rule.when.get(axis)
+        if when is not None and not matches(axis, when, pattern) and not any(c in when for c in "<>=!~*"):
+            raise reader.fail(where, f"when {axis}={when!r} and require {axis}={pattern!r} contradict each other")
+    return rule
+
+
+def _read_matrix(reader: _Reader, raw: Any) -> MatrixSpec:
+    data = reader.mapping(raw, "matrix", allowed={"axes", "exclude", "include", "compatibility", "prereleases"},
+                          required={"axes"})
+    axes_raw = reader.mapping(data["axes"], "matrix.axes", allowed=set(data["axes"] or {}))
+    axes = {}
+    for axis, values in axes_raw.items():
+        where = f"matrix.axes.{axis}"
+        axes[str(axis)] = reader.strings(values if isinstance(values, list) else [values], where)
+        if not axes[str(axis)]:
+            raise reader.fail(where, "an axis needs at least one value")
+    for axis in ("deepspeed", "lightning", "torch"):
+        if axis not in axes:
+            close = difflib.get_close_matches(axis, list(axes), 1, 0.75)
+            if close:
+                raise reader.fail(f"matrix.axes.{close[0]}", f"unknown axis; perhaps you meant {axis!r}?")
+    exclude = tuple(_pins(reader, r, f"matrix.exclude[{i}]") for i, r in enumerate(data.get("exclude") or []))
+    include = tuple(_pins(reader, r, f"matrix.include[{i}]") for i, r in enumerate(data.get("include") or []))
+    rules = tuple(_read_rule(reader, r, f"matrix.compatibility[{i}]")
+                  for i, r in enumerate(data.get("compatibility") or []))
+    known = set(axes) | {"python"} | {axis for entry in include for axis in entry if axis not in META_KEYS}
+    for i, rule in enumerate(exclude):
+        for axis in rule:
+            if axis not in known:
+                close = difflib.get_close_matches(axis, sorted(known), 1, 0.6)
+                hint = f"; perhaps you meant {close[0]!r}" if close else ""
+                raise reader.fail(f"matrix.exclude[{i}]", f"axis {axis!r} is not in matrix.axes{hint}")
+    return MatrixSpec(axes=axes, exclude=exclude, include=include, rules=rules,
+                      prereleases=bool(data.get("prereleases", False)))
+
+
 def _read_repro(reader: _Reader, name: str, raw: Any, root: Path) -> Repro:
     where = f"repros.{name}"
     data = reader.mapping(
@@ -171,14 +267,7 @@ def _read_repro(reader: _Reader, name: str, raw: Any, root: Path) -> Repro:
     fixes = {}
     for fix_name, fix_raw in fixes_raw.items():
         fwhere = f"{where}.fixes.{fix_name}"
-        fix = reader.mapping(fix_raw or {}, fwhere, allowed={"args", "description", "form_args"})
-        per_form = reader.mapping(fix.get("form_args", {}), f"{fwhere}.form_args", allowed=set(forms))
-        fixes[fix_name] = Fix(
-            name=fix_name,
-            description=reader.string(fix.get("description", ""), f"{fwhere}.description"),
-            args=reader.strings(fix.get("args", []), f"{fwhere}.args"),
-            form_args={f: reader.strings(v, f"{fwhere}.form_args.{f}") for f, v in per_form.items()},
-        )
+        fixes[fix_name] = _read_fix(reader, fix_name, fix_raw, fwhere, set(forms), root)
     timeout = data.get("timeout", 900)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise reader.fail(f"{where}.timeout", f"expected a positive number of seconds, got {timeout!r}")
@@ -205,7 +294,8 @@ def load_config(path: Path) -> Config:
         msg = f"{path.name}: not valid YAML: {exc}"
         raise ConfigError(msg) from exc
     reader = _Reader(path)
-    top = reader.mapping(raw, "top level", allowed={"version", "default_cell", "repros"}, required={"repros"})
+    top = reader.mapping(raw, "top level", allowed={"version", "default_cell", "matrix", "repros"},
+                         required={"repros"})
     if top.get("version", 1) != 1:
         raise reader.fail("version", f"{top['version']!r} is not supported; this harness reads version 1")
     cell = reader.mapping(
@@ -215,4 +305,5 @@ def load_config(path: Path) -> Config:
     default_cell.update({k: reader.string(v, f"default_cell.{k}") for k, v in cell.items()})
     repros_raw = reader.mapping(top["repros"], "repros", allowed=set(top["repros"] or {}))
     repros = {name: _read_repro(reader, name, value, path.resolve().parent) for name, value in repros_raw.items()}
-    return Config(path=path, default_cell=default_cell, repros=repros)
+    matrix = _read_matrix(reader, top.get("matrix") or {"axes": {k: [v] for k, v in default_cell.items()}})
+    return Config(path=path, default_cell=default_cell, matrix=matrix, repros=repros)

@@ -1,0 +1,188 @@
+"""Expand a matrix into cells: product of the axes, then exclude, then include, then compatibility.
+
+Pure: the index is reached only through the ``resolve`` callable, so expansion is tested on literal
+dicts. A cell that a compatibility rule removes is kept, with its reason, and reported as "not
+installable together" — never silently dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from reprobisect.errors import ConfigError
+
+__all__ = [
+    "CompatibilityRule",
+    "MatrixSpec",
+    "PlannedCell",
+    "expand",
+    "is_local",
+    "is_specifier",
+    "matches",
+    "resolve_value",
+]
+
+META_KEYS = ("repros", "label")  # include entries may carry these; they are not axes
+SYSTEM = "system"
+LATEST = "latest"
+_SPEC_START = ("<", ">", "=", "!", "~")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompatibilityRule:
+    """When every ``when`` pattern matches a cell, every ``require`` pattern must match too."""
+
+    when: Mapping[str, str]
+    require: Mapping[str, str]
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatrixSpec:
+    """The ``matrix:`` section of matrix.yaml."""
+
+    axes: Mapping[str, tuple[str, ...]]
+    exclude: tuple[Mapping[str, str], ...] = ()
+    include: tuple[Mapping[str, str], ...] = ()
+    rules: tuple[CompatibilityRule, ...] = ()
+    prereleases: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlannedCell:
+    """One combination of concrete values, with the reason it cannot be installed (if any)."""
+
+    pins: Mapping[str, str]
+    origin: Literal["product", "include"]
+    blocked: str | None = None
+    repros: tuple[str, ...] = ()
+    label: str = ""
+
+    def runs_repro(self, repro: str) -> bool:
+        """Include entries may be limited to some repros."""
+        return not self.repros or repro in self.repros
+
+
+def is_specifier(value: str) -> bool:
+    """``>=0.16,<0.20`` style ranges."""
+    return value.startswith(_SPEC_START)
+
+
+def is_local(value: str) -> bool:
+    """A path, a wheel or a VCS URL: installed as it is, never looked up on the index."""
+    return "://" in value or value.startswith(("/", "./", "../", "git+", "file:")) or value.endswith((".whl", ".tar.gz"))
+
+
+def _version(value: str, axis: str, system_versions: Mapping[str, str]) -> Version | None:
+    raw = system_versions.get(axis) if value == SYSTEM else value
+    if raw is None or is_local(raw):
+        return None
+    try:
+        return Version(raw)
+    except InvalidVersion:
+        return None
+
+
+def matches(axis: str, value: str, pattern: str, system_versions: Mapping[str, str] | None = None) -> bool:
+    """Does a cell's value on ``axis`` match a rule's pattern (exact, glob or specifier)?"""
+    system_versions = system_versions or {}
+    if is_specifier(pattern):
+        version = _version(value, axis, system_versions)
+        if version is None:
+            return False
+        try:
+            return SpecifierSet(pattern).contains(version, prereleases=True)
+        except InvalidSpecifier as exc:
+            msg = f"{pattern!r} is not a valid version specifier ({exc})"
+            raise ConfigError(msg) from exc
+    if fnmatch.fnmatchcase(value, pattern):
+        return True
+    return value == SYSTEM and fnmatch.fnmatchcase(system_versions.get(axis, ""), pattern)
+
+
+def resolve_value(axis: str, value: str, available: Callable[[str], Sequence[str]], *, prereleases: bool) -> list[str]:
+    """The concrete values one axis entry stands for: itself, the newest release, or every release in a range."""
+    if value == SYSTEM or is_local(value):
+        return [value]
+    if not is_specifier(value) and value != LATEST and not any(c in value for c in "*?["):
+        return [value]  # an exact version; installing it will say if it does not exist
+    releases = [v for v in available(axis) if prereleases or not Version(v).is_prerelease]
+    if value == LATEST:
+        if not releases:
+            msg = f"{axis}: 'latest' found no release on the configured index"
+            raise ConfigError(msg)
+        return [releases[-1]]
+    if is_specifier(value):
+        try:
+            spec = SpecifierSet(value)
+        except InvalidSpecifier as exc:
+            msg = f"{axis}: {value!r} is not a valid version specifier ({exc}); write e.g. '>=0.16,<0.20'"
+            raise ConfigError(msg) from exc
+        chosen = [v for v in releases if spec.contains(Version(v), prereleases=prereleases)]
+    else:
+        chosen = [v for v in releases if fnmatch.fnmatchcase(v, value)]
+    if not chosen:
+        msg = f"{axis}: {value!r} matches no release on the configured index"
+        raise ConfigError(msg)
+    return chosen
+
+
+def _rule_matches(cell: Mapping[str, str], rule: Mapping[str, str], system_versions: Mapping[str, str]) -> bool:
+    return all(axis in cell and matches(axis, cell[axis], pattern, system_versions) for axis, pattern in rule.items())
+
+
+def _blocked(cell: Mapping[str, str], rules: Sequence[CompatibilityRule], system_versions: Mapping[str, str]) -> str | None:
+    for rule in rules:
+        if not _rule_matches(cell, rule.when, system_versions):
+            continue
+        failing = [axis for axis, pattern in rule.require.items()
+                   if axis in cell and not matches(axis, cell[axis], pattern, system_versions)]
+        if failing:
+            return rule.reason
+    return None
+
+
+def expand(
+    spec: MatrixSpec,
+    available: Callable[[str], Sequence[str]],
+    *,
+    system_versions: Mapping[str, str] | None = None,
+) -> list[PlannedCell]:
+    """Product of the resolved axes → minus ``exclude`` → plus ``include`` → compatibility verdicts.
+
+    Args:
+        spec: the matrix as configured.
+        available: releases of a package on the index, oldest first (only called for ranges/latest/globs).
+        system_versions: versions behind ``system`` values (e.g. ``{"torch": "2.13.0+cpu"}``), for rules.
+    """
+    system_versions = system_versions or {}
+    names = list(spec.axes)
+    values = [
+        [v for raw in spec.axes[name] for v in resolve_value(name, raw, available, prereleases=spec.prereleases)]
+        for name in names
+    ]
+    cells: list[dict[str, str]] = []
+    for combination in itertools.product(*values):
+        cell = dict(zip(names, combination, strict=True))
+        if not any(_rule_matches(cell, rule, system_versions) for rule in spec.exclude):
+            cells.append(cell)
+    planned = [PlannedCell(pins=c, origin="product", blocked=_blocked(c, spec.rules, system_versions)) for c in cells]
+    for raw_entry in spec.include:
+        entry = {k: v for k, v in raw_entry.items() if k not in META_KEYS}
+        removed_by = next((rule for rule in spec.exclude if _rule_matches(entry, rule, system_versions)), None)
+        if removed_by is not None:
+            msg = f"include {dict(entry)!r} is removed again by exclude {dict(removed_by)!r}: contradicting rules"
+            raise ConfigError(msg)
+        if any(dict(p.pins) == dict(entry) for p in planned):
+            continue
+        repros = tuple(r.strip() for r in raw_entry.get("repros", "").split(",") if r.strip())
+        planned.append(PlannedCell(pins=entry, origin="include", blocked=_blocked(entry, spec.rules, system_versions),
+                                   repros=repros, label=raw_entry.get("label", "")))
+    return planned
