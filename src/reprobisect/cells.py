@@ -24,11 +24,14 @@ class Cell:
     torch: str
     torch_source: str
     packages: Mapping[str, str]
+    python_source: str = SYSTEM
 
     @property
     def id(self) -> str:
         """``torch-2.13.0+cpu_deepspeed-0.16.4_lightning-2.6.6``: readable, stable, a safe folder name."""
-        parts = [f"torch-{self.torch}", *(f"{name}-{version}" for name, version in sorted(self.packages.items()))]
+        parts = [f"torch-{self.torch}", *(f"{name}-{_short(spec)}" for name, spec in sorted(self.packages.items()))]
+        if self.python_source != SYSTEM:
+            parts.insert(0, f"py{self.python_source}")
         return _UNSAFE.sub("_", "_".join(parts))
 
     @property
@@ -44,4 +47,14 @@ class Cell:
             "torch": self.torch,
             "torch_source": self.torch_source,
             "packages": dict(self.packages),
+            "python_source": self.python_source,
         }
+
+
+def _short(spec: str) -> str:
+    """A version as it is; a VCS URL as ``git.<ref>``; a path as ``local.<file or folder name>``."""
+    if "://" in spec or spec.startswith("git+"):
+        return "git." + spec.rsplit("@", 1)[-1] if "@" in spec.split("://", 1)[-1] else "git.head"
+    if spec.startswith(("/", "./", "../", "file:")) or spec.endswith((".whl", ".tar.gz")):
+        return "local." + spec.rstrip("/").rsplit("/", 1)[-1]
+    return spec

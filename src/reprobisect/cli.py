@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -12,7 +13,8 @@ from pathlib import Path
 
 from reprobisect.config import load_config
 from reprobisect.envs import base_interpreter, ensure_env, resolve_cell
-from reprobisect.errors import HarnessError
+from reprobisect.errors import ConfigError, HarnessError
+from reprobisect.matrixrun import MatrixRequest, listed_cells, run_matrix
 from reprobisect.report import markdown_summary, runs_table
 from reprobisect.reproduce import ReproRequest, reproduce
 from reprobisect.store import Store
@@ -54,7 +56,30 @@ def _parser() -> argparse.ArgumentParser:
     _common(repro)
     env = sub.add_parser("env", help="build the cell and print its collect_env and ds_report")
     _common(env)
+    _matrix_parser(sub)
     return parser
+
+
+def _matrix_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    matrix = sub.add_parser("matrix", help="run repros across the matrix's cells (one venv per cell)")
+    matrix.add_argument("--repro", action="append", help="repro name(s) from matrix.yaml; default: all")
+    matrix.add_argument("--script", type=Path, help="run any script (e.g. pasted from an issue) instead of a repro")
+    matrix.add_argument("--expect-signature", help="with --script: the known name or id that counts as REPRODUCED")
+    matrix.add_argument("--shim", action="store_true", help="with --script: run it through the Lightning CPU shim")
+    matrix.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    matrix.add_argument("--select", action="append", default=[], help="keep cells where AXIS=PATTERN, e.g. 'deepspeed=0.18.*'")
+    matrix.add_argument("--cell", action="append", default=[], help="run only the cell(s) with this id")
+    matrix.add_argument("--python", help="replace the python axis (comma-separated values)")
+    matrix.add_argument("--fix", action="append", help="fix name(s); default: all")
+    matrix.add_argument("--form", action="append", help="form(s) instead of the backend's")
+    matrix.add_argument("--jobs", type=int, default=1, help="runs at a time (each gets its GPU or share of cores)")
+    matrix.add_argument("--repeat", type=int, default=1, help="run each unit N times")
+    matrix.add_argument("--fresh", action="store_true", help="re-run units that already have a record")
+    matrix.add_argument("--refresh-index", action="store_true", help="ask the index again for ranges and latest")
+    matrix.add_argument("--timeout", type=float, help="seconds per run (default: the repro's)")
+    matrix.add_argument("--list", action="store_true", help="list the cells with their ids and stop")
+    matrix.add_argument("--list-json", action="store_true", help="print the cells as a GitHub Actions matrix and stop")
+    _common(matrix)
 
 
 def _pins(args: argparse.Namespace) -> dict[str, str]:
@@ -109,10 +134,56 @@ def _cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _axis_values(value: str) -> tuple[str, ...]:
+    """``0.16.4,0.19.8`` is two values; a specifier such as ``>=0.16,<0.20`` is one."""
+    if value.startswith(("<", ">", "=", "!", "~")):
+        return (value,)
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _matrix_request(args: argparse.Namespace) -> MatrixRequest:
+    axes = {name: _axis_values(getattr(args, name)) for name in (*PINNED, "python") if getattr(args, name)}
+    if args.expect_signature and not args.script:
+        msg = "--expect-signature goes with --script (a canonical repro's expectation lives in matrix.yaml)"
+        raise ConfigError(msg)
+    if args.script and args.repro:
+        msg = "--script and --repro contradict each other: run a canonical repro or a script, not both"
+        raise ConfigError(msg)
+    if args.jobs < 1 or args.repeat < 1:
+        msg = f"--jobs {args.jobs} / --repeat {args.repeat}: both must be at least 1"
+        raise ConfigError(msg)
+    return MatrixRequest(
+        repros=_split(args.repro), script=args.script, expect_signature=args.expect_signature, shim=args.shim,
+        backend=args.backend, axes=axes, select=tuple(args.select), fixes=_split(args.fix), forms=_split(args.form),
+        jobs=args.jobs, repeat=args.repeat, fresh=args.fresh, refresh_index=args.refresh_index, timeout=args.timeout,
+    )
+
+
+def _cmd_matrix(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    request = _matrix_request(args)
+    base = base_interpreter(args.base_python)
+    if args.list or args.list_json:
+        cells = listed_cells(config, request, base, args.envs)
+        print(json.dumps({"include": cells}) if args.list_json else
+              "\n".join(f"{c['cell']}  {c['status']}" for c in cells))
+        return 0
+    records = run_matrix(config, request, base=base, store=Store(args.out), envs_dir=args.envs,
+                         environ=os.environ, cells=tuple(args.cell))
+    print()
+    print(runs_table(records))
+    summary = args.out / "summary-matrix.md"
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    summary.write_text(markdown_summary(records, title="Matrix", command="nox -s matrix -- " + shlex.join(sys.argv[2:])),
+                       encoding="utf-8")
+    print(f"\nRecords: {args.out / 'records'}  Summary: {summary}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; harness errors print one message and exit with their own code."""
     args = _parser().parse_args(argv)
-    handlers = {"repro": _cmd_repro, "env": _cmd_env}
+    handlers = {"repro": _cmd_repro, "env": _cmd_env, "matrix": _cmd_matrix}
     try:
         return handlers[args.command](args)
     except HarnessError as exc:

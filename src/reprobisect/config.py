@@ -16,7 +16,7 @@ import yaml
 from reprobisect.errors import ConfigError
 from reprobisect.matrix import META_KEYS, CompatibilityRule, MatrixSpec, matches
 
-__all__ = ["FORMS", "Config", "Fix", "Form", "Repro", "load_config"]
+__all__ = ["FORMS", "Config", "Fix", "Form", "FormName", "Repro", "load_config"]
 
 FormName = Literal["cuda", "cpu-shim", "cpu-deepspeed"]
 FORMS: tuple[FormName, ...] = ("cuda", "cpu-shim", "cpu-deepspeed")

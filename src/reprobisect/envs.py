@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -24,7 +25,15 @@ from pathlib import Path
 from reprobisect.cells import SYSTEM, Cell
 from reprobisect.errors import ConfigError, EnvBuildError
 
-__all__ = ["BaseInterpreter", "CellEnv", "base_interpreter", "ensure_env", "resolve_cell"]
+__all__ = [
+    "BaseInterpreter",
+    "CellEnv",
+    "base_interpreter",
+    "ensure_env",
+    "find_python",
+    "install_requirement",
+    "resolve_cell",
+]
 
 MARKER = "reprobisect-cell.json"
 _PROBE = r"""
@@ -144,8 +153,28 @@ def _compile(base: BaseInterpreter, requirements: list[str], fixed: Mapping[str,
     return resolved
 
 
+def install_requirement(name: str, spec: str) -> str:
+    """What uv is asked to install for one pin: ``name==1.2``, ``name @ git+...@ref`` or a path."""
+    if "://" in spec or spec.startswith("git+"):
+        return f"{name} @ {spec}"
+    if spec.startswith(("/", "./", "../")) or spec.endswith((".whl", ".tar.gz")):
+        return str(Path(spec).resolve())
+    return f"{name}=={spec}"
+
+
+def _local_stamp(cell: Cell) -> dict[str, float]:
+    """Modification times of local paths, so a rebuilt wheel or edited checkout rebuilds the cell."""
+    stamps = {}
+    for spec in cell.packages.values():
+        path = Path(spec)
+        if spec.startswith(("/", "./", "../")) and path.exists():
+            stamps[spec] = path.stat().st_mtime
+    return stamps
+
+
 def _fingerprint(cell: Cell, base: BaseInterpreter) -> str:
-    blob = json.dumps({"cell": cell.to_dict(), "base": base.executable, "format": 1}, sort_keys=True)
+    blob = json.dumps({"cell": cell.to_dict(), "base": base.executable, "local": _local_stamp(cell), "format": 1},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -204,7 +233,7 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
                     f"installing torch {cell.torch} into cell {cell.id}")
     excludes = path / "uv-excludes.txt"
     excludes.write_text("torch\n")
-    reqs = [f"{name}=={version}" for name, version in sorted(cell.packages.items())]
+    reqs = [install_requirement(name, spec) for name, spec in sorted(cell.packages.items())]
     _run_logged([uv, "pip", "install", "--python", python, "--excludes", str(excludes), *reqs], log,
                 f"installing {' '.join(reqs)} into cell {cell.id}")
 
@@ -213,3 +242,23 @@ def _site_packages(python: str) -> str:
     out = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                          capture_output=True, text=True, check=True, timeout=60)
     return out.stdout.strip()
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of this Python version on this machine, or None (nothing is downloaded)."""
+    if "/" in version:
+        return version if Path(version).exists() else None
+    try:
+        done = subprocess.run(["uv", "python", "find", "--no-python-downloads", version],
+                              capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    found = shutil.which(f"python{version}")
+    if found and subprocess.run([found, "-c", "pass"], capture_output=True, check=False).returncode == 0:
+        return found
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    for candidate in sorted(pyenv.glob(f"{version}*/bin/python{version}"), reverse=True):
+        return str(candidate)
+    return None

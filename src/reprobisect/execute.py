@@ -17,15 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from reprobisect import __version__
+from reprobisect.cells import Cell
 from reprobisect.classify import classify
 from reprobisect.config import Fix, Form, Repro
 from reprobisect.envs import CellEnv
 from reprobisect.outcome import Outcome
 from reprobisect.record import Record, StepTime
 from reprobisect.runner import ChildSpec, free_port, parse_events, run_child, scrubbed_environ
+from reprobisect.signature import Signature, normalize_message
 from reprobisect.store import Store
 
-__all__ = ["BOOTSTRAP", "SHIMS", "RunSpec", "child_environ", "execute", "installed_versions"]
+__all__ = ["BOOTSTRAP", "SHIMS", "RunSpec", "child_environ", "execute", "installed_versions", "unrun_record"]
 
 _CHILD = Path(__file__).parent / "child"
 BOOTSTRAP = _CHILD / "bootstrap.py"
@@ -43,6 +45,9 @@ class RunSpec:
     repeat: int = 0
     timeout: float | None = None
     extra_args: tuple[str, ...] = ()
+    overlay: Path | None = None
+    extra_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    matrix_cell: str | None = None
 
     @property
     def args(self) -> tuple[str, ...]:
@@ -59,6 +64,8 @@ class RunSpec:
             "args": self.args, "env": dict(self.form.env), "cell": self.env.cell.to_dict(),
             "shim": hashlib.sha256(shim.read_bytes()).hexdigest() if shim else None,
             "expected": self.repro.expected_signature,
+            "patch": hashlib.sha256(self.fix.patch.read_bytes()).hexdigest() if self.fix.patch else None,
+            "override": dict(self.fix.override),
         }
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
 
@@ -78,7 +85,10 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
         env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
     if spec.form.shim:
         env["REPROBISECT_SHIM"] = str(SHIMS[spec.form.shim])
+    if spec.overlay is not None:
+        env["PYTHONPATH"] = str(spec.overlay)
     env.update(spec.form.env)
+    env.update(spec.extra_env)
     return env
 
 
@@ -177,6 +187,32 @@ def execute(spec: RunSpec, store: Store, *, environ: Mapping[str, str], allow_en
         finished_at=result.finished_at,
         harness_version=__version__,
         config={k: v for k, v in config.items() if k != "event"},
+        fix_kind=spec.fix.kind,
+        matrix_cell=spec.matrix_cell or spec.env.cell.id,
+    )
+    store.write(record)
+    return record
+
+
+def unrun_record(repro: Repro, form: Form, fix: Fix, cell: Cell, reason: str, store: Store, *, kind: str) -> Record:
+    """An ENV_ERROR record for a run that could not start: the cell did not build, or no rule allows it.
+
+    ``kind`` becomes the signature's exception (``EnvBuildError``, ``NotInstallable``); never a verdict.
+    """
+    log_path = store.log_path(repro.name, cell.id, form.name, fix.name)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text(reason + "\n", encoding="utf-8")
+    signature = Signature(exception=kind, message=normalize_message(reason.splitlines()[0]))
+    record = Record(
+        run_id=uuid.uuid4().hex[:12], spec_key="", repro=repro.name, form=form.name, fix=fix.name,
+        precision=form.precision, repeat=0, script=form.script.name, argv=[], cell=cell.to_dict(),
+        versions=dict(cell.versions), versions_source="pinned", python=cell.python, platform=None, gpu=None,
+        outcome=Outcome.ENV_ERROR.value, signature=signature.to_dict(), known_signature=None, upstream=[],
+        exit_code=None, timed_out=False, failing_step="setup", steps=[], step_median_seconds=None,
+        first_step_seconds=None, setup_seconds=None, wall_seconds=0.0, env_seconds=None,
+        peak_rss_bytes=None, peak_gpu_memory_bytes=None, log_path=str(log_path.relative_to(store.root)),
+        started_at="", finished_at="", harness_version=__version__,
+        config={"reason": reason}, fix_kind=fix.kind, matrix_cell=cell.id,
     )
     store.write(record)
     return record

@@ -66,6 +66,8 @@ class Record:
     finished_at: str
     harness_version: str
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    fix_kind: str = "args"
+    matrix_cell: str | None = None
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> str:
@@ -82,7 +84,9 @@ class Record:
             msg = f"{source}: schema_version {version!r}, this harness reads {SCHEMA_VERSION}; {fix}"
             raise RecordError(msg)
         fields = {f.name for f in dataclasses.fields(cls)}
-        missing = sorted(name for name in fields if name not in data and name not in ("config",))
+        optional = {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
+                    or f.default_factory is not dataclasses.MISSING}
+        missing = sorted(name for name in fields if name not in data and name not in optional)
         if missing:
             msg = f"{source}: missing key {missing[0]!r}; the file is incomplete, re-run that cell"
             raise RecordError(msg)

@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from reprobisect import __version__
-from reprobisect.cells import Cell
 from reprobisect.config import Config, Fix, Form, Repro
 from reprobisect.envs import BaseInterpreter, CellEnv, ensure_env, resolve_cell
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
-from reprobisect.execute import RunSpec, execute
-from reprobisect.outcome import Outcome
 from reprobisect.record import Record
-from reprobisect.runner import ChildResult
-from reprobisect.signature import Signature, normalize_message
+from reprobisect.execute import RunSpec, execute, unrun_record
 from reprobisect.store import Store
 
 __all__ = ["Backend", "ReproRequest", "detect_cuda", "reproduce", "select_fixes", "select_forms"]
@@ -77,29 +71,6 @@ def select_fixes(repro: Repro, wanted: Sequence[str] = ()) -> list[Fix]:
     return [repro.fixes[name] for name in wanted]
 
 
-def _env_error_record(repro: Repro, form: Form, fix: Fix, cell: Cell, error: EnvBuildError, store: Store) -> Record:
-    """A record for a run that could not start because the cell did not build: never a verdict."""
-    log_path = store.log_path(repro.name, cell.id, form.name, fix.name)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_text(str(error) + "\n", encoding="utf-8")
-    first = str(error).splitlines()[0]
-    signature = Signature(exception="EnvBuildError", message=normalize_message(first))
-    now = ChildResult(exit_code=None, timed_out=False, wall_seconds=0.0, started_at="", finished_at="",
-                      log_path=log_path)
-    record = Record(
-        run_id=uuid.uuid4().hex[:12], spec_key="", repro=repro.name, form=form.name, fix=fix.name,
-        precision=form.precision, repeat=0, script=form.script.name, argv=[], cell=cell.to_dict(),
-        versions=cell.versions, versions_source="pinned", python=cell.python, platform=None, gpu=None,
-        outcome=Outcome.ENV_ERROR.value, signature=signature.to_dict(), known_signature=None, upstream=[],
-        exit_code=None, timed_out=False, failing_step="setup", steps=[], step_median_seconds=None,
-        first_step_seconds=None, setup_seconds=None, wall_seconds=now.wall_seconds, env_seconds=None,
-        peak_rss_bytes=None, peak_gpu_memory_bytes=None, log_path=str(log_path.relative_to(store.root)),
-        started_at=now.started_at, finished_at=now.finished_at, harness_version=__version__,
-    )
-    store.write(record)
-    return record
-
-
 def reproduce(
     config: Config,
     request: ReproRequest,
@@ -141,7 +112,7 @@ def reproduce(
             for repeat in range(request.repeat):
                 position = f"[{len(records) + 1}/{total}] {form.name} {fix.name}" + (f" #{repeat}" if repeat else "")
                 if not isinstance(env, CellEnv):
-                    records.append(_env_error_record(repro, form, fix, cell, env, store))
+                    records.append(unrun_record(repro, form, fix, cell, str(env), store, kind="EnvBuildError"))
                     continue
                 spec = RunSpec(repro=repro, form=form, fix=fix, env=env, repeat=repeat,
                                timeout=request.timeout, extra_args=request.extra_args)

@@ -1,0 +1,326 @@
+"""Run repros across the matrix: plan cells, build one env per cell, run every unit, keep records.
+
+A unit is (cell, repro, form, fix, repeat). Identical units already on record are reused unless
+``fresh`` is asked for, so a second run, a bisection over the same releases or a resumed run repeats
+nothing. Units run ``jobs`` at a time: on the CPU each job gets its share of the cores, on a GPU host
+each job gets its own GPU through CUDA_VISIBLE_DEVICES.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from reprobisect.cells import SYSTEM, Cell
+from reprobisect.config import Config, Fix, Form, FormName, Repro
+from reprobisect.envs import BaseInterpreter, CellEnv, base_interpreter, ensure_env, find_python
+from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
+from reprobisect.execute import RunSpec, execute, unrun_record
+from reprobisect.index import IndexCache
+from reprobisect.matrix import MatrixSpec, PlannedCell, expand, matches
+from reprobisect.patches import prepare_overlay
+from reprobisect.record import Record
+from reprobisect.reproduce import detect_cuda, select_fixes, select_forms
+from reprobisect.store import Store
+
+__all__ = ["MatrixRequest", "Unit", "listed_cells", "plan_cells", "run_matrix", "script_repro"]
+
+Echo = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatrixRequest:
+    """A matrix run as the user asked for it."""
+
+    repros: tuple[str, ...] = ()
+    script: Path | None = None
+    expect_signature: str | None = None
+    shim: bool = False
+    backend: Literal["auto", "cuda", "cpu"] = "auto"
+    axes: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    select: tuple[str, ...] = ()
+    fixes: tuple[str, ...] = ()
+    forms: tuple[str, ...] = ()
+    jobs: int = 1
+    repeat: int = 1
+    fresh: bool = False
+    refresh_index: bool = False
+    timeout: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Unit:
+    """One run to do (or to take from the store)."""
+
+    planned: PlannedCell
+    cell: Cell
+    interpreter: BaseInterpreter
+    repro: Repro
+    form: Form
+    fix: Fix
+    repeat: int
+
+
+def script_repro(script: Path, *, expect: str | None, shim: bool) -> Repro:
+    """A repro made on the spot from any script (e.g. one pasted from an issue), with the fix ``none``."""
+    if not script.is_file():
+        msg = f"--script {script}: no such file"
+        raise ConfigError(msg)
+    path = script.resolve()
+    cpu_name: FormName = "cpu-shim" if shim else "cpu-deepspeed"
+    cpu = Form(name=cpu_name, script=path, precision="as written", env={"DS_ACCELERATOR": "cpu"},
+               shim="lightning-cpu" if shim else None, distributed_env=not shim)
+    cuda = Form(name="cuda", script=path, precision="as written")
+    return Repro(name=f"script-{path.stem}", title=f"script {script}", report="", expected_signature=expect,
+                 timeout=900, forms={"cuda": cuda, cpu_name: cpu}, fixes={"none": Fix(name="none", description="")})
+
+
+def _select(cells: list[PlannedCell], select: Sequence[str], system_versions: Mapping[str, str]) -> list[PlannedCell]:
+    wanted = []
+    for item in select:
+        axis, sep, pattern = item.partition("=")
+        if not sep:
+            msg = f"--select {item!r}: expected AXIS=PATTERN, e.g. 'deepspeed=0.18.*'"
+            raise ConfigError(msg)
+        wanted.append((axis.strip(), pattern.strip()))
+    return [c for c in cells if all(a in c.pins and matches(a, c.pins[a], p, system_versions) for a, p in wanted)]
+
+
+def plan_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, index: IndexCache) -> list[PlannedCell]:
+    """The matrix's cells for this request (axes replaced from the command line, then --select)."""
+    axes = dict(config.matrix.axes)
+    for axis, values in request.axes.items():
+        if axis not in axes:
+            msg = f"--{axis}: {axis!r} is not an axis of {config.path.name} (axes: {', '.join(axes)})"
+            raise ConfigError(msg)
+        axes[axis] = values
+    spec = dataclasses.replace(config.matrix, axes=axes)
+    system_versions = {"torch": base.torch or "", "python": base.version}
+    available = lambda axis: index.versions(axis, prereleases=spec.prereleases, refresh=request.refresh_index)  # noqa: E731
+    cells = _select(expand(spec, available, system_versions=system_versions), request.select, system_versions)
+    if not cells:
+        msg = "the selection leaves no cell; check --select and the axes"
+        raise NothingToDoError(msg)
+    return cells
+
+
+def to_cell(planned: PlannedCell, base: BaseInterpreter) -> tuple[Cell | None, BaseInterpreter | None, str | None]:
+    """A concrete cell and the interpreter to build it from, or the reason this machine cannot."""
+    python = planned.pins.get("python", SYSTEM)
+    interpreter = base
+    if python != SYSTEM:
+        found = find_python(python)
+        if found is None:
+            return None, None, f"no Python {python} interpreter on this machine (nothing is downloaded)"
+        interpreter = base_interpreter(found)
+    torch = planned.pins.get("torch", SYSTEM)
+    if torch == SYSTEM and interpreter.torch is None:
+        return None, None, f"torch 'system' but {interpreter.executable} has no torch"
+    packages = {k: v for k, v in planned.pins.items() if k not in ("python", "torch")}
+    cell = Cell(python=interpreter.version, torch=interpreter.torch if torch == SYSTEM else torch,  # type: ignore[arg-type]
+                torch_source=SYSTEM if torch == SYSTEM else "pinned", packages=packages, python_source=python)
+    return cell, interpreter, None
+
+
+def _placeholder(planned: PlannedCell, base: BaseInterpreter) -> Cell:
+    """A cell to name in records when the real one cannot even be described (no such Python)."""
+    packages = {k: v for k, v in planned.pins.items() if k not in ("python", "torch")}
+    torch = planned.pins.get("torch", SYSTEM)
+    return Cell(python=planned.pins.get("python", base.version), torch=base.torch or "none" if torch == SYSTEM else torch,
+                torch_source=SYSTEM if torch == SYSTEM else "pinned", packages=packages,
+                python_source=planned.pins.get("python", SYSTEM))
+
+
+class _Progress:
+    """One line per finished unit with a bar of done / running / left."""
+
+    def __init__(self, total: int, echo: Echo) -> None:
+        self.total, self.done, self.running, self.echo = total, 0, 0, echo
+        self.lock = threading.Lock()
+
+    def start(self) -> None:
+        with self.lock:
+            self.running += 1
+
+    def finish(self, text: str) -> None:
+        with self.lock:
+            self.running -= 1
+            self.done += 1
+            width = 20
+            filled = width * self.done // max(self.total, 1)
+            bar = "#" * filled + "-" * (width - filled)
+            left = self.total - self.done - self.running
+            self.echo(f"[{bar}] {self.done}/{self.total} done, {self.running} running, {left} left | {text}")
+
+
+def _units(config: Config, request: MatrixRequest, cells: list[tuple[PlannedCell, Cell, BaseInterpreter]],
+           backend: Literal["cuda", "cpu"]) -> list[Unit]:
+    repros = ([script_repro(request.script, expect=request.expect_signature, shim=request.shim)] if request.script
+              else [config.repro(name) for name in (request.repros or tuple(config.repros))])
+    units: list[Unit] = []
+    for planned, cell, interpreter in cells:
+        for repro in repros:
+            if not planned.runs_repro(repro.name):
+                continue
+            for form in select_forms(repro, backend, request.forms):
+                for fix in select_fixes(repro, request.fixes):
+                    fix_cell = dataclasses.replace(cell, packages={**cell.packages, **fix.override}) if fix.override else cell
+                    units.extend(Unit(planned=planned, cell=fix_cell, interpreter=interpreter, repro=repro,
+                                      form=form, fix=fix, repeat=r) for r in range(request.repeat))
+    return units
+
+
+def listed_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, envs_dir: Path) -> list[dict[str, str]]:
+    """The cells with stable ids and their status, for ``--list`` and a CI fan-out (``--list-json``)."""
+    index = IndexCache(envs_dir / "index-cache.json", base.executable)
+    listed = []
+    for planned in plan_cells(config, request, base, index):
+        cell, _, why = to_cell(planned, base)
+        cell = cell or _placeholder(planned, base)
+        status = f"not installable together: {planned.blocked}" if planned.blocked else (
+            f"cannot build here: {why}" if why else "ok")
+        entry = {"cell": cell.id, "status": status, "args": _cell_args(planned)}
+        if planned.label:
+            entry["label"] = planned.label
+        listed.append(entry)
+    return listed
+
+
+def _cell_args(planned: PlannedCell) -> str:
+    """Harness arguments that select exactly this cell."""
+    return " ".join(f"--select {axis}={value}" for axis, value in planned.pins.items())
+
+
+def run_matrix(config: Config, request: MatrixRequest, *, base: BaseInterpreter, store: Store, envs_dir: Path,
+               environ: Mapping[str, str], echo: Echo = print, cells: Sequence[str] = ()) -> list[Record]:
+    """Plan, build, run; returns one record per unit (stored ones included)."""
+    index = IndexCache(envs_dir / "index-cache.json", base.executable)
+    planned = plan_cells(config, request, base, index)
+    if cells:
+        planned = [p for p in planned if (to_cell(p, base)[0] or _placeholder(p, base)).id in cells]
+        if not planned:
+            msg = f"--cell {', '.join(cells)}: no such cell; list them with --list"
+            raise NothingToDoError(msg)
+    resolved: list[tuple[PlannedCell, Cell, BaseInterpreter]] = []
+    records: list[Record] = []
+    blocked: list[tuple[PlannedCell, Cell, str]] = []
+    for cell_plan in planned:
+        cell, interpreter, why = to_cell(cell_plan, base)
+        reason = cell_plan.blocked or why
+        if reason or cell is None or interpreter is None:
+            blocked.append((cell_plan, cell or _placeholder(cell_plan, base), reason or "unknown"))
+            continue
+        resolved.append((cell_plan, cell, interpreter))
+    backend = _backend(request, base)
+    units = _units(config, request, resolved, backend)
+    for cell_plan, cell, reason in blocked:
+        kind = "NotInstallable" if cell_plan.blocked else "NotBuildableHere"
+        units_of = _units(config, request, [(cell_plan, cell, base)], backend)
+        text = f"not installable together: {reason}" if cell_plan.blocked else f"cannot build here: {reason}"
+        records.extend(unrun_record(u.repro, u.form, u.fix, cell, text, store, kind=kind) for u in units_of)
+    echo(f"{len(planned)} cells ({len(blocked)} not installable or not buildable here), {len(units)} runs, "
+         f"backend {backend}, {request.jobs} at a time")
+    for cell_plan, cell, reason in blocked:
+        echo(f"  - {cell.id}: {reason}")
+    envs = _build_envs(units, envs_dir, echo)
+    overlays = _prepare_overlays(units, envs)
+    runnable = [u for u in units if isinstance(envs[u.cell.id], CellEnv)]
+    for unit in units:
+        env = envs[unit.cell.id]
+        if isinstance(env, EnvBuildError):
+            records.append(unrun_record(unit.repro, unit.form, unit.fix, unit.cell, str(env), store,
+                                        kind="EnvBuildError"))
+    records.extend(_run_units(runnable, envs, overlays, request, store, environ, backend, echo))
+    return records
+
+
+def _backend(request: MatrixRequest, base: BaseInterpreter) -> Literal["cuda", "cpu"]:
+    if request.backend != "auto":
+        return request.backend
+    return "cuda" if base.torch and detect_cuda(Path(base.executable)) else "cpu"
+
+
+def _build_envs(units: list[Unit], envs_dir: Path, echo: Echo) -> dict[str, CellEnv | EnvBuildError]:
+    envs: dict[str, CellEnv | EnvBuildError] = {}
+    for unit in units:
+        if unit.cell.id in envs:
+            continue
+        try:
+            env = ensure_env(unit.cell, unit.interpreter, envs_dir)
+            envs[unit.cell.id] = env
+            echo(f"cell {unit.cell.id}: {'reused' if env.reused else 'built'} in {env.build_seconds:.1f} s")
+        except EnvBuildError as exc:
+            envs[unit.cell.id] = exc
+            echo(f"cell {unit.cell.id}: build failed, its runs are ENV_ERROR: {str(exc).splitlines()[0]}")
+    return envs
+
+
+def _prepare_overlays(units: list[Unit], envs: Mapping[str, CellEnv | EnvBuildError]) -> dict[tuple[str, str], Path]:
+    """Apply every patch fix before any run, so a patch that does not apply stops the run with nothing done."""
+    overlays: dict[tuple[str, str], Path] = {}
+    for unit in units:
+        env = envs[unit.cell.id]
+        key = (unit.cell.id, unit.fix.name)
+        if unit.fix.patch is not None and isinstance(env, CellEnv) and key not in overlays:
+            overlays[key] = prepare_overlay(env, unit.fix)
+    return overlays
+
+
+def _describe(record: Record, unit: Unit, reused: bool) -> str:
+    sig = f" {record.signature['id']} {record.signature['text'][:70]}" if record.signature else ""
+    stored = " (stored)" if reused else f" [{record.wall_seconds:.1f} s]"
+    return f"{unit.cell.id} {unit.repro.name} {unit.form.name} {unit.fix.name}: {record.outcome}{sig}{stored}"
+
+
+def _job_env(slot: int, jobs: int, backend: str) -> dict[str, str]:
+    """Each parallel job's share: its own GPU on a GPU host, its share of the cores on the CPU."""
+    if jobs <= 1:
+        return {}
+    if backend == "cuda":
+        return {"CUDA_VISIBLE_DEVICES": str(slot)}
+    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs))}
+
+
+def _run_units(units: list[Unit], envs: Mapping[str, CellEnv | EnvBuildError], overlays: Mapping[tuple[str, str], Path],
+               request: MatrixRequest, store: Store, environ: Mapping[str, str], backend: str,
+               echo: Echo) -> list[Record]:
+    progress = _Progress(len(units), echo)
+    slots: list[int] = list(range(max(1, request.jobs)))
+    slot_lock = threading.Lock()
+
+    def run(unit: Unit) -> Record:
+        env = envs[unit.cell.id]
+        assert isinstance(env, CellEnv)
+        with slot_lock:
+            slot = slots.pop()
+        try:
+            spec = RunSpec(repro=unit.repro, form=unit.form, fix=unit.fix, env=env, repeat=unit.repeat,
+                           timeout=request.timeout, overlay=overlays.get((unit.cell.id, unit.fix.name)),
+                           extra_env=_job_env(slot, request.jobs, backend), matrix_cell=_matrix_cell_id(unit))
+            progress.start()
+            stored = None if request.fresh else store.find(spec.key, unit.repro.name, unit.cell.id, unit.form.name,
+                                                             unit.fix.name, unit.repeat)
+            record = stored or execute(spec, store, environ=environ)
+            progress.finish(_describe(record, unit, stored is not None))
+            return record
+        finally:
+            with slot_lock:
+                slots.append(slot)
+
+    if request.jobs <= 1:
+        return [run(unit) for unit in units]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=request.jobs) as pool:
+        return list(pool.map(run, units))
+
+
+def _matrix_cell_id(unit: Unit) -> str:
+    """The row a run belongs to: an override fix runs in a cell of its own but reports beside its row."""
+    if not unit.fix.override:
+        return unit.cell.id
+    base_packages = {k: v for k, v in unit.planned.pins.items() if k not in ("python", "torch")}
+    return dataclasses.replace(unit.cell, packages=base_packages).id
