@@ -19,6 +19,19 @@ nox.options.sessions = ["repro_gan"]
 BASE_PYTHON = os.environ.get("REPROBISECT_BASE_PYTHON", sys.executable)
 
 
+def _cell_ids() -> list[str]:
+    """Cell ids of matrix.yaml for `nox -l` (needs pyyaml beside nox; without it no cell sessions are listed)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "src"))
+    try:
+        from reprobisect.matrixrun import cell_ids
+
+        return cell_ids("matrix.yaml", BASE_PYTHON)
+    except Exception:  # noqa: BLE001 - listing sessions must never fail because the index is unreachable
+        return []
+    finally:
+        sys.path.pop(0)
+
+
 def _harness(session: nox.Session, *args: str) -> None:
     session.install("-e", ".")
     session.run("reprobisect", *args, "--base-python", BASE_PYTHON, *session.posargs)
@@ -34,6 +47,26 @@ def repro_gan(session: nox.Session) -> None:
 def repro_zero3(session: nox.Session) -> None:
     """BoringModel on ZeRO-3 fp16 with FusedAdam (Lightning #10510): every form × fix, one table."""
     _harness(session, "repro", "zero3")
+
+
+@nox.session(default=False)
+def matrix(session: nox.Session) -> None:
+    """Every cell × repro × form × fix of matrix.yaml (`-- --repro gan --select 'deepspeed=0.18.*' --jobs 2`)."""
+    _harness(session, "matrix")
+
+
+@nox.session(default=False)
+@nox.parametrize("cell", _cell_ids())
+def cell(session: nox.Session, cell: str) -> None:
+    """One matrix cell, every repro × form × fix in it (ids as `reprobisect matrix --list` prints them)."""
+    _harness(session, "matrix", "--cell", cell)
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """Cold/warm cell build vs virtualenv+pip, env reuse, harness overhead per run, side by side."""
+    session.install("virtualenv")
+    _harness(session, "bench")
 
 
 @nox.session

@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     env = sub.add_parser("env", help="build the cell and print its collect_env and ds_report")
     _common(env)
     _matrix_parser(sub)
+    bench = sub.add_parser("bench", help="cell build and run overhead figures, side by side")
+    bench.add_argument("--runs", type=int, default=5, help="runs of the repro for the overhead ratio")
+    bench.add_argument("--no-pip", action="store_true", help="skip the virtualenv+pip comparison")
+    _common(bench)
     return parser
 
 
@@ -180,10 +184,20 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from reprobisect.bench import format_bench, run_bench
+
+    result = run_bench(load_config(args.config), base_interpreter(args.base_python), _pins(args), runs=args.runs,
+                       with_pip=not args.no_pip, environ=os.environ)
+    print()
+    print(format_bench(result))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; harness errors print one message and exit with their own code."""
     args = _parser().parse_args(argv)
-    handlers = {"repro": _cmd_repro, "env": _cmd_env, "matrix": _cmd_matrix}
+    handlers = {"repro": _cmd_repro, "env": _cmd_env, "matrix": _cmd_matrix, "bench": _cmd_bench}
     try:
         return handlers[args.command](args)
     except HarnessError as exc:

@@ -17,18 +17,18 @@ from pathlib import Path
 from typing import Literal
 
 from reprobisect.cells import SYSTEM, Cell
-from reprobisect.config import Config, Fix, Form, FormName, Repro
+from reprobisect.config import Config, Fix, Form, FormName, Repro, load_config
 from reprobisect.envs import BaseInterpreter, CellEnv, base_interpreter, ensure_env, find_python
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
 from reprobisect.execute import RunSpec, execute, unrun_record
 from reprobisect.index import IndexCache
-from reprobisect.matrix import MatrixSpec, PlannedCell, expand, matches
+from reprobisect.matrix import PlannedCell, expand, matches
 from reprobisect.patches import prepare_overlay
 from reprobisect.record import Record
 from reprobisect.reproduce import detect_cuda, select_fixes, select_forms
 from reprobisect.store import Store
 
-__all__ = ["MatrixRequest", "Unit", "listed_cells", "plan_cells", "run_matrix", "script_repro"]
+__all__ = ["MatrixRequest", "Unit", "cell_ids", "listed_cells", "plan_cells", "run_matrix", "script_repro"]
 
 Echo = Callable[[str], None]
 
@@ -324,3 +324,11 @@ def _matrix_cell_id(unit: Unit) -> str:
         return unit.cell.id
     base_packages = {k: v for k, v in unit.planned.pins.items() if k not in ("python", "torch")}
     return dataclasses.replace(unit.cell, packages=base_packages).id
+
+
+def cell_ids(config_path: str, base_python: str) -> list[str]:
+    """Ids of the matrix's buildable cells, answered from the index cache (for listing sessions)."""
+    config = load_config(Path(config_path))
+    base = base_interpreter(base_python)
+    envs_dir = Path(os.environ.get("REPROBISECT_ENVS", ".cells"))
+    return [c["cell"] for c in listed_cells(config, MatrixRequest(), base, envs_dir) if c["status"] == "ok"]
