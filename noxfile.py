@@ -63,6 +63,12 @@ def cell(session: nox.Session, cell: str) -> None:
 
 
 @nox.session(default=False)
+def bisect(session: nox.Session) -> None:
+    """Which release changed the outcome (`-- --repro gan --axis deepspeed --good A --bad B [--all-transitions]`)."""
+    _harness(session, "bisect")
+
+
+@nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Cold/warm cell build vs virtualenv+pip, env reuse, harness overhead per run, side by side."""
     session.install("virtualenv")

@@ -54,7 +54,8 @@ class Cell:
 def _short(spec: str) -> str:
     """A version as it is; a VCS URL as ``git.<ref>``; a path as ``local.<file or folder name>``."""
     if "://" in spec or spec.startswith("git+"):
-        return "git." + spec.rsplit("@", 1)[-1] if "@" in spec.split("://", 1)[-1] else "git.head"
+        ref = spec.rsplit("@", 1)[-1] if "@" in spec.split("://", 1)[-1] else "head"
+        return "git." + (ref[:12] if re.fullmatch(r"[0-9a-f]{40}", ref) else ref)
     if spec.startswith(("/", "./", "../", "file:")) or spec.endswith((".whl", ".tar.gz")):
         return "local." + spec.rstrip("/").rsplit("/", 1)[-1]
     return spec

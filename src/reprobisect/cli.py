@@ -57,6 +57,26 @@ def _parser() -> argparse.ArgumentParser:
     env = sub.add_parser("env", help="build the cell and print its collect_env and ds_report")
     _common(env)
     _matrix_parser(sub)
+    bisect = sub.add_parser("bisect", help="which release (or commit) changed the outcome; every change with --all-transitions")
+    bisect.add_argument("--repro", help="repro name from matrix.yaml")
+    bisect.add_argument("--script", type=Path, help="bisect any script instead of a canonical repro")
+    bisect.add_argument("--expect-signature", help="with --script: what counts as REPRODUCED")
+    bisect.add_argument("--shim", action="store_true", help="with --script: through the Lightning CPU shim")
+    bisect.add_argument("--axis", default="deepspeed", help="the package whose releases are searched")
+    bisect.add_argument("--good", required=True, help="a release (or git revision) without the target")
+    bisect.add_argument("--bad", required=True, help="a release (or git revision) with the target")
+    bisect.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    bisect.add_argument("--form", help="the form to probe (default: cpu-deepspeed on the CPU, cuda on a GPU)")
+    bisect.add_argument("--fix", default="none", help="the fix to probe (default: none)")
+    bisect.add_argument("--signature", help="bad = this signature id (default: the repro's expected signature)")
+    bisect.add_argument("--any-failure", action="store_true", help="bad = any failure")
+    bisect.add_argument("--all-transitions", action="store_true", help="map every change of outcome in the range")
+    bisect.add_argument("--repeat", type=int, default=1, help="runs per probe; disagreeing repeats mark it flaky")
+    bisect.add_argument("--pre", action="store_true", help="include pre-releases")
+    bisect.add_argument("--git", type=Path, help="bisect the commits of a local clone of the --axis package")
+    bisect.add_argument("--fresh", action="store_true", help="re-run probes that already have a record")
+    bisect.add_argument("--timeout", type=float, help="seconds per run")
+    _common(bisect)
     bench = sub.add_parser("bench", help="cell build and run overhead figures, side by side")
     bench.add_argument("--runs", type=int, default=5, help="runs of the repro for the overhead ratio")
     bench.add_argument("--no-pip", action="store_true", help="skip the virtualenv+pip comparison")
@@ -184,6 +204,43 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bisect(args: argparse.Namespace) -> int:
+    from reprobisect.bisectrun import BisectRequest, run_bisect
+
+    if bool(args.script) == bool(args.repro):
+        msg = "bisect needs exactly one of --repro NAME or --script PATH"
+        raise ConfigError(msg)
+    if args.signature and args.any_failure:
+        msg = "--signature and --any-failure contradict each other: choose one target"
+        raise ConfigError(msg)
+    pins = _pins(args)
+    pins.pop(args.axis, None)
+    request = BisectRequest(
+        repro=args.repro, axis=args.axis, good=args.good, bad=args.bad, script=args.script,
+        expect_signature=args.expect_signature, shim=args.shim, backend=args.backend, form=args.form, fix=args.fix,
+        target=args.signature, any_failure=args.any_failure, all_transitions=args.all_transitions,
+        repeat=args.repeat, prereleases=args.pre, pins=pins, git=args.git, fresh=args.fresh, timeout=args.timeout,
+    )
+    result, report, path = run_bisect(load_config(args.config), request, base=base_interpreter(args.base_python),
+                                      store=Store(args.out), envs_dir=args.envs, environ=os.environ)
+    print()
+    for t in report["transitions"]:
+        between = f" (skipped between: {', '.join(t['skipped_between'])})" if t["skipped_between"] else ""
+        print(f"{t['last']} {t['from']['outcome']} {t['from']['signature_id'] or ''} -> "
+              f"{t['first']} {t['to']['outcome']} {t['to']['signature_id'] or ''}{between}")
+        for side in ("from", "to"):
+            if t[side]["signature"]:
+                print(f"    {t[side]['signature_id']}: {t[side]['signature']}")
+    if not report["transitions"]:
+        print("No transition: the outcome is the same at both ends" + (" and every probe between." if args.all_transitions else "."))
+    for skip in report["skipped"]:
+        print(f"skipped {skip['version']}: {skip['why']}")
+    print(f"\n{report['probes_made']} probes over {report['releases_in_range']} versions; "
+          f"{report['runs']} runs executed, {report['reused']} reused from records. Report: {path}")
+    del result
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from reprobisect.bench import format_bench, run_bench
 
@@ -197,7 +254,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; harness errors print one message and exit with their own code."""
     args = _parser().parse_args(argv)
-    handlers = {"repro": _cmd_repro, "env": _cmd_env, "matrix": _cmd_matrix, "bench": _cmd_bench}
+    handlers = {"repro": _cmd_repro, "env": _cmd_env, "matrix": _cmd_matrix, "bench": _cmd_bench,
+                "bisect": _cmd_bisect}
     try:
         return handlers[args.command](args)
     except HarnessError as exc:

@@ -298,12 +298,14 @@ def load_config(path: Path) -> Config:
                          required={"repros"})
     if top.get("version", 1) != 1:
         raise reader.fail("version", f"{top['version']!r} is not supported; this harness reads version 1")
-    cell = reader.mapping(
-        top.get("default_cell", {}), "default_cell", allowed={"torch", "deepspeed", "lightning"}
-    )
-    default_cell = {"torch": "system", "deepspeed": "latest", "lightning": "latest"}
+    cell = reader.mapping(top.get("default_cell", {}), "default_cell", allowed=set(top.get("default_cell") or {}))
+    # Without default_cell: the newest deepspeed and lightning over the base interpreter's torch.
+    default_cell = {} if cell else {"torch": "system", "deepspeed": "latest", "lightning": "latest"}
     default_cell.update({k: reader.string(v, f"default_cell.{k}") for k, v in cell.items()})
     repros_raw = reader.mapping(top["repros"], "repros", allowed=set(top["repros"] or {}))
     repros = {name: _read_repro(reader, name, value, path.resolve().parent) for name, value in repros_raw.items()}
     matrix = _read_matrix(reader, top.get("matrix") or {"axes": {k: [v] for k, v in default_cell.items()}})
+    for key in default_cell:
+        if key not in matrix.axes and key != "python":
+            raise ConfigError(_unknown(f"{path.name}: default_cell", key, [*matrix.axes, "python"]))
     return Config(path=path, default_cell=default_cell, matrix=matrix, repros=repros)

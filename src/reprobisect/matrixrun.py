@@ -28,7 +28,7 @@ from reprobisect.record import Record
 from reprobisect.reproduce import detect_cuda, select_fixes, select_forms
 from reprobisect.store import Store
 
-__all__ = ["MatrixRequest", "Unit", "cell_ids", "listed_cells", "plan_cells", "run_matrix", "script_repro"]
+__all__ = ["MatrixRequest", "RunStats", "Unit", "cell_ids", "listed_cells", "plan_cells", "run_matrix", "script_repro"]
 
 Echo = Callable[[str], None]
 
@@ -51,6 +51,15 @@ class MatrixRequest:
     fresh: bool = False
     refresh_index: bool = False
     timeout: float | None = None
+    use_includes: bool = True
+
+
+@dataclasses.dataclass
+class RunStats:
+    """How many runs were executed and how many were taken from the store."""
+
+    executed: int = 0
+    reused: int = 0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -100,6 +109,8 @@ def plan_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, in
             raise ConfigError(msg)
         axes[axis] = values
     spec = dataclasses.replace(config.matrix, axes=axes)
+    if not request.use_includes:
+        spec = dataclasses.replace(spec, include=())
     system_versions = {"torch": base.torch or "", "python": base.version}
     available = lambda axis: index.versions(axis, prereleases=spec.prereleases, refresh=request.refresh_index)  # noqa: E731
     cells = _select(expand(spec, available, system_versions=system_versions), request.select, system_versions)
@@ -197,7 +208,8 @@ def _cell_args(planned: PlannedCell) -> str:
 
 
 def run_matrix(config: Config, request: MatrixRequest, *, base: BaseInterpreter, store: Store, envs_dir: Path,
-               environ: Mapping[str, str], echo: Echo = print, cells: Sequence[str] = ()) -> list[Record]:
+               environ: Mapping[str, str], echo: Echo = print, cells: Sequence[str] = (),
+               stats: RunStats | None = None) -> list[Record]:
     """Plan, build, run; returns one record per unit (stored ones included)."""
     index = IndexCache(envs_dir / "index-cache.json", base.executable)
     planned = plan_cells(config, request, base, index)
@@ -235,7 +247,7 @@ def run_matrix(config: Config, request: MatrixRequest, *, base: BaseInterpreter,
         if isinstance(env, EnvBuildError):
             records.append(unrun_record(unit.repro, unit.form, unit.fix, unit.cell, str(env), store,
                                         kind="EnvBuildError"))
-    records.extend(_run_units(runnable, envs, overlays, request, store, environ, backend, echo))
+    records.extend(_run_units(runnable, envs, overlays, request, store, environ, backend, echo, stats or RunStats()))
     return records
 
 
@@ -288,7 +300,7 @@ def _job_env(slot: int, jobs: int, backend: str) -> dict[str, str]:
 
 def _run_units(units: list[Unit], envs: Mapping[str, CellEnv | EnvBuildError], overlays: Mapping[tuple[str, str], Path],
                request: MatrixRequest, store: Store, environ: Mapping[str, str], backend: str,
-               echo: Echo) -> list[Record]:
+               echo: Echo, stats: RunStats) -> list[Record]:
     progress = _Progress(len(units), echo)
     slots: list[int] = list(range(max(1, request.jobs)))
     slot_lock = threading.Lock()
@@ -306,6 +318,11 @@ def _run_units(units: list[Unit], envs: Mapping[str, CellEnv | EnvBuildError], o
             stored = None if request.fresh else store.find(spec.key, unit.repro.name, unit.cell.id, unit.form.name,
                                                              unit.fix.name, unit.repeat)
             record = stored or execute(spec, store, environ=environ)
+            with slot_lock:
+                if stored is None:
+                    stats.executed += 1
+                else:
+                    stats.reused += 1
             progress.finish(_describe(record, unit, stored is not None))
             return record
         finally:

@@ -65,7 +65,18 @@ def test_minimal_config_and_defaults(tmp_path: Path) -> None:
         (lambda d: d["repros"]["gan"]["forms"]["cpu-deepspeed"].update(args="--steps 3"),
          ["repros.gan.forms.cpu-deepspeed.args", "expected a list"]),
         (lambda d: d.update(version=2), ["version", "2", "version 1"]),
-        (lambda d: d.update(default_cell={"deepspeeed": "0.16.4"}), ["default_cell", "Perhaps you meant 'deepspeed'"]),
+        (lambda d: d.update(default_cell={"deepspeeed": "0.16.4"}), ["deepspeeed", "meant 'deepspeed'"]),
+        (lambda d: d.update(matrix={"axes": {"deepspeed": ["0.16.4"]}}, default_cell={"deepspeeed": "0.16.4"}),
+         ["default_cell", "'deepspeeed'", "Perhaps you meant 'deepspeed'"]),
+        (lambda d: d.update(matrix={"axes": {"deepspeed": ["0.16.4"]}, "exclude": [{"lightnin": "2.*"}]}),
+         ["matrix.exclude[0]", "'lightnin'"]),
+        (lambda d: d.update(matrix={"axes": {"deepspeed": ["0.16.4"]}, "compatibility": [
+            {"when": {"deepspeed": "0.16.4"}, "require": {"deepspeed": "0.17.0"}, "reason": "r"}]}),
+         ["matrix.compatibility[0]", "contradict"]),
+        (lambda d: d["repros"]["gan"]["fixes"].update(p={"patch": "fixes/missing.diff"}),
+         ["repros.gan.fixes.p.patch", "missing.diff does not exist"]),
+        (lambda d: d["repros"]["gan"]["fixes"].update(p={"patch": "repro.py", "override": {"deepspeed": "0.17.0"}}),
+         ["repros.gan.fixes.p", "not both"]),
     ],
 )
 def test_bad_input_names_file_key_and_fix(tmp_path: Path, mutate, needles: list[str]) -> None:

@@ -1,0 +1,193 @@
+"""Search an ordered list of versions for where a repro's outcome changes. Pure: the probe is injected.
+
+Two questions, as maintainers ask them:
+
+* ``first_bad``: given a good and a bad end, the adjacent pair (last good, first bad) in about
+  log2(N) probes. "Bad" is whatever ``is_bad`` says (the target signature), not any failure.
+* ``all_transitions``: every change of state across the range, where a state is an outcome plus a
+  signature id (the GAN bug's symptom drifts between releases). A segment whose two ends have the same
+  state is assumed constant inside; the exhaustive matrix is how to check that assumption.
+
+Probes that say nothing about the bug (ENV_ERROR, TIMEOUT) or that disagree with themselves across
+repeats (flaky) are skipped like git bisect's exit 125: the search moves to a neighbour and the result
+lists what was skipped and why. Every probe is memoized.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+from reprobisect.errors import BisectInconclusiveError
+
+__all__ = ["BisectResult", "ProbeResult", "Search", "Transition", "all_transitions", "first_bad"]
+
+SKIPPED_OUTCOMES = ("ENV_ERROR", "TIMEOUT")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProbeResult:
+    """What one version did: an outcome with its signature, or a reason to skip it."""
+
+    version: str
+    outcome: str
+    signature_id: str | None = None
+    signature: str | None = None
+    flaky: bool = False
+    runs: int = 1
+
+    @property
+    def skipped(self) -> str | None:
+        """Why this probe cannot be trusted, or None."""
+        if self.flaky:
+            return "flaky: repeats disagree"
+        if self.outcome in SKIPPED_OUTCOMES:
+            return f"{self.outcome}: {self.signature or 'no signature'}"
+        return None
+
+    @property
+    def state(self) -> tuple[str, str | None]:
+        """Outcome plus signature id: two failures with different signatures are different states."""
+        return (self.outcome, self.signature_id)
+
+    def describe(self) -> dict[str, str | None]:
+        """The ``from``/``to`` form used in bisect reports."""
+        return {"outcome": self.outcome, "signature_id": self.signature_id, "signature": self.signature}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Transition:
+    """Last version with one state, first version with the next (skipped versions may lie between)."""
+
+    last: str
+    first: str
+    before: ProbeResult
+    after: ProbeResult
+    skipped_between: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BisectResult:
+    """Transitions found, every probe made (in order), and the versions skipped."""
+
+    transitions: list[Transition]
+    probes: list[ProbeResult]
+    skipped: list[ProbeResult]
+
+
+class Search:
+    """Memoizing wrapper around a probe, with a log of what was asked."""
+
+    def __init__(self, versions: Sequence[str], probe: Callable[[str], ProbeResult],
+                 log: Callable[[str], None] = lambda _: None) -> None:
+        if len(versions) < 2:  # noqa: PLR2004 - a search needs two ends
+            msg = f"need at least two versions to search, got {list(versions)}"
+            raise BisectInconclusiveError(msg)
+        self.versions = list(versions)
+        self._probe = probe
+        self.results: dict[int, ProbeResult] = {}
+        self.order: list[int] = []
+        self.log = log
+
+    def at(self, index: int) -> ProbeResult:
+        """Probe ``versions[index]`` once; later calls return the same result."""
+        if index not in self.results:
+            result = self._probe(self.versions[index])
+            self.results[index] = result
+            self.order.append(index)
+            self.log(self.picture(index))
+        return self.results[index]
+
+    def usable_between(self, lo: int, hi: int) -> int | None:
+        """A probed-or-probeable index strictly between lo and hi whose probe is not skipped, nearest the middle."""
+        middle = (lo + hi) // 2
+        candidates = sorted(range(lo + 1, hi), key=lambda i: (abs(i - middle), i))
+        for index in candidates:
+            if self.at(index).skipped is None:
+                return index
+        return None
+
+    def picture(self, current: int | None = None) -> str:
+        """One character per version: probed outcome glyph, ``?`` skipped, ``·`` not probed; ``^`` marks the last probe."""
+        glyphs = {"PASS": "✓", "REPRODUCED": "✗", "OTHER_FAILURE": "!", "CRASH": "☠"}
+        marks = []
+        for index in range(len(self.versions)):
+            result = self.results.get(index)
+            marks.append("·" if result is None else ("?" if result.skipped else glyphs.get(result.outcome, "!")))
+        line = "".join(marks)
+        if current is None:
+            return line
+        return f"{line}  {self.versions[current]}: {self.results[current].outcome} {self.results[current].signature_id or ''}"
+
+    def result(self, transitions: list[Transition]) -> BisectResult:
+        probes = [self.results[i] for i in self.order]
+        return BisectResult(transitions=transitions, probes=probes, skipped=[p for p in probes if p.skipped])
+
+
+def estimate(n: int) -> int:
+    """About how many probes a single-transition search over n versions takes."""
+    return 2 + max(0, math.ceil(math.log2(max(n - 1, 1))))
+
+
+def _end(search: Search, index: int, step: int, stop: int) -> int:
+    """The nearest usable end from ``index`` towards ``stop`` (ends may be skipped too)."""
+    while search.at(index).skipped is not None:
+        index += step
+        if (step > 0 and index >= stop) or (step < 0 and index <= stop):
+            msg = "every version in the range was skipped (ENV_ERROR, TIMEOUT or flaky); nothing to compare"
+            raise BisectInconclusiveError(msg)
+    return index
+
+
+def first_bad(versions: Sequence[str], probe: Callable[[str], ProbeResult], is_bad: Callable[[ProbeResult], bool],
+              log: Callable[[str], None] = lambda _: None) -> BisectResult:
+    """The adjacent (last good, first bad) pair between a good first and a bad last version."""
+    search = Search(versions, probe, log)
+    lo = _end(search, 0, 1, len(versions) - 1)
+    hi = _end(search, len(versions) - 1, -1, lo)
+    if is_bad(search.at(lo)):
+        msg = f"{versions[lo]} is already bad ({search.at(lo).outcome} {search.at(lo).signature_id}); pick an older --good"
+        raise BisectInconclusiveError(msg)
+    if not is_bad(search.at(hi)):
+        msg = f"{versions[hi]} is not bad ({search.at(hi).outcome} {search.at(hi).signature_id}); pick another --bad or target"
+        raise BisectInconclusiveError(msg)
+    while hi - lo > 1:
+        mid = search.usable_between(lo, hi)
+        if mid is None:
+            break  # everything between is skipped: the answer is the (lo, hi) pair with skips inside
+        if is_bad(search.at(mid)):
+            hi = mid
+        else:
+            lo = mid
+    between = tuple(versions[i] for i in range(lo + 1, hi))
+    transition = Transition(last=versions[lo], first=versions[hi], before=search.at(lo), after=search.at(hi),
+                            skipped_between=between)
+    return search.result([transition])
+
+
+def all_transitions(versions: Sequence[str], probe: Callable[[str], ProbeResult],
+                    log: Callable[[str], None] = lambda _: None) -> BisectResult:
+    """Every change of state (outcome + signature id) between the first and last version."""
+    search = Search(versions, probe, log)
+    lo = _end(search, 0, 1, len(versions) - 1)
+    hi = _end(search, len(versions) - 1, -1, lo)
+    transitions: list[Transition] = []
+    stack = [(lo, hi)]
+    while stack:
+        left, right = stack.pop()
+        if search.at(left).state == search.at(right).state:
+            continue
+        if right - left == 1:
+            transitions.append(Transition(last=versions[left], first=versions[right], before=search.at(left),
+                                          after=search.at(right)))
+            continue
+        mid = search.usable_between(left, right)
+        if mid is None:
+            between = tuple(versions[i] for i in range(left + 1, right))
+            transitions.append(Transition(last=versions[left], first=versions[right], before=search.at(left),
+                                          after=search.at(right), skipped_between=between))
+            continue
+        stack.extend([(mid, right), (left, mid)])
+    transitions.sort(key=lambda t: versions.index(t.last))
+    return search.result(transitions)
