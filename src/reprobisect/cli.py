@@ -28,12 +28,17 @@ def _split(values: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(item for value in values or () for item in value.split(",") if item)
 
 
+def _default_base() -> str:
+    """The interpreter the harness's own venv was made from: where torch usually is."""
+    return str(getattr(sys, "_base_executable", sys.executable))
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, default=Path("matrix.yaml"), help="the matrix file")
     parser.add_argument("--out", type=Path, default=Path("reports"), help="records, logs and summaries go here")
     parser.add_argument("--envs", type=Path, default=Path(os.environ.get("REPROBISECT_ENVS", ".cells")),
                         help="one venv per cell lives here (env REPROBISECT_ENVS)")
-    parser.add_argument("--base-python", default=os.environ.get("REPROBISECT_BASE_PYTHON", sys.executable),
+    parser.add_argument("--base-python", default=os.environ.get("REPROBISECT_BASE_PYTHON", _default_base()),
                         help="interpreter cells are made from; 'system' torch is its torch")
     for name in PINNED:
         parser.add_argument(f"--{name}", help=f"pin {name}: a version, a specifier, 'latest'"

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Literal
 
 from reprobisect.config import Config, Fix, Form, Repro
-from reprobisect.envs import BaseInterpreter, CellEnv, ensure_env, resolve_cell
-from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
+from reprobisect.envs import BaseInterpreter, resolve_cell
+from reprobisect.errors import ConfigError, NothingToDoError
 from reprobisect.record import Record
-from reprobisect.execute import RunSpec, execute, unrun_record
 from reprobisect.store import Store
 
 __all__ = ["Backend", "ReproRequest", "detect_cuda", "reproduce", "select_fixes", "select_forms"]
@@ -81,17 +80,18 @@ def reproduce(
     environ: Mapping[str, str],
     echo: Echo = print,
 ) -> list[Record]:
-    """Build (or reuse) the cell, then run every selected form × fix and store a record for each."""
+    """Resolve one cell (newest releases that install together, unless pinned) and run it as a one-cell matrix."""
+    from reprobisect.matrixrun import MatrixRequest, run_matrix
+
     repro = config.repro(request.repro)
-    fixes = select_fixes(repro, request.fixes)
+    select_fixes(repro, request.fixes)  # unknown names fail before anything is built
     cell = resolve_cell(base, {**config.default_cell, **request.pins})
-    try:
-        env: CellEnv | EnvBuildError = ensure_env(cell, base, envs_dir)
-    except EnvBuildError as exc:
-        env = exc
+    pins = {"torch": cell.torch if cell.torch_source != "system" else "system", **cell.packages}
+    axes = {axis: (pins[axis],) if axis in pins else values[:1] for axis, values in config.matrix.axes.items()}
+    axes.update({axis: (value,) for axis, value in pins.items()})
     backend: Literal["cuda", "cpu"]
     if request.backend == "auto":
-        backend = "cuda" if isinstance(env, CellEnv) and detect_cuda(env.python) else "cpu"
+        backend = "cuda" if detect_cuda(Path(base.executable)) else "cpu"
     else:
         backend = request.backend
     forms = select_forms(repro, backend, request.forms)
@@ -100,28 +100,9 @@ def reproduce(
         echo(f"No CUDA device here: running the CPU forms ({names}) of {repro.name!r}, not the cuda form.")
     else:
         echo(f"Running the {names} form(s) of {repro.name!r}.")
-    if isinstance(env, CellEnv):
-        how = "reused" if env.reused else "built"
-        echo(f"Cell {cell.id} ({how} in {env.build_seconds:.1f} s; torch from {cell.torch_source}) at {env.path}")
-    else:
-        echo(f"Cell {cell.id} could not be built: every run is ENV_ERROR.\n{env}")
-    records: list[Record] = []
-    total = len(forms) * len(fixes) * request.repeat
-    for form in forms:
-        for fix in fixes:
-            for repeat in range(request.repeat):
-                position = f"[{len(records) + 1}/{total}] {form.name} {fix.name}" + (f" #{repeat}" if repeat else "")
-                if not isinstance(env, CellEnv):
-                    records.append(unrun_record(repro, form, fix, cell, str(env), store, kind="EnvBuildError"))
-                    continue
-                spec = RunSpec(repro=repro, form=form, fix=fix, env=env, repeat=repeat,
-                               timeout=request.timeout, extra_args=request.extra_args)
-                stored = None
-                if request.resume:
-                    stored = store.find(spec.key, repro.name, cell.id, form.name, fix.name, repeat)
-                record = stored or execute(spec, store, environ=environ)
-                records.append(record)
-                sig = f" {record.signature['id']} {record.signature['text'][:90]}" if record.signature else ""
-                reused = " (stored)" if stored else ""
-                echo(f"{position}: {record.outcome}{sig} [{record.wall_seconds:.1f} s]{reused}")
-    return records
+    matrix = MatrixRequest(
+        repros=(repro.name,), backend=backend, axes=axes, fixes=request.fixes,
+        forms=tuple(form.name for form in forms), repeat=request.repeat, fresh=not request.resume,
+        timeout=request.timeout, use_includes=False,
+    )
+    return run_matrix(config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=echo)
