@@ -27,12 +27,20 @@ def plain_env(tmp_path: Path) -> CellEnv:
     return CellEnv(cell=cell, path=path, reused=True, build_seconds=0.0)
 
 
-def make_repro(script: str, *, expected: str | None = "zero-ipg-buffer-none", timeout: float = 60,
-               args: tuple[str, ...] = ()) -> Repro:
+def make_repro(
+    script: str, *, expected: str | None = "zero-ipg-buffer-none", timeout: float = 60, args: tuple[str, ...] = ()
+) -> Repro:
     """A repro with one cpu-deepspeed form running a test script, and the fix 'none'."""
     form = Form(name="cpu-deepspeed", script=SCRIPTS / script, precision="fp32", args=args)
-    return Repro(name=Path(script).stem, title=script, report="", expected_signature=expected,
-                 timeout=timeout, forms={"cpu-deepspeed": form}, fixes={"none": Fix(name="none", description="")})
+    return Repro(
+        name=Path(script).stem,
+        title=script,
+        report="",
+        expected_signature=expected,
+        timeout=timeout,
+        forms={"cpu-deepspeed": form},
+        fixes={"none": Fix(name="none", description="")},
+    )
 
 
 def base_python() -> str:

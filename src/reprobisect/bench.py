@@ -50,12 +50,20 @@ def _timed(action: Callable[[], object]) -> float:
 
 def _pip_build(base: BaseInterpreter, packages: Mapping[str, str], venv: Path, cache: Path) -> float:
     """nox's default: virtualenv (here over the base interpreter's torch), then pip install."""
+
     def build() -> None:
-        subprocess.run([sys.executable, "-m", "virtualenv", "--quiet", "--system-site-packages", "-p",
-                        base.executable, str(venv)], check=True, timeout=600)
+        subprocess.run(
+            [sys.executable, "-m", "virtualenv", "--quiet", "--system-site-packages", "-p", base.executable, str(venv)],
+            check=True,
+            timeout=600,
+        )
         reqs = [install_requirement(n, v) for n, v in packages.items()]
-        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--cache-dir", str(cache), *reqs],
-                       check=True, timeout=3600)
+        subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "--quiet", "--cache-dir", str(cache), *reqs],
+            check=True,
+            timeout=3600,
+        )
+
     return _timed(build)
 
 
@@ -64,11 +72,21 @@ def _bare_run(spec: RunSpec, environ: Mapping[str, str], log: Path) -> float:
     env = child_environ(spec, environ)
     env.pop("REPROBISECT_SHIM", None)
     argv = (str(spec.env.python), str(spec.form.script), *spec.args)
-    return run_child(ChildSpec(argv=argv, env=env, cwd=log.parent, log_path=log, timeout=spec.repro.timeout)).wall_seconds
+    return run_child(
+        ChildSpec(argv=argv, env=env, cwd=log.parent, log_path=log, timeout=spec.repro.timeout)
+    ).wall_seconds
 
 
-def run_bench(config: Config, base: BaseInterpreter, pins: Mapping[str, str], *, runs: int, with_pip: bool,
-              environ: Mapping[str, str], echo: Echo = print) -> BenchResult:
+def run_bench(
+    config: Config,
+    base: BaseInterpreter,
+    pins: Mapping[str, str],
+    *,
+    runs: int,
+    with_pip: bool,
+    environ: Mapping[str, str],
+    echo: Echo = print,
+) -> BenchResult:
     """Measure everything once (builds) or ``runs`` times (reuse, runs) and return the figures."""
     cell = resolve_cell(base, {**config.default_cell, **pins})
     echo(f"bench cell {cell.id}; {runs} runs each; pip/virtualenv comparison: {'on' if with_pip else 'off'}")
@@ -91,11 +109,20 @@ def run_bench(config: Config, base: BaseInterpreter, pins: Mapping[str, str], *,
             echo(f"virtualenv+pip warm build: {pip_warm:.1f} s")
         env = ensure_env(cell, base, root / "warm")
         harness_runs, bare_runs = _overhead(config, env, root, runs, environ)
-    return BenchResult(harness_cold=cold, harness_warm=warm, reuse=reuse, pip_cold=pip_cold, pip_warm=pip_warm,
-                       harness_runs=harness_runs, bare_runs=bare_runs)
+    return BenchResult(
+        harness_cold=cold,
+        harness_warm=warm,
+        reuse=reuse,
+        pip_cold=pip_cold,
+        pip_warm=pip_warm,
+        harness_runs=harness_runs,
+        bare_runs=bare_runs,
+    )
 
 
-def _overhead(config: Config, env: CellEnv, root: Path, runs: int, environ: Mapping[str, str]) -> tuple[list[float], list[float]]:
+def _overhead(
+    config: Config, env: CellEnv, root: Path, runs: int, environ: Mapping[str, str]
+) -> tuple[list[float], list[float]]:
     repro = config.repro("gan")
     form = repro.forms["cpu-deepspeed"]
     spec = RunSpec(repro=repro, form=form, fix=repro.fixes["none"], env=env)
@@ -115,6 +142,7 @@ def _overhead(config: Config, env: CellEnv, root: Path, runs: int, environ: Mapp
 
 def format_bench(result: BenchResult) -> str:
     """The figures side by side, with the ratios the goals are stated in."""
+
     def ratio(a: float | None, b: float | None) -> str:
         return f"{a / b:.1f}×" if a and b else "-"
 

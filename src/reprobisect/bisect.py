@@ -79,9 +79,10 @@ class BisectResult:
 class Search:
     """Memoizing wrapper around a probe, with a log of what was asked."""
 
-    def __init__(self, versions: Sequence[str], probe: Callable[[str], ProbeResult],
-                 log: Callable[[str], None] = lambda _: None) -> None:
-        if len(versions) < 2:  # noqa: PLR2004 - a search needs two ends
+    def __init__(
+        self, versions: Sequence[str], probe: Callable[[str], ProbeResult], log: Callable[[str], None] = lambda _: None
+    ) -> None:
+        if len(versions) < 2:
             msg = f"need at least two versions to search, got {list(versions)}"
             raise BisectInconclusiveError(msg)
         self.versions = list(versions)
@@ -109,7 +110,7 @@ class Search:
         return None
 
     def picture(self, current: int | None = None) -> str:
-        """One character per version: probed outcome glyph, ``?`` skipped, ``·`` not probed; ``^`` marks the last probe."""
+        """One character per version: the probed outcome's glyph, ``?`` skipped, ``·`` not probed."""
         glyphs = {"PASS": "✓", "REPRODUCED": "✗", "OTHER_FAILURE": "!", "CRASH": "☠"}
         marks = []
         for index in range(len(self.versions)):
@@ -118,7 +119,8 @@ class Search:
         line = "".join(marks)
         if current is None:
             return line
-        return f"{line}  {self.versions[current]}: {self.results[current].outcome} {self.results[current].signature_id or ''}"
+        result = self.results[current]
+        return f"{line}  {self.versions[current]}: {result.outcome} {result.signature_id or ''}"
 
     def result(self, transitions: list[Transition]) -> BisectResult:
         probes = [self.results[i] for i in self.order]
@@ -140,17 +142,23 @@ def _end(search: Search, index: int, step: int, stop: int) -> int:
     return index
 
 
-def first_bad(versions: Sequence[str], probe: Callable[[str], ProbeResult], is_bad: Callable[[ProbeResult], bool],
-              log: Callable[[str], None] = lambda _: None) -> BisectResult:
+def first_bad(
+    versions: Sequence[str],
+    probe: Callable[[str], ProbeResult],
+    is_bad: Callable[[ProbeResult], bool],
+    log: Callable[[str], None] = lambda _: None,
+) -> BisectResult:
     """The adjacent (last good, first bad) pair between a good first and a bad last version."""
     search = Search(versions, probe, log)
     lo = _end(search, 0, 1, len(versions) - 1)
     hi = _end(search, len(versions) - 1, -1, lo)
     if is_bad(search.at(lo)):
-        msg = f"{versions[lo]} is already bad ({search.at(lo).outcome} {search.at(lo).signature_id}); pick an older --good"
+        good = search.at(lo)
+        msg = f"{versions[lo]} is already bad ({good.outcome} {good.signature_id}); pick an older --good"
         raise BisectInconclusiveError(msg)
     if not is_bad(search.at(hi)):
-        msg = f"{versions[hi]} is not bad ({search.at(hi).outcome} {search.at(hi).signature_id}); pick another --bad or target"
+        bad = search.at(hi)
+        msg = f"{versions[hi]} is not bad ({bad.outcome} {bad.signature_id}); pick another --bad or target"
         raise BisectInconclusiveError(msg)
     while hi - lo > 1:
         mid = search.usable_between(lo, hi)
@@ -161,13 +169,15 @@ def first_bad(versions: Sequence[str], probe: Callable[[str], ProbeResult], is_b
         else:
             lo = mid
     between = tuple(versions[i] for i in range(lo + 1, hi))
-    transition = Transition(last=versions[lo], first=versions[hi], before=search.at(lo), after=search.at(hi),
-                            skipped_between=between)
+    transition = Transition(
+        last=versions[lo], first=versions[hi], before=search.at(lo), after=search.at(hi), skipped_between=between
+    )
     return search.result([transition])
 
 
-def all_transitions(versions: Sequence[str], probe: Callable[[str], ProbeResult],
-                    log: Callable[[str], None] = lambda _: None) -> BisectResult:
+def all_transitions(
+    versions: Sequence[str], probe: Callable[[str], ProbeResult], log: Callable[[str], None] = lambda _: None
+) -> BisectResult:
     """Every change of state (outcome + signature id) between the first and last version."""
     search = Search(versions, probe, log)
     lo = _end(search, 0, 1, len(versions) - 1)
@@ -179,14 +189,22 @@ def all_transitions(versions: Sequence[str], probe: Callable[[str], ProbeResult]
         if search.at(left).state == search.at(right).state:
             continue
         if right - left == 1:
-            transitions.append(Transition(last=versions[left], first=versions[right], before=search.at(left),
-                                          after=search.at(right)))
+            transitions.append(
+                Transition(last=versions[left], first=versions[right], before=search.at(left), after=search.at(right))
+            )
             continue
         mid = search.usable_between(left, right)
         if mid is None:
             between = tuple(versions[i] for i in range(left + 1, right))
-            transitions.append(Transition(last=versions[left], first=versions[right], before=search.at(left),
-                                          after=search.at(right), skipped_between=between))
+            transitions.append(
+                Transition(
+                    last=versions[left],
+                    first=versions[right],
+                    before=search.at(left),
+                    after=search.at(right),
+                    skipped_between=between,
+                )
+            )
             continue
         stack.extend([(mid, right), (left, mid)])
     transitions.sort(key=lambda t: versions.index(t.last))

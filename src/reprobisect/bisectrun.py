@@ -55,8 +55,11 @@ class BisectRequest:
 def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prereleases: bool) -> list[str]:
     """Releases of ``axis`` from ``good`` to ``bad`` inclusive, oldest first, as the index lists them."""
     low, high = sorted((Version(good), Version(bad)))
-    releases = [v for v in index.versions(axis, prereleases=prereleases)
-                if low <= Version(v) <= high and (prereleases or not Version(v).is_prerelease)]
+    releases = [
+        v
+        for v in index.versions(axis, prereleases=prereleases)
+        if low <= Version(v) <= high and (prereleases or not Version(v).is_prerelease)
+    ]
     for end in (good, bad):
         if end not in releases:
             msg = f"--good/--bad {end!r}: not a release of {axis} on the configured index"
@@ -66,6 +69,7 @@ def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prere
 
 def git_revisions(repo: Path, good: str, bad: str) -> list[str]:
     """Commits from ``good`` to ``bad`` along the ancestry path, oldest first, as full hashes."""
+
     def git(*args: str) -> str:
         done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
         if done.returncode != 0:
@@ -82,8 +86,9 @@ def _probe_result(version: str, records: list[Record]) -> ProbeResult:
     states = collections.Counter((r.outcome, (r.signature or {}).get("id")) for r in records)
     (outcome, sig_id), _ = states.most_common(1)[0]
     text = next(((r.signature or {}).get("text") for r in records if (r.signature or {}).get("id") == sig_id), None)
-    return ProbeResult(version=version, outcome=outcome, signature_id=sig_id, signature=text,
-                       flaky=len(states) > 1, runs=len(records))
+    return ProbeResult(
+        version=version, outcome=outcome, signature_id=sig_id, signature=text, flaky=len(states) > 1, runs=len(records)
+    )
 
 
 def _target(config: Config, request: BisectRequest) -> Callable[[ProbeResult], bool]:
@@ -100,8 +105,16 @@ def _target(config: Config, request: BisectRequest) -> Callable[[ProbeResult], b
     return lambda p: p.outcome == "REPRODUCED"  # classification already matched the expected signature
 
 
-def run_bisect(config: Config, request: BisectRequest, *, base: BaseInterpreter, store: Store, envs_dir: Path,
-               environ: Mapping[str, str], echo: Echo = print) -> tuple[BisectResult, dict[str, Any], Path]:
+def run_bisect(
+    config: Config,
+    request: BisectRequest,
+    *,
+    base: BaseInterpreter,
+    store: Store,
+    envs_dir: Path,
+    environ: Mapping[str, str],
+    echo: Echo = print,
+) -> tuple[BisectResult, dict[str, Any], Path]:
     """Search, write ``<out>/bisect-<id>.json`` and return the result, the report and its path."""
     index = IndexCache(envs_dir / "index-cache.json", base.executable)
     repo = request.git.resolve() if request.git is not None else None
@@ -113,8 +126,11 @@ def run_bisect(config: Config, request: BisectRequest, *, base: BaseInterpreter,
     def value(version: str) -> str:
         return f"git+file://{repo}@{version}" if repo is not None else version
 
-    repro = script_repro(request.script, expect=request.expect_signature, shim=request.shim) if request.script \
+    repro = (
+        script_repro(request.script, expect=request.expect_signature, shim=request.shim)
+        if request.script
         else config.repro(request.repro or "")
+    )
     form = request.form or _default_form(list(repro.forms), request.backend)
     held = {**config.default_cell, **request.pins}
     held.pop(request.axis, None)
@@ -124,19 +140,32 @@ def run_bisect(config: Config, request: BisectRequest, *, base: BaseInterpreter,
     def probe(version: str) -> ProbeResult:
         axes = {name: (spec,) for name, spec in held.items()}
         axes[request.axis] = (value(version),)
-        matrix = MatrixRequest(repros=() if request.script else (repro.name,), script=request.script,
-                               expect_signature=request.expect_signature, shim=request.shim, backend=request.backend,
-                               axes=axes, forms=(form,), fixes=(request.fix,), repeat=request.repeat,
-                               fresh=request.fresh, timeout=request.timeout, use_includes=False)
-        records = run_matrix(config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ,
-                             echo=lambda _: None, stats=stats)
+        matrix = MatrixRequest(
+            repros=() if request.script else (repro.name,),
+            script=request.script,
+            expect_signature=request.expect_signature,
+            shim=request.shim,
+            backend=request.backend,
+            axes=axes,
+            forms=(form,),
+            fixes=(request.fix,),
+            repeat=request.repeat,
+            fresh=request.fresh,
+            timeout=request.timeout,
+            use_includes=False,
+        )
+        records = run_matrix(
+            config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=lambda _: None, stats=stats
+        )
         all_records[version] = records
         return _probe_result(version[:12] if request.git else version, records)
 
     mode = "all-transitions" if request.all_transitions else "first-bad"
-    echo(f"Bisecting {repro.name} ({form}, fix {request.fix}) over {len(versions)} {request.axis} "
-         f"{'commits' if request.git else 'releases'} {versions[0][:12]} … {versions[-1][:12]} ({mode}); "
-         f"about {estimate(len(versions))} probes for one transition")
+    echo(
+        f"Bisecting {repro.name} ({form}, fix {request.fix}) over {len(versions)} {request.axis} "
+        f"{'commits' if request.git else 'releases'} {versions[0][:12]} … {versions[-1][:12]} ({mode}); "
+        f"about {estimate(len(versions))} probes for one transition"
+    )
     short = [v[:12] for v in versions] if request.git else versions
 
     def probe_by_short(version: str) -> ProbeResult:
@@ -170,22 +199,44 @@ def _slug(repro: str, form: str, request: BisectRequest, mode: str) -> str:
 
 
 def _transition(t: Transition) -> dict[str, Any]:
-    return {"last": t.last, "first": t.first, "from": t.before.describe(), "to": t.after.describe(),
-            "skipped_between": list(t.skipped_between)}
+    return {
+        "last": t.last,
+        "first": t.first,
+        "from": t.before.describe(),
+        "to": t.after.describe(),
+        "skipped_between": list(t.skipped_between),
+    }
 
 
-def _report(config: Config, request: BisectRequest, repro: str, form: str, versions: list[str], result: BisectResult,
-            stats: RunStats, held: Mapping[str, str]) -> dict[str, Any]:
+def _report(
+    config: Config,
+    request: BisectRequest,
+    repro: str,
+    form: str,
+    versions: list[str],
+    result: BisectResult,
+    stats: RunStats,
+    held: Mapping[str, str],
+) -> dict[str, Any]:
     precision = config.repros[repro].forms[form].precision if repro in config.repros else "as written"  # type: ignore[index]
     return {
-        "repro": repro, "form": form, "precision": precision, "axis": request.axis, "fix": request.fix,
+        "repro": repro,
+        "form": form,
+        "precision": precision,
+        "axis": request.axis,
+        "fix": request.fix,
         "mode": "all-transitions" if request.all_transitions else "first-bad",
-        "target": None if request.all_transitions else (request.target or ("any-failure" if request.any_failure else "expected")),
-        "cell": dict(held), "git": str(request.git) if request.git else None,
+        "target": None
+        if request.all_transitions
+        else (request.target or ("any-failure" if request.any_failure else "expected")),
+        "cell": dict(held),
+        "git": str(request.git) if request.git else None,
         "range": {"good": request.good, "bad": request.bad, "versions": versions},
         "transitions": [_transition(t) for t in result.transitions],
         "probes": [{"version": p.version, **p.describe(), "flaky": p.flaky, "runs": p.runs} for p in result.probes],
         "skipped": [{"version": p.version, "why": p.skipped} for p in result.skipped],
-        "runs": stats.executed, "reused": stats.reused, "probes_made": len(result.probes),
+        "runs": stats.executed,
+        "reused": stats.reused,
+        "probes_made": len(result.probes),
         "releases_in_range": len(versions),
     }

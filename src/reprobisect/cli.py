@@ -36,13 +36,22 @@ def _default_base() -> str:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, default=Path("matrix.yaml"), help="the matrix file")
     parser.add_argument("--out", type=Path, default=Path("reports"), help="records, logs and summaries go here")
-    parser.add_argument("--envs", type=Path, default=Path(os.environ.get("REPROBISECT_ENVS", ".cells")),
-                        help="one venv per cell lives here (env REPROBISECT_ENVS)")
-    parser.add_argument("--base-python", default=os.environ.get("REPROBISECT_BASE_PYTHON", _default_base()),
-                        help="interpreter cells are made from; 'system' torch is its torch")
+    parser.add_argument(
+        "--envs",
+        type=Path,
+        default=Path(os.environ.get("REPROBISECT_ENVS", ".cells")),
+        help="one venv per cell lives here (env REPROBISECT_ENVS)",
+    )
+    parser.add_argument(
+        "--base-python",
+        default=os.environ.get("REPROBISECT_BASE_PYTHON", _default_base()),
+        help="interpreter cells are made from; 'system' torch is its torch",
+    )
     for name in PINNED:
-        parser.add_argument(f"--{name}", help=f"pin {name}: a version, a specifier, 'latest'"
-                            + (" or 'system'" if name == "torch" else ""))
+        parser.add_argument(
+            f"--{name}",
+            help=f"pin {name}: a version, a specifier, 'latest'" + (" or 'system'" if name == "torch" else ""),
+        )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
 
 
@@ -51,8 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     repro = sub.add_parser("repro", help="run one repro's forms × fixes in one cell and print the table")
     repro.add_argument("repro", help="repro name from matrix.yaml (gan, zero3)")
-    repro.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto",
-                       help="auto: the cuda form when torch sees a GPU, else the CPU forms")
+    repro.add_argument(
+        "--backend",
+        choices=("auto", "cuda", "cpu"),
+        default="auto",
+        help="auto: the cuda form when torch sees a GPU, else the CPU forms",
+    )
     repro.add_argument("--fix", action="append", help="fix name(s), comma-separated or repeated; default: all")
     repro.add_argument("--form", action="append", help="form(s) to run instead of the backend's")
     repro.add_argument("--repeat", type=int, default=1, help="run each form × fix N times")
@@ -62,7 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     env = sub.add_parser("env", help="build the cell and print its collect_env and ds_report")
     _common(env)
     _matrix_parser(sub)
-    bisect = sub.add_parser("bisect", help="which release (or commit) changed the outcome; every change with --all-transitions")
+    bisect = sub.add_parser(
+        "bisect", help="which release (or commit) changed the outcome; every change with --all-transitions"
+    )
     bisect.add_argument("--repro", help="repro name from matrix.yaml")
     bisect.add_argument("--script", type=Path, help="bisect any script instead of a canonical repro")
     bisect.add_argument("--expect-signature", help="with --script: what counts as REPRODUCED")
@@ -96,7 +111,9 @@ def _matrix_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     matrix.add_argument("--expect-signature", help="with --script: the known name or id that counts as REPRODUCED")
     matrix.add_argument("--shim", action="store_true", help="with --script: run it through the Lightning CPU shim")
     matrix.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
-    matrix.add_argument("--select", action="append", default=[], help="keep cells where AXIS=PATTERN, e.g. 'deepspeed=0.18.*'")
+    matrix.add_argument(
+        "--select", action="append", default=[], help="keep cells where AXIS=PATTERN, e.g. 'deepspeed=0.18.*'"
+    )
     matrix.add_argument("--cell", action="append", default=[], help="run only the cell(s) with this id")
     matrix.add_argument("--python", help="replace the python axis (comma-separated values)")
     matrix.add_argument("--fix", action="append", help="fix name(s); default: all")
@@ -132,12 +149,19 @@ def _reproduce_command(args: argparse.Namespace) -> str:
 def _cmd_repro(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     request = ReproRequest(
-        repro=args.repro, backend=args.backend, fixes=_split(args.fix), forms=_split(args.form),
-        pins=_pins(args), repeat=args.repeat, resume=args.resume, timeout=args.timeout,
+        repro=args.repro,
+        backend=args.backend,
+        fixes=_split(args.fix),
+        forms=_split(args.form),
+        pins=_pins(args),
+        repeat=args.repeat,
+        resume=args.resume,
+        timeout=args.timeout,
     )
     store = Store(args.out)
-    records = reproduce(config, request, base=base_interpreter(args.base_python), store=store,
-                        envs_dir=args.envs, environ=os.environ)
+    records = reproduce(
+        config, request, base=base_interpreter(args.base_python), store=store, envs_dir=args.envs, environ=os.environ
+    )
     print()
     print(runs_table(records))
     command = _reproduce_command(args)
@@ -182,9 +206,20 @@ def _matrix_request(args: argparse.Namespace) -> MatrixRequest:
         msg = f"--jobs {args.jobs} / --repeat {args.repeat}: both must be at least 1"
         raise ConfigError(msg)
     return MatrixRequest(
-        repros=_split(args.repro), script=args.script, expect_signature=args.expect_signature, shim=args.shim,
-        backend=args.backend, axes=axes, select=tuple(args.select), fixes=_split(args.fix), forms=_split(args.form),
-        jobs=args.jobs, repeat=args.repeat, fresh=args.fresh, refresh_index=args.refresh_index, timeout=args.timeout,
+        repros=_split(args.repro),
+        script=args.script,
+        expect_signature=args.expect_signature,
+        shim=args.shim,
+        backend=args.backend,
+        axes=axes,
+        select=tuple(args.select),
+        fixes=_split(args.fix),
+        forms=_split(args.form),
+        jobs=args.jobs,
+        repeat=args.repeat,
+        fresh=args.fresh,
+        refresh_index=args.refresh_index,
+        timeout=args.timeout,
     )
 
 
@@ -194,17 +229,29 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     base = base_interpreter(args.base_python)
     if args.list or args.list_json:
         cells = listed_cells(config, request, base, args.envs)
-        print(json.dumps({"include": cells}) if args.list_json else
-              "\n".join(f"{c['cell']}  {c['status']}" for c in cells))
+        print(
+            json.dumps({"include": cells})
+            if args.list_json
+            else "\n".join(f"{c['cell']}  {c['status']}" for c in cells)
+        )
         return 0
-    records = run_matrix(config, request, base=base, store=Store(args.out), envs_dir=args.envs,
-                         environ=os.environ, cells=tuple(args.cell))
+    records = run_matrix(
+        config,
+        request,
+        base=base,
+        store=Store(args.out),
+        envs_dir=args.envs,
+        environ=os.environ,
+        cells=tuple(args.cell),
+    )
     print()
     print(runs_table(records))
     summary = args.out / "summary-matrix.md"
     summary.parent.mkdir(parents=True, exist_ok=True)
-    summary.write_text(markdown_summary(records, title="Matrix", command="nox -s matrix -- " + shlex.join(sys.argv[2:])),
-                       encoding="utf-8")
+    summary.write_text(
+        markdown_summary(records, title="Matrix", command="nox -s matrix -- " + shlex.join(sys.argv[2:])),
+        encoding="utf-8",
+    )
     print(f"\nRecords: {args.out / 'records'}  Summary: {summary}")
     return 0
 
@@ -221,27 +268,55 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     pins = _pins(args)
     pins.pop(args.axis, None)
     request = BisectRequest(
-        repro=args.repro, axis=args.axis, good=args.good, bad=args.bad, script=args.script,
-        expect_signature=args.expect_signature, shim=args.shim, backend=args.backend, form=args.form, fix=args.fix,
-        target=args.signature, any_failure=args.any_failure, all_transitions=args.all_transitions,
-        repeat=args.repeat, prereleases=args.pre, pins=pins, git=args.git, fresh=args.fresh, timeout=args.timeout,
+        repro=args.repro,
+        axis=args.axis,
+        good=args.good,
+        bad=args.bad,
+        script=args.script,
+        expect_signature=args.expect_signature,
+        shim=args.shim,
+        backend=args.backend,
+        form=args.form,
+        fix=args.fix,
+        target=args.signature,
+        any_failure=args.any_failure,
+        all_transitions=args.all_transitions,
+        repeat=args.repeat,
+        prereleases=args.pre,
+        pins=pins,
+        git=args.git,
+        fresh=args.fresh,
+        timeout=args.timeout,
     )
-    result, report, path = run_bisect(load_config(args.config), request, base=base_interpreter(args.base_python),
-                                      store=Store(args.out), envs_dir=args.envs, environ=os.environ)
+    result, report, path = run_bisect(
+        load_config(args.config),
+        request,
+        base=base_interpreter(args.base_python),
+        store=Store(args.out),
+        envs_dir=args.envs,
+        environ=os.environ,
+    )
     print()
     for t in report["transitions"]:
         between = f" (skipped between: {', '.join(t['skipped_between'])})" if t["skipped_between"] else ""
-        print(f"{t['last']} {t['from']['outcome']} {t['from']['signature_id'] or ''} -> "
-              f"{t['first']} {t['to']['outcome']} {t['to']['signature_id'] or ''}{between}")
+        print(
+            f"{t['last']} {t['from']['outcome']} {t['from']['signature_id'] or ''} -> "
+            f"{t['first']} {t['to']['outcome']} {t['to']['signature_id'] or ''}{between}"
+        )
         for side in ("from", "to"):
             if t[side]["signature"]:
                 print(f"    {t[side]['signature_id']}: {t[side]['signature']}")
     if not report["transitions"]:
-        print("No transition: the outcome is the same at both ends" + (" and every probe between." if args.all_transitions else "."))
+        print(
+            "No transition: the outcome is the same at both ends"
+            + (" and every probe between." if args.all_transitions else ".")
+        )
     for skip in report["skipped"]:
         print(f"skipped {skip['version']}: {skip['why']}")
-    print(f"\n{report['probes_made']} probes over {report['releases_in_range']} versions; "
-          f"{report['runs']} runs executed, {report['reused']} reused from records. Report: {path}")
+    print(
+        f"\n{report['probes_made']} probes over {report['releases_in_range']} versions; "
+        f"{report['runs']} runs executed, {report['reused']} reused from records. Report: {path}"
+    )
     del result
     return 0
 
@@ -249,8 +324,14 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from reprobisect.bench import format_bench, run_bench
 
-    result = run_bench(load_config(args.config), base_interpreter(args.base_python), _pins(args), runs=args.runs,
-                       with_pip=not args.no_pip, environ=os.environ)
+    result = run_bench(
+        load_config(args.config),
+        base_interpreter(args.base_python),
+        _pins(args),
+        runs=args.runs,
+        with_pip=not args.no_pip,
+        environ=os.environ,
+    )
     print()
     print(format_bench(result))
     return 0
@@ -259,8 +340,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; harness errors print one message and exit with their own code."""
     args = _parser().parse_args(argv)
-    handlers = {"repro": _cmd_repro, "env": _cmd_env, "matrix": _cmd_matrix, "bench": _cmd_bench,
-                "bisect": _cmd_bisect}
+    handlers = {"repro": _cmd_repro, "env": _cmd_env, "matrix": _cmd_matrix, "bench": _cmd_bench, "bisect": _cmd_bisect}
     try:
         return handlers[args.command](args)
     except HarnessError as exc:

@@ -150,7 +150,8 @@ def _read_form(reader: _Reader, name: str, raw: Any, where: str, root: Path) -> 
     if name not in FORMS:
         raise ConfigError(_unknown(f"{reader.path.name}: {where}", name, FORMS))
     data = reader.mapping(
-        raw, f"{where}.{name}",
+        raw,
+        f"{where}.{name}",
         allowed={"script", "precision", "args", "env", "shim", "distributed_env"},
         required={"script", "precision"},
     )
@@ -173,9 +174,7 @@ def _read_form(reader: _Reader, name: str, raw: Any, where: str, root: Path) -> 
 
 
 def _read_fix(reader: _Reader, name: str, raw: Any, where: str, forms: set[str], root: Path) -> Fix:
-    fix = reader.mapping(
-        raw or {}, where, allowed={"args", "description", "form_args", "patch", "strip", "override"}
-    )
+    fix = reader.mapping(raw or {}, where, allowed={"args", "description", "form_args", "patch", "strip", "override"})
     per_form = reader.mapping(fix.get("form_args", {}), f"{where}.form_args", allowed=forms)
     patch = None
     if "patch" in fix:
@@ -220,8 +219,9 @@ def _read_rule(reader: _Reader, raw: Any, where: str) -> CompatibilityRule:
 
 
 def _read_matrix(reader: _Reader, raw: Any) -> MatrixSpec:
-    data = reader.mapping(raw, "matrix", allowed={"axes", "exclude", "include", "compatibility", "prereleases"},
-                          required={"axes"})
+    data = reader.mapping(
+        raw, "matrix", allowed={"axes", "exclude", "include", "compatibility", "prereleases"}, required={"axes"}
+    )
     axes_raw = reader.mapping(data["axes"], "matrix.axes", allowed=set(data["axes"] or {}))
     axes = {}
     for axis, values in axes_raw.items():
@@ -236,8 +236,9 @@ def _read_matrix(reader: _Reader, raw: Any) -> MatrixSpec:
                 raise reader.fail(f"matrix.axes.{close[0]}", f"unknown axis; perhaps you meant {axis!r}?")
     exclude = tuple(_pins(reader, r, f"matrix.exclude[{i}]") for i, r in enumerate(data.get("exclude") or []))
     include = tuple(_pins(reader, r, f"matrix.include[{i}]") for i, r in enumerate(data.get("include") or []))
-    rules = tuple(_read_rule(reader, r, f"matrix.compatibility[{i}]")
-                  for i, r in enumerate(data.get("compatibility") or []))
+    rules = tuple(
+        _read_rule(reader, r, f"matrix.compatibility[{i}]") for i, r in enumerate(data.get("compatibility") or [])
+    )
     known = set(axes) | {"python"} | {axis for entry in include for axis in entry if axis not in META_KEYS}
     for i, rule in enumerate(exclude):
         for axis in rule:
@@ -245,14 +246,16 @@ def _read_matrix(reader: _Reader, raw: Any) -> MatrixSpec:
                 close = difflib.get_close_matches(axis, sorted(known), 1, 0.6)
                 hint = f"; perhaps you meant {close[0]!r}" if close else ""
                 raise reader.fail(f"matrix.exclude[{i}]", f"axis {axis!r} is not in matrix.axes{hint}")
-    return MatrixSpec(axes=axes, exclude=exclude, include=include, rules=rules,
-                      prereleases=bool(data.get("prereleases", False)))
+    return MatrixSpec(
+        axes=axes, exclude=exclude, include=include, rules=rules, prereleases=bool(data.get("prereleases", False))
+    )
 
 
 def _read_repro(reader: _Reader, name: str, raw: Any, root: Path) -> Repro:
     where = f"repros.{name}"
     data = reader.mapping(
-        raw, where,
+        raw,
+        where,
         allowed={"title", "report", "expected_signature", "timeout", "forms", "fixes"},
         required={"title", "forms", "fixes"},
     )
@@ -294,8 +297,7 @@ def load_config(path: Path) -> Config:
         msg = f"{path.name}: not valid YAML: {exc}"
         raise ConfigError(msg) from exc
     reader = _Reader(path)
-    top = reader.mapping(raw, "top level", allowed={"version", "default_cell", "matrix", "repros"},
-                         required={"repros"})
+    top = reader.mapping(raw, "top level", allowed={"version", "default_cell", "matrix", "repros"}, required={"repros"})
     if top.get("version", 1) != 1:
         raise reader.fail("version", f"{top['version']!r} is not supported; this harness reads version 1")
     cell = reader.mapping(top.get("default_cell", {}), "default_cell", allowed=set(top.get("default_cell") or {}))

@@ -138,8 +138,19 @@ def _compile(base: BaseInterpreter, requirements: list[str], fixed: Mapping[str,
     with tempfile.TemporaryDirectory() as tmp:
         excludes = Path(tmp) / "excludes.txt"
         excludes.write_text("torch\n")
-        cmd = [uv, "pip", "compile", "-", "--quiet", "--no-header", "--no-annotate",
-               "--python-version", ".".join(base.version.split(".")[:2]), "--excludes", str(excludes)]
+        cmd = [
+            uv,
+            "pip",
+            "compile",
+            "-",
+            "--quiet",
+            "--no-header",
+            "--no-annotate",
+            "--python-version",
+            ".".join(base.version.split(".")[:2]),
+            "--excludes",
+            str(excludes),
+        ]
         out = subprocess.run(cmd, input="\n".join(lines), capture_output=True, text=True, check=False, timeout=300)
     if out.returncode != 0:
         msg = f"cannot resolve {', '.join(requirements)} together: {out.stderr.strip()[-800:]}"
@@ -173,8 +184,9 @@ def _local_stamp(cell: Cell) -> dict[str, float]:
 
 
 def _fingerprint(cell: Cell, base: BaseInterpreter) -> str:
-    blob = json.dumps({"cell": cell.to_dict(), "base": base.executable, "local": _local_stamp(cell), "format": 1},
-                      sort_keys=True)
+    blob = json.dumps(
+        {"cell": cell.to_dict(), "base": base.executable, "local": _local_stamp(cell), "format": 1}, sort_keys=True
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -229,18 +241,29 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
         site = Path(_site_packages(python))
         (site / "_reprobisect_base.pth").write_text("\n".join(base.site_packages) + "\n")
     if not system:
-        _run_logged([python, "-m", "pip", "install", "--quiet", f"torch=={cell.torch}"], log,
-                    f"installing torch {cell.torch} into cell {cell.id}")
+        _run_logged(
+            [python, "-m", "pip", "install", "--quiet", f"torch=={cell.torch}"],
+            log,
+            f"installing torch {cell.torch} into cell {cell.id}",
+        )
     excludes = path / "uv-excludes.txt"
     excludes.write_text("torch\n")
     reqs = [install_requirement(name, spec) for name, spec in sorted(cell.packages.items())]
-    _run_logged([uv, "pip", "install", "--python", python, "--excludes", str(excludes), *reqs], log,
-                f"installing {' '.join(reqs)} into cell {cell.id}")
+    _run_logged(
+        [uv, "pip", "install", "--python", python, "--excludes", str(excludes), *reqs],
+        log,
+        f"installing {' '.join(reqs)} into cell {cell.id}",
+    )
 
 
 def _site_packages(python: str) -> str:
-    out = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True, timeout=60)
+    out = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return out.stdout.strip()
 
 
@@ -249,8 +272,13 @@ def find_python(version: str) -> str | None:
     if "/" in version:
         return version if Path(version).exists() else None
     try:
-        done = subprocess.run(["uv", "python", "find", "--no-python-downloads", version],
-                              capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            ["uv", "python", "find", "--no-python-downloads", version],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         if done.returncode == 0 and done.stdout.strip():
             return done.stdout.strip()
     except (OSError, subprocess.SubprocessError):

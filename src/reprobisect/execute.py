@@ -60,8 +60,13 @@ class RunSpec:
         script = hashlib.sha256(self.form.script.read_bytes()).hexdigest()
         shim = SHIMS.get(self.form.shim or "")
         blob = {
-            "repro": self.repro.name, "form": self.form.name, "fix": self.fix.name, "script": script,
-            "args": self.args, "env": dict(self.form.env), "cell": self.env.cell.to_dict(),
+            "repro": self.repro.name,
+            "form": self.form.name,
+            "fix": self.fix.name,
+            "script": script,
+            "args": self.args,
+            "env": dict(self.form.env),
+            "cell": self.env.cell.to_dict(),
             "shim": hashlib.sha256(shim.read_bytes()).hexdigest() if shim else None,
             "expected": self.repro.expected_signature,
             "patch": hashlib.sha256(self.fix.patch.read_bytes()).hexdigest() if self.fix.patch else None,
@@ -73,14 +78,16 @@ class RunSpec:
 def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[str] = ()) -> dict[str, str]:
     """The scrubbed environment of a repro child, with the cell first on PATH."""
     env = scrubbed_environ(environ, allow=allow)
-    env.update({
-        "PATH": f"{spec.env.path / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}",
-        "VIRTUAL_ENV": str(spec.env.path),
-        "TORCH_EXTENSIONS_DIR": str(spec.env.torch_extensions),
-        "PYTHONUNBUFFERED": "1",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(free_port()),
-    })
+    env.update(
+        {
+            "PATH": f"{spec.env.path / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}",
+            "VIRTUAL_ENV": str(spec.env.path),
+            "TORCH_EXTENSIONS_DIR": str(spec.env.torch_extensions),
+            "PYTHONUNBUFFERED": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(free_port()),
+        }
+    )
     if spec.form.distributed_env:
         env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
     if spec.form.shim:
@@ -138,15 +145,21 @@ def execute(spec: RunSpec, store: Store, *, environ: Mapping[str, str], allow_en
     argv = (str(spec.env.python), str(BOOTSTRAP), str(spec.form.script), *spec.args)
     workdir = Path(tempfile.mkdtemp(prefix="reprobisect-run-"))
     try:
-        result = run_child(ChildSpec(
-            argv=argv, env=child_environ(spec, environ, allow=allow_env), cwd=workdir,
-            log_path=log_path, timeout=spec.timeout or spec.repro.timeout,
-        ))
+        result = run_child(
+            ChildSpec(
+                argv=argv,
+                env=child_environ(spec, environ, allow=allow_env),
+                cwd=workdir,
+                log_path=log_path,
+                timeout=spec.timeout or spec.repro.timeout,
+            )
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     log = log_path.read_text(encoding="utf-8", errors="replace")
-    verdict = classify(exit_code=result.exit_code, timed_out=result.timed_out, log=log,
-                       expected=spec.repro.expected_signature)
+    verdict = classify(
+        exit_code=result.exit_code, timed_out=result.timed_out, log=log, expected=spec.repro.expected_signature
+    )
     events = list(parse_events(log))
     steps = [_step(e) for e in events if e.get("event") == "step"]
     exit_event: dict[str, Any] = next((e for e in reversed(events) if e.get("event") == "exit"), {})
@@ -157,7 +170,10 @@ def execute(spec: RunSpec, store: Store, *, environ: Mapping[str, str], allow_en
     record = Record(
         run_id=uuid.uuid4().hex[:12],
         spec_key=spec.key,
-        repro=spec.repro.name, form=spec.form.name, fix=spec.fix.name, precision=spec.form.precision,
+        repro=spec.repro.name,
+        form=spec.form.name,
+        fix=spec.fix.name,
+        precision=spec.form.precision,
         repeat=spec.repeat,
         script=str(spec.form.script.name),
         argv=[Path(argv[0]).name, *[str(a) for a in argv[2:]]],
@@ -204,15 +220,43 @@ def unrun_record(repro: Repro, form: Form, fix: Fix, cell: Cell, reason: str, st
     log_path.write_text(reason + "\n", encoding="utf-8")
     signature = Signature(exception=kind, message=normalize_message(reason.splitlines()[0]))
     record = Record(
-        run_id=uuid.uuid4().hex[:12], spec_key="", repro=repro.name, form=form.name, fix=fix.name,
-        precision=form.precision, repeat=0, script=form.script.name, argv=[], cell=cell.to_dict(),
-        versions=dict(cell.versions), versions_source="pinned", python=cell.python, platform=None, gpu=None,
-        outcome=Outcome.ENV_ERROR.value, signature=signature.to_dict(), known_signature=None, upstream=[],
-        exit_code=None, timed_out=False, failing_step="setup", steps=[], step_median_seconds=None,
-        first_step_seconds=None, setup_seconds=None, wall_seconds=0.0, env_seconds=None,
-        peak_rss_bytes=None, peak_gpu_memory_bytes=None, log_path=str(log_path.relative_to(store.root)),
-        started_at="", finished_at="", harness_version=__version__,
-        config={"reason": reason}, fix_kind=fix.kind, matrix_cell=cell.id,
+        run_id=uuid.uuid4().hex[:12],
+        spec_key="",
+        repro=repro.name,
+        form=form.name,
+        fix=fix.name,
+        precision=form.precision,
+        repeat=0,
+        script=form.script.name,
+        argv=[],
+        cell=cell.to_dict(),
+        versions=dict(cell.versions),
+        versions_source="pinned",
+        python=cell.python,
+        platform=None,
+        gpu=None,
+        outcome=Outcome.ENV_ERROR.value,
+        signature=signature.to_dict(),
+        known_signature=None,
+        upstream=[],
+        exit_code=None,
+        timed_out=False,
+        failing_step="setup",
+        steps=[],
+        step_median_seconds=None,
+        first_step_seconds=None,
+        setup_seconds=None,
+        wall_seconds=0.0,
+        env_seconds=None,
+        peak_rss_bytes=None,
+        peak_gpu_memory_bytes=None,
+        log_path=str(log_path.relative_to(store.root)),
+        started_at="",
+        finished_at="",
+        harness_version=__version__,
+        config={"reason": reason},
+        fix_kind=fix.kind,
+        matrix_cell=cell.id,
     )
     store.write(record)
     return record

@@ -77,7 +77,9 @@ def is_specifier(value: str) -> bool:
 
 def is_local(value: str) -> bool:
     """A path, a wheel or a VCS URL: installed as it is, never looked up on the index."""
-    return "://" in value or value.startswith(("/", "./", "../", "git+", "file:")) or value.endswith((".whl", ".tar.gz"))
+    return (
+        "://" in value or value.startswith(("/", "./", "../", "git+", "file:")) or value.endswith((".whl", ".tar.gz"))
+    )
 
 
 def _version(value: str, axis: str, system_versions: Mapping[str, str]) -> Version | None:
@@ -138,12 +140,17 @@ def _rule_matches(cell: Mapping[str, str], rule: Mapping[str, str], system_versi
     return all(axis in cell and matches(axis, cell[axis], pattern, system_versions) for axis, pattern in rule.items())
 
 
-def _blocked(cell: Mapping[str, str], rules: Sequence[CompatibilityRule], system_versions: Mapping[str, str]) -> str | None:
+def _blocked(
+    cell: Mapping[str, str], rules: Sequence[CompatibilityRule], system_versions: Mapping[str, str]
+) -> str | None:
     for rule in rules:
         if not _rule_matches(cell, rule.when, system_versions):
             continue
-        failing = [axis for axis, pattern in rule.require.items()
-                   if axis in cell and not matches(axis, cell[axis], pattern, system_versions)]
+        failing = [
+            axis
+            for axis, pattern in rule.require.items()
+            if axis in cell and not matches(axis, cell[axis], pattern, system_versions)
+        ]
         if failing:
             return rule.reason
     return None
@@ -183,6 +190,13 @@ def expand(
         if any(dict(p.pins) == dict(entry) for p in planned):
             continue
         repros = tuple(r.strip() for r in raw_entry.get("repros", "").split(",") if r.strip())
-        planned.append(PlannedCell(pins=entry, origin="include", blocked=_blocked(entry, spec.rules, system_versions),
-                                   repros=repros, label=raw_entry.get("label", "")))
+        planned.append(
+            PlannedCell(
+                pins=entry,
+                origin="include",
+                blocked=_blocked(entry, spec.rules, system_versions),
+                repros=repros,
+                label=raw_entry.get("label", ""),
+            )
+        )
     return planned

@@ -82,11 +82,24 @@ def script_repro(script: Path, *, expect: str | None, shim: bool) -> Repro:
         raise ConfigError(msg)
     path = script.resolve()
     cpu_name: FormName = "cpu-shim" if shim else "cpu-deepspeed"
-    cpu = Form(name=cpu_name, script=path, precision="as written", env={"DS_ACCELERATOR": "cpu"},
-               shim="lightning-cpu" if shim else None, distributed_env=not shim)
+    cpu = Form(
+        name=cpu_name,
+        script=path,
+        precision="as written",
+        env={"DS_ACCELERATOR": "cpu"},
+        shim="lightning-cpu" if shim else None,
+        distributed_env=not shim,
+    )
     cuda = Form(name="cuda", script=path, precision="as written")
-    return Repro(name=f"script-{path.stem}", title=f"script {script}", report="", expected_signature=expect,
-                 timeout=900, forms={"cuda": cuda, cpu_name: cpu}, fixes={"none": Fix(name="none", description="")})
+    return Repro(
+        name=f"script-{path.stem}",
+        title=f"script {script}",
+        report="",
+        expected_signature=expect,
+        timeout=900,
+        forms={"cuda": cuda, cpu_name: cpu},
+        fixes={"none": Fix(name="none", description="")},
+    )
 
 
 def _select(cells: list[PlannedCell], select: Sequence[str], system_versions: Mapping[str, str]) -> list[PlannedCell]:
@@ -133,8 +146,13 @@ def to_cell(planned: PlannedCell, base: BaseInterpreter) -> tuple[Cell | None, B
     if torch == SYSTEM and interpreter.torch is None:
         return None, None, f"torch 'system' but {interpreter.executable} has no torch"
     packages = {k: v for k, v in planned.pins.items() if k not in ("python", "torch")}
-    cell = Cell(python=interpreter.version, torch=interpreter.torch if torch == SYSTEM else torch,  # type: ignore[arg-type]
-                torch_source=SYSTEM if torch == SYSTEM else "pinned", packages=packages, python_source=python)
+    cell = Cell(
+        python=interpreter.version,
+        torch=interpreter.torch if torch == SYSTEM else torch,  # type: ignore[arg-type]
+        torch_source=SYSTEM if torch == SYSTEM else "pinned",
+        packages=packages,
+        python_source=python,
+    )
     return cell, interpreter, None
 
 
@@ -142,9 +160,13 @@ def _placeholder(planned: PlannedCell, base: BaseInterpreter) -> Cell:
     """A cell to name in records when the real one cannot even be described (no such Python)."""
     packages = {k: v for k, v in planned.pins.items() if k not in ("python", "torch")}
     torch = planned.pins.get("torch", SYSTEM)
-    return Cell(python=planned.pins.get("python", base.version), torch=base.torch or "none" if torch == SYSTEM else torch,
-                torch_source=SYSTEM if torch == SYSTEM else "pinned", packages=packages,
-                python_source=planned.pins.get("python", SYSTEM))
+    return Cell(
+        python=planned.pins.get("python", base.version),
+        torch=base.torch or "none" if torch == SYSTEM else torch,
+        torch_source=SYSTEM if torch == SYSTEM else "pinned",
+        packages=packages,
+        python_source=planned.pins.get("python", SYSTEM),
+    )
 
 
 class _Progress:
@@ -169,10 +191,17 @@ class _Progress:
             self.echo(f"[{bar}] {self.done}/{self.total} done, {self.running} running, {left} left | {text}")
 
 
-def _units(config: Config, request: MatrixRequest, cells: list[tuple[PlannedCell, Cell, BaseInterpreter]],
-           backend: Literal["cuda", "cpu"]) -> list[Unit]:
-    repros = ([script_repro(request.script, expect=request.expect_signature, shim=request.shim)] if request.script
-              else [config.repro(name) for name in (request.repros or tuple(config.repros))])
+def _units(
+    config: Config,
+    request: MatrixRequest,
+    cells: list[tuple[PlannedCell, Cell, BaseInterpreter]],
+    backend: Literal["cuda", "cpu"],
+) -> list[Unit]:
+    repros = (
+        [script_repro(request.script, expect=request.expect_signature, shim=request.shim)]
+        if request.script
+        else [config.repro(name) for name in (request.repros or tuple(config.repros))]
+    )
     units: list[Unit] = []
     for planned, cell, interpreter in cells:
         for repro in repros:
@@ -180,9 +209,21 @@ def _units(config: Config, request: MatrixRequest, cells: list[tuple[PlannedCell
                 continue
             for form in select_forms(repro, backend, request.forms):
                 for fix in select_fixes(repro, request.fixes):
-                    fix_cell = dataclasses.replace(cell, packages={**cell.packages, **fix.override}) if fix.override else cell
-                    units.extend(Unit(planned=planned, cell=fix_cell, interpreter=interpreter, repro=repro,
-                                      form=form, fix=fix, repeat=r) for r in range(request.repeat))
+                    fix_cell = (
+                        dataclasses.replace(cell, packages={**cell.packages, **fix.override}) if fix.override else cell
+                    )
+                    units.extend(
+                        Unit(
+                            planned=planned,
+                            cell=fix_cell,
+                            interpreter=interpreter,
+                            repro=repro,
+                            form=form,
+                            fix=fix,
+                            repeat=r,
+                        )
+                        for r in range(request.repeat)
+                    )
     return units
 
 
@@ -193,8 +234,11 @@ def listed_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, 
     for planned in plan_cells(config, request, base, index):
         cell, _, why = to_cell(planned, base)
         cell = cell or _placeholder(planned, base)
-        status = f"not installable together: {planned.blocked}" if planned.blocked else (
-            f"cannot build here: {why}" if why else "ok")
+        status = (
+            f"not installable together: {planned.blocked}"
+            if planned.blocked
+            else (f"cannot build here: {why}" if why else "ok")
+        )
         entry = {"cell": cell.id, "status": status, "args": _cell_args(planned)}
         if planned.label:
             entry["label"] = planned.label
@@ -207,9 +251,18 @@ def _cell_args(planned: PlannedCell) -> str:
     return " ".join(f"--select {axis}={value}" for axis, value in planned.pins.items())
 
 
-def run_matrix(config: Config, request: MatrixRequest, *, base: BaseInterpreter, store: Store, envs_dir: Path,
-               environ: Mapping[str, str], echo: Echo = print, cells: Sequence[str] = (),
-               stats: RunStats | None = None) -> list[Record]:
+def run_matrix(
+    config: Config,
+    request: MatrixRequest,
+    *,
+    base: BaseInterpreter,
+    store: Store,
+    envs_dir: Path,
+    environ: Mapping[str, str],
+    echo: Echo = print,
+    cells: Sequence[str] = (),
+    stats: RunStats | None = None,
+) -> list[Record]:
     """Plan, build, run; returns one record per unit (stored ones included)."""
     index = IndexCache(envs_dir / "index-cache.json", base.executable)
     planned = plan_cells(config, request, base, index)
@@ -235,9 +288,11 @@ def run_matrix(config: Config, request: MatrixRequest, *, base: BaseInterpreter,
         units_of = _units(config, request, [(cell_plan, cell, base)], backend)
         text = f"not installable together: {reason}" if cell_plan.blocked else f"cannot build here: {reason}"
         records.extend(unrun_record(u.repro, u.form, u.fix, cell, text, store, kind=kind) for u in units_of)
-    echo(f"{len(planned)} cells ({len(blocked)} not installable or not buildable here), {len(units)} runs, "
-         f"backend {backend}, {request.jobs} at a time")
-    for cell_plan, cell, reason in blocked:
+    echo(
+        f"{len(planned)} cells ({len(blocked)} not installable or not buildable here), {len(units)} runs, "
+        f"backend {backend}, {request.jobs} at a time"
+    )
+    for _, cell, reason in blocked:
         echo(f"  - {cell.id}: {reason}")
     envs = _build_envs(units, envs_dir, echo)
     overlays = _prepare_overlays(units, envs)
@@ -245,8 +300,9 @@ def run_matrix(config: Config, request: MatrixRequest, *, base: BaseInterpreter,
     for unit in units:
         env = envs[unit.cell.id]
         if isinstance(env, EnvBuildError):
-            records.append(unrun_record(unit.repro, unit.form, unit.fix, unit.cell, str(env), store,
-                                        kind="EnvBuildError"))
+            records.append(
+                unrun_record(unit.repro, unit.form, unit.fix, unit.cell, str(env), store, kind="EnvBuildError")
+            )
     records.extend(_run_units(runnable, envs, overlays, request, store, environ, backend, echo, stats or RunStats()))
     return records
 
@@ -298,9 +354,17 @@ def _job_env(slot: int, jobs: int, backend: str) -> dict[str, str]:
     return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs))}
 
 
-def _run_units(units: list[Unit], envs: Mapping[str, CellEnv | EnvBuildError], overlays: Mapping[tuple[str, str], Path],
-               request: MatrixRequest, store: Store, environ: Mapping[str, str], backend: str,
-               echo: Echo, stats: RunStats) -> list[Record]:
+def _run_units(
+    units: list[Unit],
+    envs: Mapping[str, CellEnv | EnvBuildError],
+    overlays: Mapping[tuple[str, str], Path],
+    request: MatrixRequest,
+    store: Store,
+    environ: Mapping[str, str],
+    backend: str,
+    echo: Echo,
+    stats: RunStats,
+) -> list[Record]:
     progress = _Progress(len(units), echo)
     slots: list[int] = list(range(max(1, request.jobs)))
     slot_lock = threading.Lock()
@@ -311,12 +375,23 @@ def _run_units(units: list[Unit], envs: Mapping[str, CellEnv | EnvBuildError], o
         with slot_lock:
             slot = slots.pop()
         try:
-            spec = RunSpec(repro=unit.repro, form=unit.form, fix=unit.fix, env=env, repeat=unit.repeat,
-                           timeout=request.timeout, overlay=overlays.get((unit.cell.id, unit.fix.name)),
-                           extra_env=_job_env(slot, request.jobs, backend), matrix_cell=_matrix_cell_id(unit))
+            spec = RunSpec(
+                repro=unit.repro,
+                form=unit.form,
+                fix=unit.fix,
+                env=env,
+                repeat=unit.repeat,
+                timeout=request.timeout,
+                overlay=overlays.get((unit.cell.id, unit.fix.name)),
+                extra_env=_job_env(slot, request.jobs, backend),
+                matrix_cell=_matrix_cell_id(unit),
+            )
             progress.start()
-            stored = None if request.fresh else store.find(spec.key, unit.repro.name, unit.cell.id, unit.form.name,
-                                                             unit.fix.name, unit.repeat)
+            stored = (
+                None
+                if request.fresh
+                else store.find(spec.key, unit.repro.name, unit.cell.id, unit.form.name, unit.fix.name, unit.repeat)
+            )
             record = stored or execute(spec, store, environ=environ)
             with slot_lock:
                 if stored is None:

@@ -48,8 +48,9 @@ def _package_dirs(python: Path, tops: set[str]) -> dict[str, Path]:
         "        out[name] = list(spec.submodule_search_locations)[0]\n"
         "print(json.dumps(out))\n"
     )
-    done = subprocess.run([str(python), "-c", code, *sorted(tops)], capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run(
+        [str(python), "-c", code, *sorted(tops)], capture_output=True, text=True, timeout=120, check=False
+    )
     found = json.loads(done.stdout or "{}") if done.returncode == 0 else {}
     return {name: Path(path) for name, path in found.items()}
 
@@ -75,8 +76,10 @@ def prepare_overlay(env: CellEnv, fix: Fix) -> Path:
     dirs = _package_dirs(env.python, tops)
     missing = sorted(tops - set(dirs))
     if missing:
-        msg = (f"{fix.patch}: patches {missing[0]!r}, which is not an importable package in cell {env.cell.id}; "
-               f"check the fix's strip (now {fix.patch_strip}) so paths start at the package folder")
+        msg = (
+            f"{fix.patch}: patches {missing[0]!r}, which is not an importable package in cell {env.cell.id}; "
+            f"check the fix's strip (now {fix.patch_strip}) so paths start at the package folder"
+        )
         raise ConfigError(msg)
     if overlay.exists():
         shutil.rmtree(overlay)

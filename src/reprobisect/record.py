@@ -84,8 +84,11 @@ class Record:
             msg = f"{source}: schema_version {version!r}, this harness reads {SCHEMA_VERSION}; {fix}"
             raise RecordError(msg)
         fields = {f.name for f in dataclasses.fields(cls)}
-        optional = {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
-                    or f.default_factory is not dataclasses.MISSING}
+        optional = {
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        }
         missing = sorted(name for name in fields if name not in data and name not in optional)
         if missing:
             msg = f"{source}: missing key {missing[0]!r}; the file is incomplete, re-run that cell"

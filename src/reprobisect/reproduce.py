@@ -101,8 +101,14 @@ def reproduce(
     else:
         echo(f"Running the {names} form(s) of {repro.name!r}.")
     matrix = MatrixRequest(
-        repros=(repro.name,), backend=backend, axes=axes, fixes=request.fixes,
-        forms=tuple(form.name for form in forms), repeat=request.repeat, fresh=not request.resume,
-        timeout=request.timeout, use_includes=False,
+        repros=(repro.name,),
+        backend=backend,
+        axes=axes,
+        fixes=request.fixes,
+        forms=tuple(form.name for form in forms),
+        repeat=request.repeat,
+        fresh=not request.resume,
+        timeout=request.timeout,
+        use_includes=False,
     )
     return run_matrix(config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=echo)

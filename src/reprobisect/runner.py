@@ -31,11 +31,29 @@ __all__ = [
 
 EVENT_MARK = "@@repro "
 
-_PASSED_NAMES = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "TZ", "TMPDIR", "SHELL",
-    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CC", "CXX", "OMP_NUM_THREADS",
-    "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "XDG_CACHE_HOME", "CUDA_VISIBLE_DEVICES",
-})
+_PASSED_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "TERM",
+        "TZ",
+        "TMPDIR",
+        "SHELL",
+        "LD_LIBRARY_PATH",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "CC",
+        "CXX",
+        "OMP_NUM_THREADS",
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "XDG_CACHE_HOME",
+        "CUDA_VISIBLE_DEVICES",
+    }
+)
 _PASSED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH_", "DS_", "MKL_", "KMP_", "TRITON_", "NVSHMEM_")
 _SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY", "_PASSWORD", "_CREDENTIALS")
 _SECRET_PREFIXES = ("AWS_", "GITHUB_", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AZURE_", "GOOGLE_")

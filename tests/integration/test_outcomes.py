@@ -55,7 +55,9 @@ def test_reproduced_with_failing_step(plain_env: CellEnv, tmp_path: Path) -> Non
     assert record.failing_step == 1
     assert record.known_signature == "zero-ipg-buffer-none"
     assert record.signature is not None
-    assert record.signature["frames"] == ["deepspeed.runtime.zero.stage_1_and_2:reduce_independent_p_g_buckets_and_remove_grads"]
+    assert record.signature["frames"] == [
+        "deepspeed.runtime.zero.stage_1_and_2:reduce_independent_p_g_buckets_and_remove_grads"
+    ]
 
 
 def test_other_failure(plain_env: CellEnv, tmp_path: Path) -> None:
@@ -98,7 +100,7 @@ def test_sigint_to_the_harness_mid_run_keeps_earlier_records_intact(tmp_path: Pa
     import subprocess
 
     driver = tmp_path / "driver.py"
-    driver.write_text(f'''
+    driver.write_text(f"""
 import os, sys
 sys.path.insert(0, {str(Path(__file__).parents[2])!r})
 from pathlib import Path
@@ -116,7 +118,7 @@ for script, args in (("passes.py", ()), ("sleeps_with_grandchild.py", ({str(tmp_
     repro = make_repro(script, timeout=120, args=args)
     execute(RunSpec(repro=repro, form=repro.forms["cpu-deepspeed"], fix=repro.fixes["none"], env=env), store, environ=os.environ)
     print("done", script, flush=True)
-''')
+""")
     proc = subprocess.Popen([sys.executable, str(driver)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     assert proc.stdout.readline().startswith("done passes.py")

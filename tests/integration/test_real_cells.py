@@ -39,8 +39,20 @@ def base():
 
 
 def _harness(*args: str, out: Path, envs_dir: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "reprobisect", *args, "--out", str(out), "--envs", str(envs_dir),
-           "--base-python", base_python(), "--config", str(ROOT / "matrix.yaml")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "reprobisect",
+        *args,
+        "--out",
+        str(out),
+        "--envs",
+        str(envs_dir),
+        "--base-python",
+        base_python(),
+        "--config",
+        str(ROOT / "matrix.yaml"),
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False, cwd=ROOT)
 
 
@@ -61,14 +73,30 @@ def test_cell_is_built_once_and_reused(base, envs_dir: Path) -> None:
     assert time.perf_counter() - start < 0.5
     assert first.path == again.path
     # torch is the base interpreter's, never a second copy in the cell
-    out = subprocess.run([str(again.python), "-c", "import torch, json; print(json.dumps(torch.__file__))"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(again.python), "-c", "import torch, json; print(json.dumps(torch.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert not json.loads(out.stdout).startswith(str(again.path))
 
 
 def test_gan_cpu_forms_on_deepspeed_0_16_4_reproduce_the_report(tmp_path: Path, envs_dir: Path) -> None:
-    done = _harness("repro", "gan", "--backend", "cpu", "--deepspeed", OLD_DS, "--lightning", LIGHTNING,
-                    "--fix", "none,freeze-d", out=tmp_path, envs_dir=envs_dir)
+    done = _harness(
+        "repro",
+        "gan",
+        "--backend",
+        "cpu",
+        "--deepspeed",
+        OLD_DS,
+        "--lightning",
+        LIGHTNING,
+        "--fix",
+        "none,freeze-d",
+        out=tmp_path,
+        envs_dir=envs_dir,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("No CUDA device here") or "--backend" in done.stdout or "Running the" in done.stdout
     records = _records(tmp_path, "gan")

@@ -6,21 +6,21 @@ from reprobisect.classify import classify, find_known, known_signatures
 from reprobisect.outcome import Outcome
 from reprobisect.signature import Signature
 
-GAN = '''Traceback (most recent call last):
+GAN = """Traceback (most recent call last):
   File "/v/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", line 949, in reduce_independent_p_g_buckets_and_remove_grads
     new_grad_tensor = self.ipg_buffer[self.ipg_index].narrow(0, self.elements_in_ipg_bucket, param.numel())
 TypeError: 'NoneType' object is not subscriptable
-'''
-LIGHTNING_TOO_OLD_DS = '''Traceback (most recent call last):
+"""
+LIGHTNING_TOO_OLD_DS = """Traceback (most recent call last):
   File "/v/site-packages/lightning/fabric/strategies/deepspeed.py", line 250, in __init__
     raise ImportError(
 ImportError: PyTorch >= 2.6 requires DeepSpeed >= 0.16.0. Please upgrade DeepSpeed.
-'''
-ARCH_LIST = '''Traceback (most recent call last):
+"""
+ARCH_LIST = """Traceback (most recent call last):
   File "/v/site-packages/deepspeed/ops/op_builder/builder.py", line 600, in compute_capability_args
     num = cc[0] + cc[1].split('+')[0]
 ValueError: invalid literal for int() with base 10: '0a'
-'''
+"""
 
 
 def test_expected_signature_is_reproduced() -> None:
@@ -37,12 +37,18 @@ def test_expected_by_signature_id() -> None:
 
 
 def test_a_known_bug_that_is_not_the_expected_one_is_other_failure() -> None:
-    assert classify(exit_code=1, timed_out=False, log=GAN, expected="zero3-allgather-dtype").outcome is Outcome.OTHER_FAILURE
+    assert (
+        classify(exit_code=1, timed_out=False, log=GAN, expected="zero3-allgather-dtype").outcome
+        is Outcome.OTHER_FAILURE
+    )
 
 
 def test_environment_failures_are_env_error() -> None:
     for log in (LIGHTNING_TOO_OLD_DS, ARCH_LIST):
-        assert classify(exit_code=1, timed_out=False, log=log, expected="zero-ipg-buffer-none").outcome is Outcome.ENV_ERROR
+        assert (
+            classify(exit_code=1, timed_out=False, log=log, expected="zero-ipg-buffer-none").outcome
+            is Outcome.ENV_ERROR
+        )
 
 
 def test_pass_timeout_crash() -> None:

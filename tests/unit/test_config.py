@@ -36,7 +36,7 @@ def test_the_projects_matrix_loads() -> None:
     assert set(config.repros) == {"gan", "zero3"}
     gan = config.repro("gan")
     assert set(gan.forms) == {"cuda", "cpu-shim", "cpu-deepspeed"}
-    assert list(gan.fixes)[0] == "none"
+    assert next(iter(gan.fixes)) == "none"
     assert {"freeze-d", "no-overlap-comm", "single-engine", "zero-stage-0", "buffer-dtype-half"} <= set(gan.fixes)
     assert {"torch-adam", "bf16"} <= set(config.repro("zero3").fixes)
     assert config.default_cell["torch"] == "system"
@@ -54,29 +54,53 @@ def test_minimal_config_and_defaults(tmp_path: Path) -> None:
     ("mutate", "needles"),
     [
         (lambda d: d.update(repross=d.pop("repros")), ["top level", "'repross'", "Perhaps you meant 'repros'"]),
-        (lambda d: d["repros"]["gan"]["forms"].update(cpu_shim=d["repros"]["gan"]["forms"].pop("cpu-deepspeed")),
-         ["repros.gan.forms", "'cpu_shim'", "Perhaps you meant 'cpu-shim'"]),
-        (lambda d: d["repros"]["gan"]["forms"]["cpu-deepspeed"].update(script="missing.py"),
-         ["repros.gan.forms.cpu-deepspeed.script", "missing.py does not exist"]),
+        (
+            lambda d: d["repros"]["gan"]["forms"].update(cpu_shim=d["repros"]["gan"]["forms"].pop("cpu-deepspeed")),
+            ["repros.gan.forms", "'cpu_shim'", "Perhaps you meant 'cpu-shim'"],
+        ),
+        (
+            lambda d: d["repros"]["gan"]["forms"]["cpu-deepspeed"].update(script="missing.py"),
+            ["repros.gan.forms.cpu-deepspeed.script", "missing.py does not exist"],
+        ),
         (lambda d: d["repros"]["gan"]["fixes"].pop("none"), ["repros.gan.fixes", "'none'"]),
         (lambda d: d["repros"]["gan"].update(timeout=-1), ["repros.gan.timeout", "-1"]),
-        (lambda d: d["repros"]["gan"]["fixes"]["freeze-d"].update(arg=["x"]),
-         ["repros.gan.fixes.freeze-d", "'arg'", "Perhaps you meant 'args'"]),
-        (lambda d: d["repros"]["gan"]["forms"]["cpu-deepspeed"].update(args="--steps 3"),
-         ["repros.gan.forms.cpu-deepspeed.args", "expected a list"]),
+        (
+            lambda d: d["repros"]["gan"]["fixes"]["freeze-d"].update(arg=["x"]),
+            ["repros.gan.fixes.freeze-d", "'arg'", "Perhaps you meant 'args'"],
+        ),
+        (
+            lambda d: d["repros"]["gan"]["forms"]["cpu-deepspeed"].update(args="--steps 3"),
+            ["repros.gan.forms.cpu-deepspeed.args", "expected a list"],
+        ),
         (lambda d: d.update(version=2), ["version", "2", "version 1"]),
         (lambda d: d.update(default_cell={"deepspeeed": "0.16.4"}), ["deepspeeed", "meant 'deepspeed'"]),
-        (lambda d: d.update(matrix={"axes": {"deepspeed": ["0.16.4"]}}, default_cell={"deepspeeed": "0.16.4"}),
-         ["default_cell", "'deepspeeed'", "Perhaps you meant 'deepspeed'"]),
-        (lambda d: d.update(matrix={"axes": {"deepspeed": ["0.16.4"]}, "exclude": [{"lightnin": "2.*"}]}),
-         ["matrix.exclude[0]", "'lightnin'"]),
-        (lambda d: d.update(matrix={"axes": {"deepspeed": ["0.16.4"]}, "compatibility": [
-            {"when": {"deepspeed": "0.16.4"}, "require": {"deepspeed": "0.17.0"}, "reason": "r"}]}),
-         ["matrix.compatibility[0]", "contradict"]),
-        (lambda d: d["repros"]["gan"]["fixes"].update(p={"patch": "fixes/missing.diff"}),
-         ["repros.gan.fixes.p.patch", "missing.diff does not exist"]),
-        (lambda d: d["repros"]["gan"]["fixes"].update(p={"patch": "repro.py", "override": {"deepspeed": "0.17.0"}}),
-         ["repros.gan.fixes.p", "not both"]),
+        (
+            lambda d: d.update(matrix={"axes": {"deepspeed": ["0.16.4"]}}, default_cell={"deepspeeed": "0.16.4"}),
+            ["default_cell", "'deepspeeed'", "Perhaps you meant 'deepspeed'"],
+        ),
+        (
+            lambda d: d.update(matrix={"axes": {"deepspeed": ["0.16.4"]}, "exclude": [{"lightnin": "2.*"}]}),
+            ["matrix.exclude[0]", "'lightnin'"],
+        ),
+        (
+            lambda d: d.update(
+                matrix={
+                    "axes": {"deepspeed": ["0.16.4"]},
+                    "compatibility": [
+                        {"when": {"deepspeed": "0.16.4"}, "require": {"deepspeed": "0.17.0"}, "reason": "r"}
+                    ],
+                }
+            ),
+            ["matrix.compatibility[0]", "contradict"],
+        ),
+        (
+            lambda d: d["repros"]["gan"]["fixes"].update(p={"patch": "fixes/missing.diff"}),
+            ["repros.gan.fixes.p.patch", "missing.diff does not exist"],
+        ),
+        (
+            lambda d: d["repros"]["gan"]["fixes"].update(p={"patch": "repro.py", "override": {"deepspeed": "0.17.0"}}),
+            ["repros.gan.fixes.p", "not both"],
+        ),
     ],
 )
 def test_bad_input_names_file_key_and_fix(tmp_path: Path, mutate, needles: list[str]) -> None:

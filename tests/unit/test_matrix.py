@@ -30,7 +30,12 @@ def test_product_is_the_cartesian_product_in_axis_order() -> None:
 
 
 def test_ranges_latest_and_globs_resolve_against_the_index() -> None:
-    assert resolve_value("deepspeed", ">=0.16,<0.19", available, prereleases=False) == ["0.16.0", "0.16.4", "0.17.0", "0.18.2"]
+    assert resolve_value("deepspeed", ">=0.16,<0.19", available, prereleases=False) == [
+        "0.16.0",
+        "0.16.4",
+        "0.17.0",
+        "0.18.2",
+    ]
     assert resolve_value("deepspeed", "latest", available, prereleases=False) == ["0.19.8"]
     assert resolve_value("deepspeed", "latest", available, prereleases=True) == ["0.20.0rc1"]
     assert resolve_value("deepspeed", "0.16.*", available, prereleases=False) == ["0.16.0", "0.16.4"]
@@ -59,10 +64,14 @@ def test_exclude_then_include() -> None:
 
 
 def test_compatibility_rule_keeps_the_cell_with_its_reason() -> None:
-    rule = CompatibilityRule(when={"lightning": ">=2.6", "torch": ">=2.6"}, require={"deepspeed": ">=0.16"},
-                             reason="Lightning >= 2.6 with torch >= 2.6 refuses deepspeed < 0.16")
-    spec = MatrixSpec(axes={"torch": ("system",), "deepspeed": ("0.15.4", "0.16.0"), "lightning": ("2.5.6", "2.6.6")},
-                      rules=(rule,))
+    rule = CompatibilityRule(
+        when={"lightning": ">=2.6", "torch": ">=2.6"},
+        require={"deepspeed": ">=0.16"},
+        reason="Lightning >= 2.6 with torch >= 2.6 refuses deepspeed < 0.16",
+    )
+    spec = MatrixSpec(
+        axes={"torch": ("system",), "deepspeed": ("0.15.4", "0.16.0"), "lightning": ("2.5.6", "2.6.6")}, rules=(rule,)
+    )
     cells = expand(spec, available, system_versions={"torch": "2.13.0+cpu"})
     blocked = {(c.pins["deepspeed"], c.pins["lightning"]): c.blocked for c in cells}
     assert blocked == {
@@ -94,6 +103,8 @@ def test_bad_axis_values(axes, message: str) -> None:
 
 
 def test_include_removed_by_exclude_is_a_contradiction() -> None:
-    spec = MatrixSpec(axes={"deepspeed": ("0.16.4",)}, exclude=({"deepspeed": "0.15.*"},), include=({"deepspeed": "0.15.4"},))
+    spec = MatrixSpec(
+        axes={"deepspeed": ("0.16.4",)}, exclude=({"deepspeed": "0.15.*"},), include=({"deepspeed": "0.15.4"},)
+    )
     with pytest.raises(ConfigError, match="contradicting rules"):
         expand(spec, available)

@@ -27,8 +27,11 @@ def test_normalize_message(raw: str, normalized: str) -> None:
 @pytest.mark.parametrize(
     ("path", "function", "expected"),
     [
-        ("/v/lib/python3.11/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", "f",
-         "deepspeed.runtime.zero.stage_1_and_2:f"),
+        (
+            "/v/lib/python3.11/site-packages/deepspeed/runtime/zero/stage_1_and_2.py",
+            "f",
+            "deepspeed.runtime.zero.stage_1_and_2:f",
+        ),
         ("/usr/lib/python3/dist-packages/torch/autograd/__init__.py", "backward", "torch.autograd:backward"),
         # a source checkout: the last path part that is a library's top-level package
         ("/home/me/deepspeed/DeepSpeed/deepspeed/runtime/engine.py", "step", "deepspeed.runtime.engine:step"),
@@ -42,7 +45,7 @@ def test_frame_name(path: str, function: str, expected: str | None) -> None:
     assert frame_name(path, function) == expected
 
 
-CHAINED = '''\
+CHAINED = """\
 Traceback (most recent call last):
   File "/v/site-packages/torch/nn/modules/module.py", line 10, in forward
     raise ValueError("first")
@@ -59,7 +62,7 @@ Traceback (most recent call last):
   File "/v/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", line 2056, in backward
     x = self.ipg_buffer[self.ipg_index]
 TypeError: 'NoneType' object is not subscriptable
-'''
+"""
 
 
 def test_last_traceback_takes_the_one_that_ended_the_process() -> None:
@@ -71,13 +74,18 @@ def test_last_traceback_takes_the_one_that_ended_the_process() -> None:
 
 def test_signature_keeps_only_library_frames_and_is_stable_across_install_paths() -> None:
     sig = signature_from_log(CHAINED)
-    moved = signature_from_log(CHAINED.replace("/v/site-packages", "/other/venv/lib/python3.12/site-packages")
-                               .replace("line 2056", "line 2101"))
+    moved = signature_from_log(
+        CHAINED.replace("/v/site-packages", "/other/venv/lib/python3.12/site-packages").replace(
+            "line 2056", "line 2101"
+        )
+    )
     assert sig is not None
     assert sig == moved
     assert sig.id == moved.id
     assert sig.frames == ("deepspeed.runtime.engine:backward", "deepspeed.runtime.zero.stage_1_and_2:backward")
-    assert sig.text == "TypeError: 'NoneType' object is not subscriptable @ deepspeed.runtime.zero.stage_1_and_2:backward"
+    assert (
+        sig.text == "TypeError: 'NoneType' object is not subscriptable @ deepspeed.runtime.zero.stage_1_and_2:backward"
+    )
 
 
 def test_different_message_gives_a_different_id() -> None:
@@ -94,12 +102,16 @@ def test_no_traceback_gives_none() -> None:
 @pytest.mark.parametrize(
     ("seed", "text"),
     [
-        ("gan-fabric-zero1.md",
-         "TypeError: 'NoneType' object is not subscriptable @ "
-         "deepspeed.runtime.zero.stage_1_and_2:reduce_independent_p_g_buckets_and_remove_grads"),
-        ("boring-trainer-zero3-fp16.md",
-         "RuntimeError: output tensor must have the same type as input tensor @ "
-         "torch.distributed.distributed_c10d:_all_gather_base"),
+        (
+            "gan-fabric-zero1.md",
+            "TypeError: 'NoneType' object is not subscriptable @ "
+            "deepspeed.runtime.zero.stage_1_and_2:reduce_independent_p_g_buckets_and_remove_grads",
+        ),
+        (
+            "boring-trainer-zero3-fp16.md",
+            "RuntimeError: output tensor must have the same type as input tensor @ "
+            "torch.distributed.distributed_c10d:_all_gather_base",
+        ),
     ],
 )
 def test_seed_reports_tracebacks_as_pasted_into_issues(seed: str, text: str) -> None:
