@@ -52,6 +52,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
             f"--{name}",
             help=f"pin {name}: a version, a specifier, 'latest'" + (" or 'system'" if name == "torch" else ""),
         )
+    parser.add_argument(
+        "--wheelhouse",
+        type=Path,
+        default=os.environ.get("REPROBISECT_WHEELHOUSE"),
+        help="offline: install only from this folder of wheels (env REPROBISECT_WHEELHOUSE)",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
 
 
@@ -97,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
     bisect.add_argument("--fresh", action="store_true", help="re-run probes that already have a record")
     bisect.add_argument("--timeout", type=float, help="seconds per run")
     _common(bisect)
+    wheels = sub.add_parser("wheelhouse", help="build a wheelhouse for offline cells (GPU nodes without network)")
+    wheels.add_argument("--dest", type=Path, default=Path(".whl"), help="folder to fill")
+    wheels.add_argument("--target-python", default="3.12", help="Python version of the offline machine")
+    wheels.add_argument("--system", action="append", default=[], help="package the target interpreter already has")
+    wheels.add_argument("--with", dest="extra", action="append", default=[], help="another requirement to include")
+    _common(wheels)
     bench = sub.add_parser("bench", help="cell build and run overhead figures, side by side")
     bench.add_argument("--runs", type=int, default=5, help="runs of the repro for the overhead ratio")
     bench.add_argument("--no-pip", action="store_true", help="skip the virtualenv+pip comparison")
@@ -321,6 +333,27 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_wheelhouse(args: argparse.Namespace) -> int:
+    from reprobisect.index import IndexCache
+    from reprobisect.matrix import resolve_value
+    from reprobisect.wheelhouse import build_wheelhouse
+
+    base = base_interpreter(args.base_python)
+    index = IndexCache(args.envs.resolve() / "index-cache.json", base.executable)
+    versions = resolve_value("deepspeed", args.deepspeed or "latest", index.versions, prereleases=False)
+    files = build_wheelhouse(
+        base.executable,
+        versions,
+        args.dest,
+        python_version=args.target_python,
+        excluded=_split(args.system),
+        extra=args.extra,
+    )
+    total = sum(f.stat().st_size for f in files) / 2**20
+    print(f"{len(files)} files, {total:.1f} MiB in {args.dest}")
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from reprobisect.bench import format_bench, run_bench
 
@@ -340,8 +373,19 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; harness errors print one message and exit with their own code."""
     args = _parser().parse_args(argv)
-    handlers = {"repro": _cmd_repro, "env": _cmd_env, "matrix": _cmd_matrix, "bench": _cmd_bench, "bisect": _cmd_bisect}
+    handlers = {
+        "repro": _cmd_repro,
+        "env": _cmd_env,
+        "matrix": _cmd_matrix,
+        "bench": _cmd_bench,
+        "bisect": _cmd_bisect,
+        "wheelhouse": _cmd_wheelhouse,
+    }
     try:
+        if args.wheelhouse and args.command != "wheelhouse":
+            from reprobisect.wheelhouse import use_wheelhouse
+
+            use_wheelhouse(args.wheelhouse)
         return handlers[args.command](args)
     except HarnessError as exc:
         if args.debug:

@@ -32,6 +32,7 @@ __all__ = [
     "ensure_env",
     "find_python",
     "install_requirement",
+    "installer",
     "resolve_cell",
 ]
 
@@ -126,18 +127,39 @@ def resolve_cell(base: BaseInterpreter, pins: Mapping[str, str], *, uv: str = "u
     else:
         torch_version, torch_source = torch_pin, "pinned"
     others = {name: spec for name, spec in pins.items() if name != "torch"}
-    exact = {name: spec for name, spec in others.items() if spec != "latest" and spec[0].isdigit()}
+    exact = {name: spec for name, spec in others.items() if spec == SYSTEM or (spec != "latest" and spec[0].isdigit())}
     loose = {name: spec for name, spec in others.items() if name not in exact}
     if loose:
-        exact.update(_compile(base, [_requirement(n, s) for n, s in loose.items()], exact, uv=uv))
+        if installer() == "uv":
+            exact.update(_compile(base, [_requirement(n, s) for n, s in loose.items()], exact, uv=uv))
+        else:  # no uv to resolve together: the newest release of each that the index lists
+            exact.update(_newest(base, loose))
     return Cell(python=base.version, torch=torch_version, torch_source=torch_source, packages=exact)
 
 
+def _newest(base: BaseInterpreter, loose: Mapping[str, str]) -> dict[str, str]:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    from reprobisect.index import list_versions
+
+    chosen = {}
+    for name, spec in loose.items():
+        releases = [v for v in list_versions(base.executable, name) if not Version(v).is_prerelease]
+        if spec != "latest":
+            releases = [v for v in releases if Version(v) in SpecifierSet(spec)]
+        if not releases:
+            msg = f"{name}{'' if spec == 'latest' else spec}: no release on the configured index"
+            raise ConfigError(msg)
+        chosen[name] = releases[-1]
+    return chosen
+
+
 def _compile(base: BaseInterpreter, requirements: list[str], fixed: Mapping[str, str], *, uv: str) -> dict[str, str]:
-    lines = [*requirements, *(f"{n}=={v}" for n, v in fixed.items())]
+    lines = [*requirements, *(f"{n}=={v}" for n, v in fixed.items() if v != SYSTEM)]
     with tempfile.TemporaryDirectory() as tmp:
         excludes = Path(tmp) / "excludes.txt"
-        excludes.write_text("torch\n")
+        excludes.write_text("\n".join(["torch", *(n for n, v in fixed.items() if v == SYSTEM)]) + "\n")
         cmd = [
             uv,
             "pip",
@@ -228,14 +250,29 @@ def _run_logged(cmd: list[str], log: Path, what: str) -> None:
         raise EnvBuildError(msg)
 
 
+def installer() -> str:
+    """``uv`` when it is on PATH (fast), else ``pip`` (a GPU image or cluster node may have no uv).
+
+    REPROBISECT_INSTALLER=uv|pip forces one.
+    """
+    forced = os.environ.get("REPROBISECT_INSTALLER")
+    if forced in ("uv", "pip"):
+        return forced
+    return "uv" if shutil.which("uv") else "pip"
+
+
 def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str) -> None:
     python = str(path / "bin" / "python")
-    venv_cmd = [uv, "venv", "--quiet", "--python", base.executable]
     system = cell.torch_source == SYSTEM
+    use_uv = installer() == "uv"
+    if use_uv:
+        venv_cmd = [uv, "venv", "--quiet", "--python", base.executable]
+        if not system:
+            venv_cmd.append("--seed")  # pip, to install torch the way the user's pip config says
+    else:
+        venv_cmd = [base.executable, "-m", "venv"]
     if system and not base.is_venv:
         venv_cmd.append("--system-site-packages")
-    if not system:
-        venv_cmd.append("--seed")  # pip, to install torch the way the user's pip config says
     _run_logged([*venv_cmd, str(path)], log, f"creating the venv of cell {cell.id}")
     if system and base.is_venv:
         site = Path(_site_packages(python))
@@ -246,9 +283,15 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
             log,
             f"installing torch {cell.torch} into cell {cell.id}",
         )
+    reqs = [install_requirement(name, spec) for name, spec in sorted(cell.packages.items()) if spec != SYSTEM]
+    if not reqs:
+        return
+    if not use_uv:  # pip sees the base interpreter's packages as installed and keeps them
+        _run_logged([python, "-m", "pip", "install", "--quiet", *reqs], log, f"installing {' '.join(reqs)} (pip)")
+        return
     excludes = path / "uv-excludes.txt"
-    excludes.write_text("torch\n")
-    reqs = [install_requirement(name, spec) for name, spec in sorted(cell.packages.items())]
+    system_packages = sorted(name for name, spec in cell.packages.items() if spec == SYSTEM)
+    excludes.write_text("\n".join(["torch", *system_packages]) + "\n")
     _run_logged(
         [uv, "pip", "install", "--python", python, "--excludes", str(excludes), *reqs],
         log,

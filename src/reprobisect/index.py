@@ -7,7 +7,9 @@ configuration points at; answers are cached for a while in a JSON file so that l
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import subprocess
 import time
@@ -50,6 +52,9 @@ class IndexCache:
     """``list_versions`` with answers kept in a JSON file for ``ttl`` seconds."""
 
     def __init__(self, path: Path, python: str, *, ttl: float = 6 * 3600) -> None:
+        wheelhouse = os.environ.get("PIP_FIND_LINKS", "") if os.environ.get("PIP_NO_INDEX") else ""
+        if wheelhouse:  # an offline wheelhouse lists other releases than the index: cache it apart
+            path = path.with_name(f"{path.stem}-{hashlib.sha256(wheelhouse.encode()).hexdigest()[:8]}{path.suffix}")
         self.path = path
         self.python = python
         self.ttl = ttl

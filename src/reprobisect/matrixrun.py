@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -345,13 +346,24 @@ def _describe(record: Record, unit: Unit, reused: bool) -> str:
     return f"{unit.cell.id} {unit.repro.name} {unit.form.name} {unit.fix.name}: {record.outcome}{sig}{stored}"
 
 
-def _job_env(slot: int, jobs: int, backend: str) -> dict[str, str]:
-    """Each parallel job's share: its own GPU on a GPU host, its share of the cores on the CPU."""
+def gpu_count() -> int:
+    """GPUs this host shows (nvidia-smi -L), 0 without a driver."""
+    try:
+        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in done.stdout.splitlines() if line.startswith("GPU "))
+
+
+def _job_env(slot: int, jobs: int, backend: str, gpus: int) -> dict[str, str]:
+    """Each parallel job's share: its own GPU on a GPU host (shared round-robin when jobs > GPUs),
+    its share of the cores on the CPU."""
     if jobs <= 1:
         return {}
-    if backend == "cuda":
-        return {"CUDA_VISIBLE_DEVICES": str(slot)}
-    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs))}
+    threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs))}
+    if backend == "cuda" and gpus > 0:
+        return {**threads, "CUDA_VISIBLE_DEVICES": str(slot % gpus)}
+    return threads
 
 
 def _run_units(
@@ -366,6 +378,7 @@ def _run_units(
     stats: RunStats,
 ) -> list[Record]:
     progress = _Progress(len(units), echo)
+    gpus = gpu_count() if backend == "cuda" and request.jobs > 1 else 0
     slots: list[int] = list(range(max(1, request.jobs)))
     slot_lock = threading.Lock()
 
@@ -383,7 +396,7 @@ def _run_units(
                 repeat=unit.repeat,
                 timeout=request.timeout,
                 overlay=overlays.get((unit.cell.id, unit.fix.name)),
-                extra_env=_job_env(slot, request.jobs, backend),
+                extra_env=_job_env(slot, request.jobs, backend, gpus),
                 matrix_cell=_matrix_cell_id(unit),
             )
             progress.start()
