@@ -70,6 +70,19 @@ def bisect(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def report(session: nox.Session) -> None:
+    """Report of every record under reports/ (`-- --merge DIR... --baseline DIR --fail-on regression`)."""
+    session.install("-e", ".")
+    session.run("reprobisect", "report", *session.posargs)
+
+
+@nox.session(default=False)
+def wheelhouse(session: nox.Session) -> None:
+    """Wheels for offline cells (`-- --deepspeed '>=0.16,<0.20' --target-python 3.12 --dest .whl`)."""
+    _harness(session, "wheelhouse")
+
+
+@nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Cold/warm cell build vs virtualenv+pip, env reuse, harness overhead per run, side by side."""
     session.install("virtualenv")

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -103,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     bisect.add_argument("--fresh", action="store_true", help="re-run probes that already have a record")
     bisect.add_argument("--timeout", type=float, help="seconds per run")
     _common(bisect)
+    sub.add_parser("report", add_help=False, help="records -> runs.parquet/csv, report.md/html, plots; --baseline DIR")
     wheels = sub.add_parser("wheelhouse", help="build a wheelhouse for offline cells (GPU nodes without network)")
     wheels.add_argument("--dest", type=Path, default=Path(".whl"), help="folder to fill")
     wheels.add_argument("--target-python", default="3.12", help="Python version of the offline machine")
@@ -370,8 +372,19 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM takes the same path as Ctrl-C: the running child's process group is stopped, no record is half-written."""
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; harness errors print one message and exit with their own code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    if argv[:1] == ["report"]:  # its own parser: records -> runs.parquet/csv, report.md/html, plots, baseline diff
+        from reprobisect.report_cli import main as report_main
+
+        return report_main(argv[1:])
     args = _parser().parse_args(argv)
     handlers = {
         "repro": _cmd_repro,

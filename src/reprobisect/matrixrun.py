@@ -144,12 +144,12 @@ def to_cell(planned: PlannedCell, base: BaseInterpreter) -> tuple[Cell | None, B
             return None, None, f"no Python {python} interpreter on this machine (nothing is downloaded)"
         interpreter = base_interpreter(found)
     torch = planned.pins.get("torch", SYSTEM)
-    if torch == SYSTEM and interpreter.torch is None:
+    if "torch" in planned.pins and torch == SYSTEM and interpreter.torch is None:
         return None, None, f"torch 'system' but {interpreter.executable} has no torch"
     packages = {k: v for k, v in planned.pins.items() if k not in ("python", "torch")}
     cell = Cell(
         python=interpreter.version,
-        torch=interpreter.torch if torch == SYSTEM else torch,  # type: ignore[arg-type]
+        torch=(interpreter.torch or "none") if torch == SYSTEM else torch,
         torch_source=SYSTEM if torch == SYSTEM else "pinned",
         packages=packages,
         python_source=python,

@@ -95,6 +95,36 @@ def test_timeout_kills_the_whole_group_grandchild_included(plain_env: CellEnv, t
     assert not _alive(grandchild), "the grandchild survived the timeout"
 
 
+def test_sigterm_to_the_cli_mid_run_stops_the_child_group(tmp_path: Path) -> None:
+    """SIGTERM to `reprobisect matrix` while a script runs: no process of the child's group survives."""
+    import subprocess
+
+    config = tmp_path / "matrix.yaml"
+    config.write_text("version: 1\ndefault_cell: {python: system}\nmatrix:\n  axes: {python: [system]}\nrepros: {}\n")
+    pid_file = tmp_path / "gc.pid"
+    script = tmp_path / "hang.py"
+    script.write_text(
+        (Path(__file__).parents[1] / "resources" / "scripts" / "sleeps_with_grandchild.py").read_text()
+        .replace("sys.argv[1]", repr(str(pid_file)))
+    )
+    cmd = [sys.executable, "-m", "reprobisect", "matrix", "--script", str(script), "--backend", "cpu",
+           "--config", str(config), "--out", str(tmp_path / "out"), "--envs", str(tmp_path / "cells"),
+           "--base-python", sys.executable]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pid_file.exists(), "the script never started"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) != 0
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(grandchild)
+    assert not list((tmp_path / "out").rglob("*.json"))
+
+
 def test_sigint_to_the_harness_mid_run_keeps_earlier_records_intact(tmp_path: Path) -> None:
     """Run a two-repro harness in a subprocess, interrupt it during the second run, check the store."""
     import subprocess

@@ -8,6 +8,9 @@ wrapper's own start-up, which no step time sees. The exit status is the wrapped 
 import runpy
 import sys
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]  # a relative SCRIPT is taken from the repository root
 
 
 def _slow_initialize(initialize, seconds):
@@ -27,7 +30,7 @@ def _slow_initialize(initialize, seconds):
 
 
 def main():
-    script, args = sys.argv[1], sys.argv[2:]
+    script, args = str(ROOT / sys.argv[1]), sys.argv[2:]
     slow_ms = 0.0
     if "--slow-ms" in args:
         at = args.index("--slow-ms")

@@ -1,0 +1,99 @@
+"""The report's loader: real records into the long frame; broken files are warned about and skipped."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from reprobisect.record import Record
+from reprobisect.report import (
+    AXES,
+    SkippedFileWarning,
+    load_records,
+    markdown_summary,
+    records_frame,
+    runs_frame,
+    runs_table,
+    step_times_ms,
+    write_frame,
+)
+
+RECORDS = Path(__file__).parents[1] / "resources" / "records"
+CELL_0164 = "torch-2.13.0+cpu_deepspeed-0.16.4_lightning-2.6.6"
+
+
+def test_real_records_become_one_row_per_run() -> None:
+    loaded = load_records([RECORDS / "baseline"])
+    frame = records_frame(loaded)
+    assert len(frame) == 18  # 6 fixes × 3 repeats of the GAN's cpu-deepspeed form on deepspeed 0.16.4
+    assert set(frame["cell"]) == {CELL_0164}
+    assert set(frame["repeat"]) == {0, 1, 2}
+    row = frame[(frame["fix"] == "none") & (frame["repeat"] == 0)].iloc[0]
+    assert (row["outcome"], row["glyph"], row["signature_id"]) == ("REPRODUCED", "✗", "36b244a365")
+    assert row["known_signature"] == "zero-ipg-buffer-none"
+    assert (row["torch"], row["deepspeed"], row["lightning"], row["torch_source"]) == (
+        "2.13.0+cpu", "0.16.4", "2.6.6", "system")
+    assert Path(row["log_file"]).is_file()
+
+
+def test_step_times_leave_the_warm_up_step_out() -> None:
+    loaded = load_records([RECORDS / "baseline"])
+    item = next(i for i in loaded if i.record.fix == "zero-stage-0" and i.record.repeat == 0)
+    steps = step_times_ms(item.record)
+    assert len(steps) == len(item.record.steps) - 1
+    assert steps[0] == pytest.approx(item.record.steps[1].seconds * 1000)
+    row = records_frame([item]).iloc[0]
+    assert row["first_step_ms"] == pytest.approx(item.record.steps[0].seconds * 1000)
+    assert row["p10_step_ms"] <= row["median_step_ms"] <= row["p90_step_ms"]
+    failed = next(i for i in loaded if i.record.fix == "none")
+    assert step_times_ms(failed.record) == []  # died in its first step: no step time, only the failure
+
+
+def test_broken_files_are_named_in_a_warning_and_skipped() -> None:
+    with pytest.warns(SkippedFileWarning) as caught:
+        loaded = load_records([RECORDS / "broken"])
+    messages = "\n".join(str(w.message) for w in caught)
+    for name in ("truncated.json", "old-schema.json", "not-an-object.json", "bad-outcome.json", "bad-steps.json"):
+        assert name in messages
+    assert "schema_version 0" in messages
+    assert len(caught) == 5
+    assert [item.record.fix for item in loaded] == ["none"]  # the one good record still loads
+
+
+def test_merging_the_same_records_twice_keeps_each_run_once(tmp_path: Path) -> None:
+    copy = tmp_path / "machine-b"
+    shutil.copytree(RECORDS / "baseline", copy)
+    loaded = load_records([RECORDS / "baseline", copy, RECORDS / "releases"])
+    run_ids = [item.record.run_id for item in loaded]
+    assert len(run_ids) == len(set(run_ids))
+    assert len(loaded) == 18 + 36
+    assert {item.root for item in loaded} == {(RECORDS / "baseline").resolve(), (RECORDS / "releases").resolve()}
+
+
+def test_parquet_and_csv_keep_every_run(tmp_path: Path) -> None:
+    frame = records_frame(load_records([RECORDS / "releases", RECORDS / "bisect"]))
+    parquet, csv = write_frame(frame, tmp_path)
+    back = pd.read_parquet(parquet)
+    assert list(back.columns) == list(frame.columns)
+    assert [list(s) for s in back["step_ms"]] == [list(s) for s in frame["step_ms"]]
+    flat = pd.read_csv(csv)
+    assert len(flat) == len(frame)
+    first = frame["step_ms"].iloc[frame["n_steps"].argmax()]
+    assert flat["step_ms"].iloc[frame["n_steps"].argmax()].split()[0] == f"{first[0]:.3f}"
+
+
+def test_an_empty_folder_gives_an_empty_frame_with_every_column(tmp_path: Path) -> None:
+    frame = records_frame(load_records([tmp_path]))
+    assert frame.empty
+    assert {"run_id", "outcome", "step_ms", *AXES} <= set(frame.columns)
+
+
+def test_the_session_table_and_summary_still_work_on_records() -> None:
+    records = [Record.load(p) for p in sorted((RECORDS / "baseline" / "records").rglob("*__r0.json"))]
+    assert set(runs_frame(records)["outcome"]) == {"PASS", "REPRODUCED"}
+    assert "✗ REPRODUCED" in runs_table(records)
+    summary = markdown_summary(records, title="GAN", command="nox -s repro_gan")
+    assert summary.startswith("## GAN") and "36b244a365" in summary
