@@ -373,7 +373,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _terminate(signum: int, frame: object) -> None:
-    """SIGTERM takes the same path as Ctrl-C: the running child's process group is stopped, no record is half-written."""
+    """SIGTERM takes the path of Ctrl-C: the running child's process group is stopped, no record is half-written."""
     raise KeyboardInterrupt
 
 
