@@ -295,7 +295,7 @@ def run_matrix(
     )
     for _, cell, reason in blocked:
         echo(f"  - {cell.id}: {reason}")
-    envs = _build_envs(units, envs_dir, echo)
+    envs = _build_envs(units, envs_dir, echo, request.jobs)
     overlays = _prepare_overlays(units, envs)
     runnable = [u for u in units if isinstance(envs[u.cell.id], CellEnv)]
     for unit in units:
@@ -314,19 +314,23 @@ def _backend(request: MatrixRequest, base: BaseInterpreter) -> Literal["cuda", "
     return "cuda" if base.torch and detect_cuda(Path(base.executable)) else "cpu"
 
 
-def _build_envs(units: list[Unit], envs_dir: Path, echo: Echo) -> dict[str, CellEnv | EnvBuildError]:
-    envs: dict[str, CellEnv | EnvBuildError] = {}
-    for unit in units:
-        if unit.cell.id in envs:
-            continue
+def _build_envs(units: list[Unit], envs_dir: Path, echo: Echo, jobs: int = 1) -> dict[str, CellEnv | EnvBuildError]:
+    """One env per distinct cell, ``jobs`` built at a time (uv and pip both lock their caches)."""
+    first = {unit.cell.id: unit for unit in reversed(units)}
+    ordered = [first[cell_id] for cell_id in dict.fromkeys(u.cell.id for u in units)]
+
+    def build(unit: Unit) -> CellEnv | EnvBuildError:
         try:
             env = ensure_env(unit.cell, unit.interpreter, envs_dir)
-            envs[unit.cell.id] = env
-            echo(f"cell {unit.cell.id}: {'reused' if env.reused else 'built'} in {env.build_seconds:.1f} s")
         except EnvBuildError as exc:
-            envs[unit.cell.id] = exc
             echo(f"cell {unit.cell.id}: build failed, its runs are ENV_ERROR: {str(exc).splitlines()[0]}")
-    return envs
+            return exc
+        echo(f"cell {unit.cell.id}: {'reused' if env.reused else 'built'} in {env.build_seconds:.1f} s")
+        return env
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        built = list(pool.map(build, ordered))
+    return {unit.cell.id: env for unit, env in zip(ordered, built, strict=True)}
 
 
 def _prepare_overlays(units: list[Unit], envs: Mapping[str, CellEnv | EnvBuildError]) -> dict[tuple[str, str], Path]:
