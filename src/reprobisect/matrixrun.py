@@ -296,14 +296,19 @@ def run_matrix(
     for _, cell, reason in blocked:
         echo(f"  - {cell.id}: {reason}")
     envs = _build_envs(units, envs_dir, echo, request.jobs)
-    overlays = _prepare_overlays(units, envs)
-    runnable = [u for u in units if isinstance(envs[u.cell.id], CellEnv)]
+    overlays, patch_failures = _prepare_overlays(units, envs)
+    runnable = [
+        u for u in units if isinstance(envs[u.cell.id], CellEnv) and (u.cell.id, u.fix.name) not in patch_failures
+    ]
     for unit in units:
         env = envs[unit.cell.id]
+        failure = patch_failures.get((unit.cell.id, unit.fix.name))
         if isinstance(env, EnvBuildError):
             records.append(
                 unrun_record(unit.repro, unit.form, unit.fix, unit.cell, str(env), store, kind="EnvBuildError")
             )
+        elif failure is not None:
+            records.append(unrun_record(unit.repro, unit.form, unit.fix, unit.cell, failure, store, kind="PatchError"))
     records.extend(_run_units(runnable, envs, overlays, request, store, environ, backend, echo, stats or RunStats()))
     return records
 
@@ -333,15 +338,31 @@ def _build_envs(units: list[Unit], envs_dir: Path, echo: Echo, jobs: int = 1) ->
     return {unit.cell.id: env for unit, env in zip(ordered, built, strict=True)}
 
 
-def _prepare_overlays(units: list[Unit], envs: Mapping[str, CellEnv | EnvBuildError]) -> dict[tuple[str, str], Path]:
-    """Apply every patch fix before any run, so a patch that does not apply stops the run with nothing done."""
+def _prepare_overlays(
+    units: list[Unit], envs: Mapping[str, CellEnv | EnvBuildError]
+) -> tuple[dict[tuple[str, str], Path], dict[tuple[str, str], str]]:
+    """Apply every patch fix before any run.
+
+    A patch that applies to none of its cells is bad input: the run stops with nothing done. One that
+    applies to some cells only (a patch written for one release) runs there; elsewhere its runs are
+    ENV_ERROR with the reason.
+    """
     overlays: dict[tuple[str, str], Path] = {}
+    failures: dict[tuple[str, str], str] = {}
     for unit in units:
         env = envs[unit.cell.id]
         key = (unit.cell.id, unit.fix.name)
-        if unit.fix.patch is not None and isinstance(env, CellEnv) and key not in overlays:
+        if unit.fix.patch is None or not isinstance(env, CellEnv) or key in overlays or key in failures:
+            continue
+        try:
             overlays[key] = prepare_overlay(env, unit.fix)
-    return overlays
+        except ConfigError as exc:
+            failures[key] = str(exc)
+    for fix in {unit.fix.name for unit in units if unit.fix.patch is not None}:
+        tried = [key for key in (*overlays, *failures) if key[1] == fix]
+        if tried and all(key in failures for key in tried):
+            raise ConfigError(failures[tried[0]])
+    return overlays, failures
 
 
 def _describe(record: Record, unit: Unit, reused: bool) -> str:
