@@ -2,6 +2,7 @@
 # requires-python = ">=3.9"
 # dependencies = ["torch", "deepspeed"]
 # ///
+# ruff: noqa: E402  (third-party imports follow _T0 so that the setup time includes them)
 """Pure-DeepSpeed analogue of the Fabric DCGAN + ZeRO-1 bug (runs on the CPU).
 
 The bug
@@ -28,7 +29,21 @@ Expected signature (DeepSpeed releases that show the reported bug, e.g. 0.16.x)
     TypeError: 'NoneType' object is not subscriptable
     innermost deepspeed frame: stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads
     raised inside engineG.backward(errG) by a hook of D's ZeRO optimizer, step 0.
-Other releases fail differently (see the harness report); that is expected.
+Other releases fail differently (measured on the CPU, bf16, torch 2.13):
+    0.17.0  AssertionError: The parameter N has already been reduced ... (stage_1_and_2.py
+            reduce_ipg_grads), step 1, in D's first backward: G's backward in step 0 marked D's
+            params as reduced.  --freeze-d fixes it.
+    0.18.2  TypeError: 'NoneType' object is not iterable (stage_1_and_2.py
+            independent_gradient_partition_epilogue), step 0, in D's *second* backward: a
+            separate DeepSpeed regression (two backward() per step() with
+            gradient_accumulation_steps=1) that every ZeRO-1 form here hits; only ZeRO-0 passes.
+    >=0.19.2 RuntimeError: expected scalar type BFloat16 but found Float (BatchNorm, CPU only:
+            buffers stay fp32); with --buffer-dtype half the no-fix form passes, while
+            --freeze-d gives IndexError (stage_1_and_2.py reduce_ipg_grads) and --zero-stage 0
+            gives "RuntimeError: Direct calls to tensor.backward() are not supported ..."
+            (engine.py _backward_prologue): D's engine hooks its forward *outputs*.
+Forward passes go through the engines (``engineD(x)``), as Fabric's wrapped modules do;
+DeepSpeedExamples calls the raw modules instead (which skips the output hooks of >= 0.19).
 
 Candidate fixes (flags): --freeze-d, --no-overlap-comm, --single-engine,
 --zero-stage 0, --buffer-dtype half (a CPU-only BatchNorm workaround for
@@ -42,6 +57,7 @@ Run on the CPU (one process):
     DS_ACCELERATOR=cpu RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 \
     MASTER_PORT=29500 python gan_deepspeed_zero1.py
 """
+
 import argparse
 import contextlib
 import json
@@ -49,9 +65,9 @@ import time
 
 _T0 = time.perf_counter()
 
+import deepspeed
 import torch
 import torch.nn as nn
-import deepspeed
 from deepspeed.accelerator import get_accelerator
 
 
@@ -65,7 +81,8 @@ def step(i):
         sync()
         ok = True
     finally:
-        print("@@repro " + json.dumps({"event": "step", "step": i, "seconds": time.perf_counter() - t, "ok": ok}), flush=True)
+        event = {"event": "step", "step": i, "seconds": time.perf_counter() - t, "ok": ok}
+        print("@@repro " + json.dumps(event), flush=True)
 
 
 # --- DCGAN models, as in DeepSpeedExamples training/gan/gan_model.py ---------
@@ -157,14 +174,26 @@ def lightning_default_config(args):
             "contiguous_memory_optimization": False,
             "synchronize_checkpoint_boundary": False,
         },
-        "aio": {"block_size": 1048576, "queue_depth": 8, "single_submit": False, "overlap_events": True, "thread_count": 1},
+        "aio": {
+            "block_size": 1048576,
+            "queue_depth": 8,
+            "single_submit": False,
+            "overlap_events": True,
+            "thread_count": 1,
+        },
         "zero_allow_untested_optimizer": True,
         "zero_optimization": zero,
         "train_micro_batch_size_per_gpu": 1,
     }
     if args.dtype == "fp16":
-        cfg["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000,
-                       "hysteresis": 2, "min_loss_scale": 1}
+        cfg["fp16"] = {
+            "enabled": True,
+            "loss_scale": 0,
+            "initial_scale_power": 16,
+            "loss_scale_window": 1000,
+            "hysteresis": 2,
+            "min_loss_scale": 1,
+        }
     elif args.dtype == "bf16":
         cfg["bf16"] = {"enabled": True}
     if args.buffer_dtype == "half":
@@ -188,7 +217,7 @@ def main():
     p.add_argument("--no-overlap-comm", action="store_true", help="overlap_comm=False, contiguous_gradients=False")
     p.add_argument("--single-engine", action="store_true", help="G and D in one engine with two param groups")
     p.add_argument("--zero-stage", type=int, default=1)
-    p.add_argument("--buffer-dtype", choices=["half"], default=None, help='data_types.buffer_dtype = the run dtype')
+    p.add_argument("--buffer-dtype", choices=["half"], default=None, help="data_types.buffer_dtype = the run dtype")
     args = p.parse_args()
 
     torch.manual_seed(args.seed)
@@ -204,9 +233,12 @@ def main():
     criterion = nn.BCELoss()
     real_label, fake_label = 1, 0
 
-    dataset = torch.utils.data.TensorDataset(torch.randn(args.steps * args.batch_size, nc, args.image_size, args.image_size))
-    dataloader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
-                                             generator=torch.Generator().manual_seed(args.seed))
+    dataset = torch.utils.data.TensorDataset(
+        torch.randn(args.steps * args.batch_size, nc, args.image_size, args.image_size)
+    )
+    dataloader = torch.utils.data.DataLoader(
+        dataset, batch_size=args.batch_size, shuffle=True, generator=torch.Generator().manual_seed(args.seed)
+    )
     config = lightning_default_config(args)
 
     if args.single_engine:
@@ -215,13 +247,19 @@ def main():
         # its weights do not move, but its Adam moments still see that phase's grads
         # (D's moments absorb the G-loss gradient; G's moments decay during the D phase).
         gan = GAN(netG, netD)
-        opt = torch.optim.Adam([{"params": netD.parameters()}, {"params": netG.parameters()}],
-                               lr=args.lr, betas=(args.beta1, 0.999))
-        engine, optimizer, _, _ = deepspeed.initialize(model=gan, model_parameters=gan.parameters(), optimizer=opt,
-                                                       config=config)
+        opt = torch.optim.Adam(
+            [{"params": netD.parameters()}, {"params": netG.parameters()}], lr=args.lr, betas=(args.beta1, 0.999)
+        )
+        engine, optimizer, _, _ = deepspeed.initialize(
+            model=gan, model_parameters=gan.parameters(), optimizer=opt, config=config
+        )
         engineD = engineG = engine
-        fwdD = lambda x: engine(x, "D")
-        fwdG = lambda x: engine(x, "G")
+
+        def fwdD(x):
+            return engine(x, "D")
+
+        def fwdG(x):
+            return engine(x, "G")
 
         def set_phase(phase):
             for idx, g in enumerate(optimizer.param_groups):
@@ -229,25 +267,52 @@ def main():
     else:
         optimizerD = torch.optim.Adam(netD.parameters(), lr=args.lr, betas=(args.beta1, 0.999))
         optimizerG = torch.optim.Adam(netG.parameters(), lr=args.lr, betas=(args.beta1, 0.999))
-        engineD, optimizerD, _, _ = deepspeed.initialize(model=netD, model_parameters=netD.parameters(),
-                                                         optimizer=optimizerD, config=config)
-        engineG, optimizerG, _, _ = deepspeed.initialize(model=netG, model_parameters=netG.parameters(),
-                                                         optimizer=optimizerG, config=config)
+        engineD, optimizerD, _, _ = deepspeed.initialize(
+            model=netD, model_parameters=netD.parameters(), optimizer=optimizerD, config=config
+        )
+        engineG, optimizerG, _, _ = deepspeed.initialize(
+            model=netG, model_parameters=netG.parameters(), optimizer=optimizerG, config=config
+        )
         fwdD, fwdG = engineD, engineG
-        set_phase = lambda phase: None
 
-    fixes = [f for f, on in [("freeze-d", args.freeze_d), ("no-overlap-comm", args.no_overlap_comm),
-                             ("single-engine", args.single_engine), ("buffer-dtype-half", args.buffer_dtype)] if on]
+        def set_phase(phase):
+            pass
+
+    fixes = [
+        f
+        for f, on in [
+            ("freeze-d", args.freeze_d),
+            ("no-overlap-comm", args.no_overlap_comm),
+            ("single-engine", args.single_engine),
+            ("buffer-dtype-half", args.buffer_dtype),
+        ]
+        if on
+    ]
     if args.zero_stage != 1:
         fixes.append(f"zero-stage-{args.zero_stage}")
-    print("@@repro " + json.dumps({"event": "config", "dtype": args.dtype, "zero_stage": engineD.zero_optimization_stage(),
-                                   "fp16": engineD.fp16_enabled(), "bf16": engineD.bfloat16_enabled(),
-                                   "overlap_comm": config["zero_optimization"]["overlap_comm"],
-                                   "contiguous_gradients": config["zero_optimization"]["contiguous_gradients"],
-                                   "buffer_dtype": config.get("data_types", {}).get("buffer_dtype"),
-                                   "fixes": fixes, "device": str(device), "engines": 1 if args.single_engine else 2,
-                                   "optimizer": type(engineD.optimizer).__name__, "deepspeed": deepspeed.__version__,
-                                   "torch": torch.__version__, "batch_size": args.batch_size}), flush=True)
+    print(
+        "@@repro "
+        + json.dumps(
+            {
+                "event": "config",
+                "dtype": args.dtype,
+                "zero_stage": engineD.zero_optimization_stage(),
+                "fp16": engineD.fp16_enabled(),
+                "bf16": engineD.bfloat16_enabled(),
+                "overlap_comm": config["zero_optimization"]["overlap_comm"],
+                "contiguous_gradients": config["zero_optimization"]["contiguous_gradients"],
+                "buffer_dtype": config.get("data_types", {}).get("buffer_dtype"),
+                "fixes": fixes,
+                "device": str(device),
+                "engines": 1 if args.single_engine else 2,
+                "optimizer": type(engineD.optimizer).__name__,
+                "deepspeed": deepspeed.__version__,
+                "torch": torch.__version__,
+                "batch_size": args.batch_size,
+            }
+        ),
+        flush=True,
+    )
     print("@@repro " + json.dumps({"event": "setup", "seconds": time.perf_counter() - _T0}), flush=True)
 
     for i, data in enumerate(dataloader, 0):
@@ -297,8 +362,11 @@ def main():
             D_G_z2 = output.mean().item()
             engineG.step()
 
-            print("[%d/%d] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f"
-                  % (i, args.steps, errD.item(), errG.item(), D_x, D_G_z1, D_G_z2), flush=True)
+            print(
+                f"[{i}/{args.steps}] Loss_D: {errD.item():.4f} Loss_G: {errG.item():.4f} "
+                f"D(x): {D_x:.4f} D(G(z)): {D_G_z1:.4f} / {D_G_z2:.4f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

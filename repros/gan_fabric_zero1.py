@@ -2,6 +2,7 @@
 # requires-python = ">=3.9"
 # dependencies = ["torch", "lightning", "deepspeed"]
 # ///
+# ruff: noqa: E402  (third-party imports follow _T0 so that the setup time includes them)
 """Lightning Fabric DCGAN with two ``fabric.setup()`` calls under DeepSpeed ZeRO-1.
 
 The bug
@@ -22,7 +23,12 @@ Expected signature (as reported, DeepSpeed 0.16-era releases)
     innermost deepspeed frame: deepspeed/runtime/zero/stage_1_and_2.py
     ``reduce_independent_p_g_buckets_and_remove_grads``, raised from ``fabric.backward(errG,
     model=netG)`` (``lightning/fabric/plugins/precision/deepspeed.py`` backward), at step 0.
-    Other DeepSpeed releases fail with other exceptions in the same place.
+    Other DeepSpeed releases fail with other exceptions (measured on the CPU shim, bf16-mixed):
+    0.17.0 AssertionError "The parameter N has already been reduced" at step 1 (D's first
+    backward); 0.18.2 TypeError "'NoneType' object is not iterable" in
+    independent_gradient_partition_epilogue at step 0 (D's second backward, a separate
+    regression); >= 0.19.2 a CPU-only BatchNorm dtype error unless --buffer-dtype half.
+    The pure-DeepSpeed twin, repros/gan_deepspeed_zero1.py, documents these in more detail.
 
 Differences from the report: random images (a TensorDataset of ``torch.randn``) instead of a
 downloaded data set, no torchvision / tensorboard / image saving, ``--steps`` iterations.
@@ -35,6 +41,7 @@ Candidate fixes (flags): --freeze-d, --no-overlap-comm, --single-engine, --zero-
 Exit code contract: 0 = all ``--steps`` steps ran; an uncaught exception is a failure and its
 traceback goes to stderr (non-zero exit).  Progress lines on stdout start with ``@@repro ``.
 """
+
 import argparse
 import contextlib
 import json
@@ -42,9 +49,9 @@ import time
 
 _T0 = time.perf_counter()
 
+import lightning
 import torch
 import torch.nn as nn
-import lightning
 from lightning.fabric import Fabric, seed_everything
 from lightning.fabric.strategies import DeepSpeedStrategy
 
@@ -59,7 +66,8 @@ def step(i):
         sync()
         ok = True
     finally:
-        print("@@repro " + json.dumps({"event": "step", "step": i, "seconds": time.perf_counter() - t, "ok": ok}), flush=True)
+        event = {"event": "step", "step": i, "seconds": time.perf_counter() - t, "ok": ok}
+        print("@@repro " + json.dumps(event), flush=True)
 
 
 # --- DCGAN models, as in DeepSpeedExamples training/gan/gan_model.py ---------
@@ -151,7 +159,7 @@ def make_strategy(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--precision", default="16-mixed")
-    p.add_argument("--strategy", default="deepspeed_stage_1")
+    p.add_argument("--strategy", default="deepspeed_stage_1", help="used as is unless a DeepSpeed fix flag is given")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--image-size", type=int, default=64)
@@ -162,15 +170,23 @@ def main():
     p.add_argument("--beta1", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=999)
     p.add_argument("--freeze-d", action="store_true", help="D params requires_grad=False during the G step")
-    p.add_argument("--no-overlap-comm", action="store_true", help="DeepSpeedStrategy(overlap_comm=False, contiguous_gradients=False)")
+    p.add_argument(
+        "--no-overlap-comm",
+        action="store_true",
+        help="DeepSpeedStrategy(overlap_comm=False, contiguous_gradients=False)",
+    )
     p.add_argument("--single-engine", action="store_true", help="G and D in one fabric.setup() with two param groups")
     p.add_argument("--zero-stage", type=int, default=1)
-    p.add_argument("--buffer-dtype", choices=["half"], default=None, help="DeepSpeed data_types.buffer_dtype = run dtype")
+    p.add_argument(
+        "--buffer-dtype", choices=["half"], default=None, help="DeepSpeed data_types.buffer_dtype = run dtype"
+    )
     args = p.parse_args()
 
     seed_everything(args.seed)
     nc, nz = 3, args.nz
-    dataset = torch.utils.data.TensorDataset(torch.randn(args.steps * args.batch_size, nc, args.image_size, args.image_size))
+    dataset = torch.utils.data.TensorDataset(
+        torch.randn(args.steps * args.batch_size, nc, args.image_size, args.image_size)
+    )
     dataloader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True)
 
     netG = Generator(0, args.ngf, nc, nz)
@@ -183,20 +199,25 @@ def main():
     fabric = Fabric(accelerator="auto", devices=1, precision=args.precision, strategy=make_strategy(args))
     fabric.launch()
 
-    fixed_noise = torch.randn(args.batch_size, nz, 1, 1, device=fabric.device)  # kept from the report (unused)
+    _fixed_noise = torch.randn(args.batch_size, nz, 1, 1, device=fabric.device)  # kept from the report (unused)
 
     if args.single_engine:
         # SEMANTIC CHANGE: one fabric.setup() -> one DeepSpeed engine holding G and D, one Adam with two
         # param groups (0 = D, 1 = G).  optimizer.step() steps both groups, so the idle group gets lr=0
         # in each phase: its weights do not move, but its Adam moments still see that phase's gradients
         # (D's moments absorb the G-loss gradient; G's moments decay during the D phase).
-        optimizer = torch.optim.Adam([{"params": netD.parameters()}, {"params": netG.parameters()}],
-                                     lr=args.lr, betas=(args.beta1, 0.999))
+        optimizer = torch.optim.Adam(
+            [{"params": netD.parameters()}, {"params": netG.parameters()}], lr=args.lr, betas=(args.beta1, 0.999)
+        )
         gan, optimizer = fabric.setup(GAN(netG, netD), optimizer)
         optimizerD = optimizerG = optimizer
         modelD = modelG = gan
-        fwdD = lambda x: gan(x, "D")
-        fwdG = lambda x: gan(x, "G")
+
+        def fwdD(x):
+            return gan(x, "D")
+
+        def fwdG(x):
+            return gan(x, "G")
 
         def set_phase(phase):
             for idx, g in enumerate(optimizer.param_groups):
@@ -207,26 +228,53 @@ def main():
         netD, optimizerD = fabric.setup(netD, optimizerD)
         netG, optimizerG = fabric.setup(netG, optimizerG)
         modelD, modelG, fwdD, fwdG = netD, netG, netD, netG
-        set_phase = lambda phase: None
+
+        def set_phase(phase):
+            pass
 
     dataloader = fabric.setup_dataloaders(dataloader)
 
     cfg = fabric.strategy.config if isinstance(fabric.strategy, DeepSpeedStrategy) else {}
     zero = cfg.get("zero_optimization", {})
-    fixes = [f for f, on in [("freeze-d", args.freeze_d), ("no-overlap-comm", args.no_overlap_comm),
-                             ("single-engine", args.single_engine), ("buffer-dtype-half", args.buffer_dtype)] if on]
+    fixes = [
+        f
+        for f, on in [
+            ("freeze-d", args.freeze_d),
+            ("no-overlap-comm", args.no_overlap_comm),
+            ("single-engine", args.single_engine),
+            ("buffer-dtype-half", args.buffer_dtype),
+        ]
+        if on
+    ]
     if args.zero_stage != 1:
         fixes.append(f"zero-stage-{args.zero_stage}")
     import deepspeed
 
-    print("@@repro " + json.dumps({
-        "event": "config", "precision": fabric.strategy.precision.precision, "zero_stage": zero.get("stage"),
-        "fp16": cfg.get("fp16", {}).get("enabled", False), "bf16": cfg.get("bf16", {}).get("enabled", False),
-        "overlap_comm": zero.get("overlap_comm"), "contiguous_gradients": zero.get("contiguous_gradients"),
-        "buffer_dtype": cfg.get("data_types", {}).get("buffer_dtype"), "fixes": fixes, "device": str(fabric.device),
-        "accelerator": type(fabric.accelerator).__name__, "strategy": type(fabric.strategy).__name__,
-        "engines": 1 if args.single_engine else 2, "deepspeed": deepspeed.__version__,
-        "lightning": lightning.__version__, "torch": torch.__version__, "batch_size": args.batch_size}), flush=True)
+    print(
+        "@@repro "
+        + json.dumps(
+            {
+                "event": "config",
+                "precision": fabric.strategy.precision.precision,
+                "zero_stage": zero.get("stage"),
+                "fp16": cfg.get("fp16", {}).get("enabled", False),
+                "bf16": cfg.get("bf16", {}).get("enabled", False),
+                "overlap_comm": zero.get("overlap_comm"),
+                "contiguous_gradients": zero.get("contiguous_gradients"),
+                "buffer_dtype": cfg.get("data_types", {}).get("buffer_dtype"),
+                "fixes": fixes,
+                "device": str(fabric.device),
+                "accelerator": type(fabric.accelerator).__name__,
+                "strategy": type(fabric.strategy).__name__,
+                "engines": 1 if args.single_engine else 2,
+                "deepspeed": deepspeed.__version__,
+                "lightning": lightning.__version__,
+                "torch": torch.__version__,
+                "batch_size": args.batch_size,
+            }
+        ),
+        flush=True,
+    )
     print("@@repro " + json.dumps({"event": "setup", "seconds": time.perf_counter() - _T0}), flush=True)
 
     for i, data in enumerate(dataloader, 0):
@@ -277,8 +325,11 @@ def main():
             D_G_z2 = output.mean().item()
             optimizerG.step()
 
-            print("[%d/%d] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f"
-                  % (i, args.steps, errD.item(), errG.item(), D_x, D_G_z1, D_G_z2), flush=True)
+            print(
+                f"[{i}/{args.steps}] Loss_D: {errD.item():.4f} Loss_G: {errG.item():.4f} "
+                f"D(x): {D_x:.4f} D(G(z)): {D_G_z1:.4f} / {D_G_z2:.4f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

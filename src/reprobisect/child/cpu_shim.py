@@ -26,6 +26,7 @@ Labelling
 
 Usage: ``runpy.run_path(this_file)["install"]()`` before the repro runs (idempotent).
 """
+
 import importlib.abc
 import importlib.util
 import sys

@@ -1,0 +1,80 @@
+"""Signatures of tracebacks captured from real DeepSpeed releases (tests/resources/tracebacks/).
+
+Fixture names are ``<script>__ds-<version>__<fix or label>.log``; the Fabric script ran through the CPU
+shim, the deepspeed script is the pure-DeepSpeed analogue.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reprobisect.classify import classify, find_known
+from reprobisect.signature import signature_from_log
+from tests.conftest import TRACEBACKS
+
+FIXTURES = sorted(TRACEBACKS.glob("*.log"))
+REPORT_ID = "36b244a365"  # the signature of the traceback in the GAN report itself
+
+
+def _sig(name: str):
+    sig = signature_from_log((TRACEBACKS / name).read_text())
+    assert sig is not None, name
+    return sig
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
+def test_every_captured_traceback_has_a_signature_without_paths_or_line_numbers(path: Path) -> None:
+    sig = signature_from_log(path.read_text())
+    assert sig is not None
+    assert sig.frames, "at least one frame inside torch/deepspeed/lightning"
+    for frame in sig.frames:
+        assert "/" not in frame
+        assert frame.split(":")[0].split(".")[0] in {"torch", "deepspeed", "lightning"}
+    assert "site-packages" not in sig.text
+
+
+def test_the_report_signature_on_0_16_4_in_both_forms_fp32_bf16_and_full_size() -> None:
+    for name in ("gan_deepspeed_zero1__ds-0.16.4__nofix.log", "gan_deepspeed_zero1__ds-0.16.4__nofix-fp32.log",
+                 "gan_fabric_zero1__ds-0.16.4__nofix.log", "gan_fabric_zero1__ds-0.16.4__nofix-fullsize.log"):
+        assert _sig(name).id == REPORT_ID, name
+
+
+@pytest.mark.parametrize(
+    ("version", "known"),
+    [("0.16.4", "zero-ipg-buffer-none"), ("0.17.0", None), ("0.18.2", "zero-epilogue-none-iterable"),
+     ("0.19.8", "buffers-fp32-batchnorm")],
+)
+def test_the_symptom_drifts_but_both_forms_agree_per_release(version: str, known: str | None) -> None:
+    fabric = _sig(f"gan_fabric_zero1__ds-{version}__nofix.log")
+    pure = _sig(f"gan_deepspeed_zero1__ds-{version}__nofix.log")
+    assert fabric.id == pure.id
+    match = find_known(pure)
+    assert (match.name if match else None) == known
+
+
+def test_drift_ids_are_distinct() -> None:
+    ids = {_sig(f"gan_deepspeed_zero1__ds-{v}__nofix.log").id for v in ("0.16.4", "0.17.0", "0.18.2", "0.19.8")}
+    assert len(ids) == 4
+
+
+@pytest.mark.parametrize(
+    ("name", "outcome"),
+    [
+        ("gan_fabric_zero1__ds-0.16.4__nofix.log", "REPRODUCED"),
+        ("gan_fabric_zero1__ds-0.17.0__nofix.log", "OTHER_FAILURE"),
+        ("gan_fabric_zero1__ds-0.16.4__noshim.log", "ENV_ERROR"),  # the CUDA-only strategy on a CPU
+        ("gan_fabric_zero1__ds-0.16.4__nofix-16-mixed.log", "ENV_ERROR"),  # fp16 refused on this CPU
+        ("boring_trainer_zero3__ds-0.16.4__noshim.log", "ENV_ERROR"),
+    ],
+)
+def test_classification_of_real_failures(name: str, outcome: str) -> None:
+    log = (TRACEBACKS / name).read_text()
+    assert classify(exit_code=1, timed_out=False, log=log, expected="zero-ipg-buffer-none").outcome.value == outcome
+
+
+def test_zero3_mixed_dtype_allgather_on_0_19_2_is_the_zero3_report_bug() -> None:
+    log = (TRACEBACKS / "boring_deepspeed_zero3__ds-0.19.2__mixed-dtype-params.log").read_text()
+    result = classify(exit_code=1, timed_out=False, log=log, expected="zero3-allgather-dtype")
+    assert result.outcome.value == "REPRODUCED"
