@@ -269,17 +269,18 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
         venv_cmd = [uv, "venv", "--quiet", "--python", base.executable]
         if not system:
             venv_cmd.append("--seed")  # pip, to install torch the way the user's pip config says
-    else:
-        venv_cmd = [base.executable, "-m", "venv"]
+    else:  # no pip inside: the base interpreter's pip installs into the cell (pip --python), no ensurepip needed
+        venv_cmd = [base.executable, "-m", "venv", "--without-pip"]
     if system and not base.is_venv:
         venv_cmd.append("--system-site-packages")
     _run_logged([*venv_cmd, str(path)], log, f"creating the venv of cell {cell.id}")
     if system and base.is_venv:
         site = Path(_site_packages(python))
         (site / "_reprobisect_base.pth").write_text("\n".join(base.site_packages) + "\n")
+    pip = [python, "-m", "pip"] if use_uv else [base.executable, "-m", "pip", "--python", python]
     if not system:
         _run_logged(
-            [python, "-m", "pip", "install", "--quiet", f"torch=={cell.torch}"],
+            [*pip, "install", "--quiet", f"torch=={cell.torch}"],
             log,
             f"installing torch {cell.torch} into cell {cell.id}",
         )
@@ -287,7 +288,7 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
     if not reqs:
         return
     if not use_uv:  # pip sees the base interpreter's packages as installed and keeps them
-        _run_logged([python, "-m", "pip", "install", "--quiet", *reqs], log, f"installing {' '.join(reqs)} (pip)")
+        _run_logged([*pip, "install", "--quiet", *reqs], log, f"installing {' '.join(reqs)} (pip)")
         return
     excludes = path / "uv-excludes.txt"
     system_packages = sorted(name for name, spec in cell.packages.items() if spec == SYSTEM)
