@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shlex
@@ -30,7 +31,9 @@ def _split(values: Sequence[str] | None) -> tuple[str, ...]:
 
 
 def _default_base() -> str:
-    """The interpreter the harness's own venv was made from: where torch usually is."""
+    """This interpreter when it has torch (a GPU image's python3), else the one the harness's venv was made from."""
+    if importlib.util.find_spec("torch") is not None:
+        return sys.executable
     return str(getattr(sys, "_base_executable", sys.executable))
 
 
