@@ -36,6 +36,8 @@ def use_wheelhouse(path: Path, environ: MutableMapping[str, str] = os.environ) -
         msg = f"--wheelhouse {path}: no such folder; build one with `nox -s wheelhouse` on a machine with network"
         raise EnvBuildError(msg)
     where = str(path.resolve())
+    # Offline, what the base interpreter already has must count as installed: pip sees it, uv does not.
+    environ.setdefault("REPROBISECT_INSTALLER", "pip")
     environ.update(
         {"UV_NO_INDEX": "1", "UV_FIND_LINKS": where, "UV_OFFLINE": "1", "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": where}
     )
