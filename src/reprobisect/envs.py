@@ -47,7 +47,8 @@ print(json.dumps({
     "executable": sys.executable,
     "version": "%d.%d.%d" % sys.version_info[:3],
     "is_venv": sys.prefix != sys.base_prefix,
-    "site_packages": sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}),
+    "site_packages": list(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+                                         *(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))])),
     "torch": torch,
 }))
 """
@@ -276,7 +277,10 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
     _run_logged([*venv_cmd, str(path)], log, f"creating the venv of cell {cell.id}")
     if system and base.is_venv:
         site = Path(_site_packages(python))
-        (site / "_reprobisect_base.pth").write_text("\n".join(base.site_packages) + "\n")
+        # addsitedir, not a bare path: the base's own .pth files (setuptools' distutils shim, editable
+        # installs) must be processed too, as they are for the base interpreter itself.
+        lines = [f"import site; site.addsitedir({path!r})" for path in base.site_packages]
+        (site / "_reprobisect_base.pth").write_text("\n".join(lines) + "\n")
     pip = [python, "-m", "pip"] if use_uv else [base.executable, "-m", "pip", "--python", python]
     if not system:
         _run_logged(
