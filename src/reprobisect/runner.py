@@ -15,9 +15,11 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import IO, BinaryIO
 
 __all__ = [
     "EVENT_MARK",
@@ -30,6 +32,7 @@ __all__ = [
 ]
 
 EVENT_MARK = "@@repro "
+_MAX_KEPT_EVENTS = 100_000
 
 _PASSED_NAMES = frozenset(
     {
@@ -95,6 +98,8 @@ class ChildSpec:
     log_path: Path
     timeout: float
     grace: float = 5.0
+    log_head_bytes: int = 8 * 2**20
+    log_tail_bytes: int = 2 * 2**20
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -136,6 +141,51 @@ def _stop_group(process: subprocess.Popen[bytes], grace: float) -> None:
     process.wait()
 
 
+class _CappedLog:
+    """Copies a child's output into its log: the first ``head`` bytes, then only the last ``tail`` bytes.
+
+    A repro that floods its output cannot fill the disk, and the traceback at the end (what the run is
+    classified by) is kept. ``@@repro`` event lines from the dropped middle are kept too.
+    """
+
+    def __init__(self, log: BinaryIO, head: int, tail: int) -> None:
+        self.log, self.head, self.tail = log, head, tail
+        self.written = 0
+        self.dropped = 0
+        self.kept_events: list[bytes] = []
+        self.buffer = bytearray()
+        self.partial = b""
+
+    def feed(self, chunk: bytes) -> None:
+        room = self.head - self.written
+        if room > 0:
+            self.log.write(chunk[:room])
+            self.written += min(room, len(chunk))
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.buffer += chunk
+        if len(self.buffer) > self.tail:
+            overflow = bytes(self.buffer[: len(self.buffer) - self.tail])
+            del self.buffer[: len(overflow)]
+            self.dropped += len(overflow)
+            lines = (self.partial + overflow).split(b"\n")
+            self.partial = lines.pop()
+            if len(self.kept_events) < _MAX_KEPT_EVENTS:
+                self.kept_events.extend(line for line in lines if EVENT_MARK.encode() in line)
+
+    def close(self) -> None:
+        if self.dropped:
+            self.log.write(f"\n[reprobisect: {self.dropped} bytes of output dropped here; log capped]\n".encode())
+            self.log.write(b"\n".join(self.kept_events[:_MAX_KEPT_EVENTS]) + b"\n")
+        self.log.write(bytes(self.buffer))
+        self.log.flush()
+
+    def pump(self, stream: IO[bytes]) -> None:
+        for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
+            self.feed(chunk)
+
+
 def run_child(spec: ChildSpec) -> ChildResult:
     """Start the child, wait for it (or its timeout), and leave no process of its group behind.
 
@@ -150,12 +200,16 @@ def run_child(spec: ChildSpec) -> ChildResult:
         process = subprocess.Popen(
             list(spec.argv),
             stdin=subprocess.DEVNULL,
-            stdout=log,
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=dict(spec.env),
             cwd=spec.cwd,
             start_new_session=True,
         )
+        assert process.stdout is not None
+        capped = _CappedLog(log, spec.log_head_bytes, spec.log_tail_bytes)
+        reader = threading.Thread(target=capped.pump, args=(process.stdout,), daemon=True)
+        reader.start()
         try:
             process.wait(timeout=spec.timeout)
         except subprocess.TimeoutExpired:
@@ -166,6 +220,9 @@ def run_child(spec: ChildSpec) -> ChildResult:
             raise
         finally:
             _signal_group(process.pid, signal.SIGKILL)  # grandchildren left in the group
+            reader.join(timeout=10)  # a grandchild that left the group may hold the pipe: do not wait for it
+            capped.close()
+            process.stdout.close()
     wall = time.perf_counter() - start
     return ChildResult(
         exit_code=None if timed_out else process.returncode,

@@ -68,6 +68,17 @@ def test_other_failure(plain_env: CellEnv, tmp_path: Path) -> None:
     assert record.signature["message"] == "something else at 0x? in <path> after N steps"
 
 
+def test_a_flooding_repro_has_its_log_capped_and_is_still_classified(plain_env: CellEnv, tmp_path: Path) -> None:
+    record = _run(plain_env, tmp_path, "floods.py", expected=None)
+    log = tmp_path / "reports" / record.log_path
+    assert log.stat().st_size < 11 * 2**20  # 8 MiB head + 2 MiB tail + the marker
+    assert "log capped" in log.read_text(errors="replace")
+    assert record.outcome == Outcome.OTHER_FAILURE.value
+    assert record.signature is not None
+    assert record.signature["message"] == "after the flood"
+    assert [s.step for s in record.steps] == [0]  # the event from the dropped middle was kept
+
+
 def test_import_failure_is_env_error(plain_env: CellEnv, tmp_path: Path) -> None:
     assert _run(plain_env, tmp_path, "cannot_import.py").outcome == Outcome.ENV_ERROR.value
 
