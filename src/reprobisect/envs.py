@@ -11,6 +11,7 @@ compiled just in time, into the cell's own TORCH_EXTENSIONS_DIR).
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -214,8 +215,18 @@ def _fingerprint(cell: Cell, base: BaseInterpreter) -> str:
 
 
 def ensure_env(cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str = "uv") -> CellEnv:
-    """Create the cell's venv, or reuse it when its fingerprint (pins + base interpreter) matches."""
+    """Create the cell's venv, or reuse it when its fingerprint (pins + base interpreter) matches.
+
+    A lock file per cell makes two harness processes that want the same cell build it once.
+    """
     envs_dir = envs_dir.resolve()
+    envs_dir.mkdir(parents=True, exist_ok=True)
+    with (envs_dir / f"{cell.id}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_env_locked(cell, base, envs_dir, uv=uv)
+
+
+def _ensure_env_locked(cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str) -> CellEnv:
     path = envs_dir / cell.id
     fingerprint = _fingerprint(cell, base)
     marker = path / MARKER
@@ -228,7 +239,6 @@ def ensure_env(cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str = "
             pass
     if path.exists():
         shutil.rmtree(path)
-    envs_dir.mkdir(parents=True, exist_ok=True)
     log = envs_dir / f"{cell.id}.build.log"
     log.write_text("")
     try:

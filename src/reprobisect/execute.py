@@ -141,7 +141,8 @@ def _median_step(steps: list[StepTime]) -> float | None:
 
 def execute(spec: RunSpec, store: Store, *, environ: Mapping[str, str], allow_env: Sequence[str] = ()) -> Record:
     """Run ``spec`` once, write its record atomically, and return it."""
-    log_path = store.log_path(spec.repro.name, spec.env.cell.id, spec.form.name, spec.fix.name, spec.repeat)
+    run_id = uuid.uuid4().hex[:12]
+    log_path = store.log_path(spec.repro.name, spec.env.cell.id, spec.form.name, spec.fix.name, spec.repeat, run_id)
     argv = (str(spec.env.python), str(BOOTSTRAP), str(spec.form.script), *spec.args)
     workdir = Path(tempfile.mkdtemp(prefix="reprobisect-run-"))
     try:
@@ -168,7 +169,7 @@ def execute(spec: RunSpec, store: Store, *, environ: Mapping[str, str], allow_en
     gpu = exit_event.get("gpu")
     versions = exit_event.get("versions")
     record = Record(
-        run_id=uuid.uuid4().hex[:12],
+        run_id=run_id,
         spec_key=spec.key,
         repro=spec.repro.name,
         form=spec.form.name,
@@ -215,12 +216,13 @@ def unrun_record(repro: Repro, form: Form, fix: Fix, cell: Cell, reason: str, st
 
     ``kind`` becomes the signature's exception (``EnvBuildError``, ``NotInstallable``); never a verdict.
     """
-    log_path = store.log_path(repro.name, cell.id, form.name, fix.name)
+    run_id = uuid.uuid4().hex[:12]
+    log_path = store.log_path(repro.name, cell.id, form.name, fix.name, 0, run_id)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text(reason + "\n", encoding="utf-8")
     signature = Signature(exception=kind, message=normalize_message(reason.splitlines()[0]))
     record = Record(
-        run_id=uuid.uuid4().hex[:12],
+        run_id=run_id,
         spec_key="",
         repro=repro.name,
         form=form.name,

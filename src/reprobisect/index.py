@@ -12,6 +12,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -78,7 +79,8 @@ class IndexCache:
         versions = list_versions(self.python, package, prereleases=prereleases)
         data[key] = {"at": time.time(), "versions": versions}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(self.path)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".index-", suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps(data, indent=1))
+        os.replace(tmp, self.path)  # concurrent harnesses: each writes its own temporary file
         return versions

@@ -3,7 +3,7 @@
 Layout under the output folder (``reports/`` by default)::
 
     records/<repro>/<cell id>/<form>__<fix>__r<repeat>.json
-    logs/<repro>/<cell id>/<form>__<fix>__r<repeat>.log
+    logs/<repro>/<cell id>/<form>__<fix>__r<repeat>__<run id>.log
 
 A record is written to a temporary file in the same folder, flushed, fsynced and renamed into place,
 so a crash or Ctrl-C leaves either the old record or the new one, never half of one.
@@ -37,9 +37,10 @@ class Store:
         """Where the record of this run lives."""
         return self.root / "records" / self._stem(repro, cell_id, form, fix, repeat).with_suffix(".json")
 
-    def log_path(self, repro: str, cell_id: str, form: str, fix: str, repeat: int = 0) -> Path:
-        """Where the log of this run lives."""
-        return self.root / "logs" / self._stem(repro, cell_id, form, fix, repeat).with_suffix(".log")
+    def log_path(self, repro: str, cell_id: str, form: str, fix: str, repeat: int, run_id: str) -> Path:
+        """Where the log of this run lives: one file per run, so concurrent harnesses never share one."""
+        stem = self._stem(repro, cell_id, form, fix, repeat)
+        return self.root / "logs" / stem.with_name(f"{stem.name}__{run_id}.log")
 
     def write(self, record: Record) -> Path:
         """Write ``record`` atomically and return its path."""

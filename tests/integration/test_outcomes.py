@@ -136,6 +136,33 @@ def test_sigterm_to_the_cli_mid_run_stops_the_child_group(tmp_path: Path) -> Non
     assert not list((tmp_path / "out").rglob("*.json"))
 
 
+def test_two_harnesses_writing_into_the_same_reports(tmp_path: Path) -> None:
+    """Two `reprobisect matrix` processes, same cell, same runs, same reports/: nothing lost or interleaved."""
+    import subprocess
+
+    config = tmp_path / "matrix.yaml"
+    config.write_text("version: 1\ndefault_cell: {python: system}\nmatrix:\n  axes: {python: [system]}\nrepros: {}\n")
+    script = Path(__file__).parents[1] / "resources" / "scripts" / "passes.py"
+    cmd = [sys.executable, "-m", "reprobisect", "matrix", "--script", str(script), "--backend", "cpu", "--repeat", "6",
+           "--fresh", "--config", str(config), "--out", str(tmp_path / "out"), "--envs", str(tmp_path / "cells"),
+           "--base-python", sys.executable]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    records = sorted((tmp_path / "out" / "records").rglob("*.json"))
+    assert [p.name for p in records] == [f"cpu-deepspeed__none__r{i}.json" for i in range(6)]
+    loaded = [Record.load(p) for p in records]  # every file is a whole record
+    assert all(r.outcome == "PASS" and len(r.steps) == 3 for r in loaded)
+    logs = sorted((tmp_path / "out" / "logs").rglob("*.log"))
+    assert len(logs) == 12  # one per run of either harness
+    for log in logs:
+        text = log.read_text()
+        assert text.count('"event": "step"') == 3 and text.count('"event": "exit"') == 1
+    assert not list((tmp_path / "out").rglob("*.tmp"))
+    assert len(list((tmp_path / "cells").glob("*/bin/python"))) == 1  # the cell was built once
+
+
 def test_sigint_to_the_harness_mid_run_keeps_earlier_records_intact(tmp_path: Path) -> None:
     """Run a two-repro harness in a subprocess, interrupt it during the second run, check the store."""
     import subprocess
