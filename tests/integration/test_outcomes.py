@@ -90,6 +90,39 @@ def test_segfault_is_crash(plain_env: CellEnv, tmp_path: Path) -> None:
     assert record.signature["message"] == "SIGSEGV"
 
 
+@pytest.fixture
+def memory_cgroup():
+    """A cgroup v1 memory group limited to 256 MiB, or a skip where this machine has none to give."""
+    import uuid
+
+    root = Path("/sys/fs/cgroup/memory")
+    group = root / f"reprobisect-test-{uuid.uuid4().hex[:8]}"
+    try:
+        group.mkdir()
+        (group / "memory.limit_in_bytes").write_text(str(256 * 2**20))
+        swap = group / "memory.memsw.limit_in_bytes"
+        if swap.exists():
+            swap.write_text(str(256 * 2**20))
+    except OSError as exc:
+        pytest.skip(f"no writable cgroup v1 memory controller here ({exc})")
+    yield group
+    for _ in range(50):
+        try:
+            group.rmdir()
+            break
+        except OSError:
+            time.sleep(0.1)
+
+
+def test_a_child_killed_for_memory_is_a_crash(plain_env: CellEnv, tmp_path: Path, memory_cgroup: Path) -> None:
+    record = _run(plain_env, tmp_path, "oom.py", args=(str(memory_cgroup),))
+    assert record.outcome == Outcome.CRASH.value
+    assert record.signature is not None
+    assert record.signature["message"] == "SIGKILL (often the out-of-memory killer)"
+    control = dict(line.split() for line in (memory_cgroup / "memory.oom_control").read_text().splitlines())
+    assert int(control["oom_kill"]) >= 1  # the kernel's OOM killer really killed it
+
+
 def test_timeout_kills_the_whole_group_grandchild_included(plain_env: CellEnv, tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     start = time.monotonic()
