@@ -12,6 +12,7 @@ __all__ = [
     "HarnessError",
     "NothingToDoError",
     "RecordError",
+    "StorageError",
 ]
 
 
@@ -43,6 +44,12 @@ class BisectInconclusiveError(HarnessError):
     """Too many probes were skipped to name a transition."""
 
     return_code = 5
+
+
+class StorageError(HarnessError):
+    """The output folder cannot be written (disk full, permissions); what was written before is intact."""
+
+    return_code = 7
 
 
 class RecordError(HarnessError):

@@ -21,6 +21,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from reprobisect.errors import StorageError
+
 __all__ = [
     "EVENT_MARK",
     "ChildResult",
@@ -155,11 +157,15 @@ class _CappedLog:
         self.kept_events: list[bytes] = []
         self.buffer = bytearray()
         self.partial = b""
+        self.write_error = ""
 
     def feed(self, chunk: bytes) -> None:
         room = self.head - self.written
-        if room > 0:
-            self.log.write(chunk[:room])
+        if room > 0 and not self.write_error:
+            try:
+                self.log.write(chunk[:room])
+            except OSError as exc:  # disk full: keep draining the pipe so the child never blocks on it
+                self.write_error = str(exc)
             self.written += min(room, len(chunk))
             chunk = chunk[room:]
         if not chunk:
@@ -175,6 +181,12 @@ class _CappedLog:
                 self.kept_events.extend(line for line in lines if EVENT_MARK.encode() in line)
 
     def close(self) -> None:
+        try:
+            self._finish()
+        except OSError as exc:
+            self.write_error = self.write_error or str(exc)
+
+    def _finish(self) -> None:
         if self.dropped:
             self.log.write(f"\n[reprobisect: {self.dropped} bytes of output dropped here; log capped]\n".encode())
             self.log.write(b"\n".join(self.kept_events[:_MAX_KEPT_EVENTS]) + b"\n")
@@ -192,11 +204,16 @@ def run_child(spec: ChildSpec) -> ChildResult:
     If the harness itself is interrupted (KeyboardInterrupt), the child's group is stopped before the
     interrupt propagates, so Ctrl-C never leaves a training process running.
     """
-    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_file = spec.log_path.open("wb", buffering=0)  # unbuffered: a full disk fails a write, never the close
+    except OSError as exc:
+        msg = f"{spec.log_path}: cannot create the run's log ({exc.strerror or exc}); nothing was started"
+        raise StorageError(msg) from exc
     started_at = _now()
     start = time.perf_counter()
     timed_out = False
-    with spec.log_path.open("wb") as log:
+    with log_file as log:
         process = subprocess.Popen(
             list(spec.argv),
             stdin=subprocess.DEVNULL,

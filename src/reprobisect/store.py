@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from reprobisect.errors import RecordError
+from reprobisect.errors import RecordError, StorageError
 from reprobisect.record import Record
 
 __all__ = ["Store"]
@@ -45,14 +45,23 @@ class Store:
     def write(self, record: Record) -> Path:
         """Write ``record`` atomically and return its path."""
         path = self.record_path(record.repro, record.cell["id"], record.form, record.fix, record.repeat)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        except OSError as exc:
+            msg = f"{path}: cannot write this record ({exc.strerror or exc}); the records written before it are intact"
+            raise StorageError(msg) from exc
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(record.to_json())
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            msg = f"{path}: cannot write this record ({exc.strerror or exc}); the records written before it are intact"
+            raise StorageError(msg) from exc
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)

@@ -254,3 +254,51 @@ def test_child_environment_has_no_credentials(plain_env: CellEnv, tmp_path: Path
     assert env["DS_ACCELERATOR"] == "cpu"
     assert env["PATH"].startswith(str(plain_env.path / "bin"))
     assert secret in child_environ(spec, {secret: "x"}, allow=[secret])
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 1 MiB tmpfs, or a skip where this machine does not let tests mount one."""
+    import subprocess
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_disk_full_while_writing_records(tmp_path: Path, small_disk: Path) -> None:
+    import subprocess
+
+    config = tmp_path / "matrix.yaml"
+    config.write_text("version: 1\ndefault_cell: {python: system}\nmatrix:\n  axes: {python: [system]}\nrepros: {}\n")
+    script = Path(__file__).parents[1] / "resources" / "scripts" / "passes.py"
+
+    def harness(repeat: int) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "reprobisect", "matrix", "--script", str(script), "--backend", "cpu",
+               "--repeat", str(repeat), "--config", str(config), "--out", str(small_disk / "out"),
+               "--envs", str(tmp_path / "cells"), "--base-python", sys.executable]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+
+    assert harness(1).returncode == 0
+    [first] = list((small_disk / "out" / "records").rglob("*.json"))
+    before = first.read_bytes()
+    filler = small_disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)  # fill the disk to the last byte
+    try:
+        while True:
+            os.write(fd, b"\0" * 512)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    done = harness(2)
+    assert done.returncode == 7, done.stdout + done.stderr
+    assert "cannot create the run's log" in done.stderr or "cannot write this record" in done.stderr
+    assert "No space left on device" in done.stderr
+    assert first.read_bytes() == before  # the earlier record is intact
+    assert Record.load(first).outcome == "PASS"
+    assert not list((small_disk / "out").rglob("*.tmp"))
