@@ -17,7 +17,7 @@ from reprobisect.config import load_config
 from reprobisect.envs import base_interpreter, ensure_env, resolve_cell
 from reprobisect.errors import ConfigError, HarnessError
 from reprobisect.matrixrun import MatrixRequest, listed_cells, run_matrix
-from reprobisect.report import markdown_summary, runs_table
+from reprobisect.report import flaky_runs, markdown_summary, runs_table
 from reprobisect.reproduce import ReproRequest, reproduce
 from reprobisect.store import Store
 
@@ -181,6 +181,8 @@ def _cmd_repro(args: argparse.Namespace) -> int:
     )
     print()
     print(runs_table(records))
+    for line in flaky_runs(records):
+        print(line)
     command = _reproduce_command(args)
     summary = args.out / f"summary-{args.repro}.md"
     summary.parent.mkdir(parents=True, exist_ok=True)
@@ -263,6 +265,8 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     )
     print()
     print(runs_table(records))
+    for line in flaky_runs(records):
+        print(line)
     summary = args.out / "summary-matrix.md"
     summary.parent.mkdir(parents=True, exist_ok=True)
     summary.write_text(

@@ -89,6 +89,19 @@ def runs_table(records: Sequence[Record]) -> str:
     return frame[columns].astype(object).where(frame[columns].notna(), "-").to_string(index=False)
 
 
+def flaky_runs(records: Sequence[Record]) -> list[str]:
+    """Lines naming each cell × form × fix whose repeats disagree (outcome or signature): not to be trusted."""
+    groups: dict[tuple[str, str, str, str], list[Record]] = {}
+    for r in records:
+        groups.setdefault((str(r.cell.get("id")), r.repro, r.form, r.fix), []).append(r)
+    lines = []
+    for (cell, repro, form, fix), runs in groups.items():
+        states = sorted({f"{r.outcome} {(r.signature or {}).get('id', '')}".strip() for r in runs})
+        if len(states) > 1:
+            lines.append(f"FLAKY {cell} {repro} {form} {fix}: {len(runs)} runs disagree: {' | '.join(states)}")
+    return lines
+
+
 def markdown_summary(records: Sequence[Record], *, title: str, command: str) -> str:
     """Issue-ready Markdown: environment, the table, the signatures in full, and the command."""
     frame = runs_frame(records)

@@ -302,3 +302,22 @@ def test_disk_full_while_writing_records(tmp_path: Path, small_disk: Path) -> No
     assert first.read_bytes() == before  # the earlier record is intact
     assert Record.load(first).outcome == "PASS"
     assert not list((small_disk / "out").rglob("*.tmp"))
+
+
+def test_repeat_marks_a_flaky_repro(tmp_path: Path) -> None:
+    import subprocess
+
+    config = tmp_path / "matrix.yaml"
+    config.write_text("version: 1\ndefault_cell: {python: system}\nmatrix:\n  axes: {python: [system]}\nrepros: {}\n")
+    script = tmp_path / "flaky.py"
+    script.write_text((Path(__file__).parents[1] / "resources" / "scripts" / "flaky.py").read_text()
+                      .replace("sys.argv[1]", repr(str(tmp_path / "counter"))))
+    cmd = [sys.executable, "-m", "reprobisect", "matrix", "--script", str(script), "--backend", "cpu", "--repeat", "4",
+           "--config", str(config), "--out", str(tmp_path / "out"), "--envs", str(tmp_path / "cells"),
+           "--base-python", sys.executable]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("FLAKY")]
+    assert "4 runs disagree" in line
+    assert "PASS" in line
+    assert "OTHER_FAILURE" in line
