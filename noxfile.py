@@ -102,6 +102,13 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs, env={"REPROBISECT_BASE_PYTHON": BASE_PYTHON})
 
 
+@nox.session(default=False)
+def chaos(session: nox.Session) -> None:
+    """The fault suite: hangs, segfaults, OOM kills, full disks, SIGINT/SIGTERM, concurrent writers, floods."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "chaos", *session.posargs, env={"REPROBISECT_BASE_PYTHON": BASE_PYTHON})
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff and mypy --strict over the harness."""

@@ -68,6 +68,7 @@ def test_other_failure(plain_env: CellEnv, tmp_path: Path) -> None:
     assert record.signature["message"] == "something else at 0x? in <path> after N steps"
 
 
+@pytest.mark.chaos
 def test_a_flooding_repro_has_its_log_capped_and_is_still_classified(plain_env: CellEnv, tmp_path: Path) -> None:
     record = _run(plain_env, tmp_path, "floods.py", expected=None)
     log = tmp_path / "reports" / record.log_path
@@ -83,6 +84,7 @@ def test_import_failure_is_env_error(plain_env: CellEnv, tmp_path: Path) -> None
     assert _run(plain_env, tmp_path, "cannot_import.py").outcome == Outcome.ENV_ERROR.value
 
 
+@pytest.mark.chaos
 def test_segfault_is_crash(plain_env: CellEnv, tmp_path: Path) -> None:
     record = _run(plain_env, tmp_path, "segfaults.py")
     assert record.outcome == Outcome.CRASH.value
@@ -114,6 +116,7 @@ def memory_cgroup():
             time.sleep(0.1)
 
 
+@pytest.mark.chaos
 def test_a_child_killed_for_memory_is_a_crash(plain_env: CellEnv, tmp_path: Path, memory_cgroup: Path) -> None:
     record = _run(plain_env, tmp_path, "oom.py", args=(str(memory_cgroup),))
     assert record.outcome == Outcome.CRASH.value
@@ -123,6 +126,7 @@ def test_a_child_killed_for_memory_is_a_crash(plain_env: CellEnv, tmp_path: Path
     assert int(control["oom_kill"]) >= 1  # the kernel's OOM killer really killed it
 
 
+@pytest.mark.chaos
 def test_timeout_kills_the_whole_group_grandchild_included(plain_env: CellEnv, tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     start = time.monotonic()
@@ -139,6 +143,7 @@ def test_timeout_kills_the_whole_group_grandchild_included(plain_env: CellEnv, t
     assert not _alive(grandchild), "the grandchild survived the timeout"
 
 
+@pytest.mark.chaos
 def test_sigterm_to_the_cli_mid_run_stops_the_child_group(tmp_path: Path) -> None:
     """SIGTERM to `reprobisect matrix` while a script runs: no process of the child's group survives."""
     import subprocess
@@ -169,6 +174,7 @@ def test_sigterm_to_the_cli_mid_run_stops_the_child_group(tmp_path: Path) -> Non
     assert not list((tmp_path / "out").rglob("*.json"))
 
 
+@pytest.mark.chaos
 def test_two_harnesses_writing_into_the_same_reports(tmp_path: Path) -> None:
     """Two `reprobisect matrix` processes, same cell, same runs, same reports/: nothing lost or interleaved."""
     import subprocess
@@ -196,6 +202,7 @@ def test_two_harnesses_writing_into_the_same_reports(tmp_path: Path) -> None:
     assert len(list((tmp_path / "cells").glob("*/bin/python"))) == 1  # the cell was built once
 
 
+@pytest.mark.chaos
 def test_sigint_to_the_harness_mid_run_keeps_earlier_records_intact(tmp_path: Path) -> None:
     """Run a two-repro harness in a subprocess, interrupt it during the second run, check the store."""
     import subprocess
@@ -243,6 +250,7 @@ for script, args in (("passes.py", ()), ("sleeps_with_grandchild.py", ({str(tmp_
     assert not _alive(grandchild)
 
 
+@pytest.mark.chaos
 @pytest.mark.parametrize("secret", ["GITHUB_TOKEN", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_SERVICE_PASSWORD"])
 def test_child_environment_has_no_credentials(plain_env: CellEnv, tmp_path: Path, secret: str) -> None:
     from reprobisect.execute import child_environ
@@ -270,6 +278,7 @@ def small_disk(tmp_path: Path):
     subprocess.run(["umount", str(mount)], check=False)
 
 
+@pytest.mark.chaos
 def test_disk_full_while_writing_records(tmp_path: Path, small_disk: Path) -> None:
     import subprocess
 
@@ -304,6 +313,7 @@ def test_disk_full_while_writing_records(tmp_path: Path, small_disk: Path) -> No
     assert not list((small_disk / "out").rglob("*.tmp"))
 
 
+@pytest.mark.chaos
 def test_repeat_marks_a_flaky_repro(tmp_path: Path) -> None:
     import subprocess
 
