@@ -114,7 +114,14 @@ def resolve_value(axis: str, value: str, available: Callable[[str], Sequence[str
     if value == SYSTEM or is_local(value):
         return [value]
     if not is_specifier(value) and value != LATEST and not any(c in value for c in "*?["):
-        return [value]  # an exact version; installing it will say if it does not exist
+        known = available(axis)
+        if value not in known:
+            newest = [v for v in known if not Version(v).is_prerelease][-3:]
+            msg = f"{axis}: {value!r} is not a release on the configured index" + (
+                f"; the newest are {', '.join(newest)}" if newest else ""
+            )
+            raise ConfigError(msg)
+        return [value]
     releases = [v for v in available(axis) if prereleases or not Version(v).is_prerelease]
     if value == LATEST:
         if not releases:

@@ -284,11 +284,6 @@ def run_matrix(
         resolved.append((cell_plan, cell, interpreter))
     backend = _backend(request, base)
     units = _units(config, request, resolved, backend)
-    for cell_plan, cell, reason in blocked:
-        kind = "NotInstallable" if cell_plan.blocked else "NotBuildableHere"
-        units_of = _units(config, request, [(cell_plan, cell, base)], backend)
-        text = f"not installable together: {reason}" if cell_plan.blocked else f"cannot build here: {reason}"
-        records.extend(unrun_record(u.repro, u.form, u.fix, cell, text, store, kind=kind) for u in units_of)
     echo(
         f"{len(planned)} cells ({len(blocked)} not installable or not buildable here), {len(units)} runs, "
         f"backend {backend}, {request.jobs} at a time"
@@ -297,6 +292,12 @@ def run_matrix(
         echo(f"  - {cell.id}: {reason}")
     envs = _build_envs(units, envs_dir, echo, request.jobs)
     overlays, patch_failures = _prepare_overlays(units, envs)
+    # Bad input has had its chance to stop the run: from here on records are written.
+    for cell_plan, cell, reason in blocked:
+        kind = "NotInstallable" if cell_plan.blocked else "NotBuildableHere"
+        units_of = _units(config, request, [(cell_plan, cell, base)], backend)
+        text = f"not installable together: {reason}" if cell_plan.blocked else f"cannot build here: {reason}"
+        records.extend(unrun_record(u.repro, u.form, u.fix, cell, text, store, kind=kind) for u in units_of)
     runnable = [
         u for u in units if isinstance(envs[u.cell.id], CellEnv) and (u.cell.id, u.fix.name) not in patch_failures
     ]

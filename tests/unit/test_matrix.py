@@ -39,8 +39,9 @@ def test_ranges_latest_and_globs_resolve_against_the_index() -> None:
     assert resolve_value("deepspeed", "latest", available, prereleases=False) == ["0.19.8"]
     assert resolve_value("deepspeed", "latest", available, prereleases=True) == ["0.20.0rc1"]
     assert resolve_value("deepspeed", "0.16.*", available, prereleases=False) == ["0.16.0", "0.16.4"]
-    # exact versions, paths, VCS URLs and system never ask the index
-    for value in ("0.16.4", "system", "/wheels/deepspeed-0.16.4-py3-none-any.whl", "git+https://example.invalid/ds@v1"):
+    assert resolve_value("deepspeed", "0.16.4", available, prereleases=False) == ["0.16.4"]
+    # paths, VCS URLs and system never ask the index
+    for value in ("system", "/wheels/deepspeed-0.16.4-py3-none-any.whl", "git+https://example.invalid/ds@v1"):
         assert resolve_value("deepspeed", value, lambda _: pytest.fail("index asked"), prereleases=False) == [value]
 
 
@@ -95,6 +96,7 @@ def test_matches_uses_system_versions_for_specifiers() -> None:
         ({"deepspeed": (">=0.30",)}, "matches no release"),
         ({"deepspeed": (">=0.16,<<0.2",)}, "not a valid version specifier"),
         ({"deepspeed": ("0.99.*",)}, "matches no release"),
+        ({"deepspeed": ("0.16.99",)}, "'0.16.99' is not a release on the configured index; the newest are"),
     ],
 )
 def test_bad_axis_values(axes, message: str) -> None:
