@@ -89,7 +89,9 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
         }
     )
     if spec.form.distributed_env:
-        env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+        # torchrun's variables, GROUP_RANK included: Lightning then takes the TorchElastic environment and never
+        # probes MPI (importing mpi4py where an MPI is installed but cannot start aborts the process).
+        env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0"})
     if spec.form.shim:
         env["REPROBISECT_SHIM"] = str(SHIMS[spec.form.shim])
     if spec.overlay is not None:
