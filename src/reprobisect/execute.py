@@ -89,9 +89,10 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
         }
     )
     if spec.form.distributed_env:
-        # torchrun's variables, GROUP_RANK included: Lightning then takes the TorchElastic environment and never
-        # probes MPI (importing mpi4py where an MPI is installed but cannot start aborts the process).
-        env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0"})
+        # torchrun's variables, TORCHELASTIC_RUN_ID included: Lightning then takes the TorchElastic environment and
+        # never probes MPI (importing mpi4py where an MPI is installed but cannot start aborts the process).
+        env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0",
+                    "TORCHELASTIC_RUN_ID": "reprobisect"})
     if spec.form.shim:
         env["REPROBISECT_SHIM"] = str(SHIMS[spec.form.shim])
     if spec.overlay is not None:
