@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reprobisect.cells import SYSTEM, Cell
@@ -35,6 +35,7 @@ __all__ = [
     "install_requirement",
     "installer",
     "resolve_cell",
+    "uv_compile",
 ]
 
 MARKER = "reprobisect-cell.json"
@@ -157,11 +158,18 @@ def _newest(base: BaseInterpreter, loose: Mapping[str, str]) -> dict[str, str]:
     return chosen
 
 
-def _compile(base: BaseInterpreter, requirements: list[str], fixed: Mapping[str, str], *, uv: str) -> dict[str, str]:
-    lines = [*requirements, *(f"{n}=={v}" for n, v in fixed.items() if v != SYSTEM)]
+def uv_compile(
+    requirements: Sequence[str],
+    *,
+    python_version: str,
+    excluded: Sequence[str],
+    platform: str | None = None,
+    uv: str = "uv",
+) -> subprocess.CompletedProcess[str]:
+    """``uv pip compile`` of ``requirements`` for a Python (and platform), torch and ``excluded`` left out."""
     with tempfile.TemporaryDirectory() as tmp:
         excludes = Path(tmp) / "excludes.txt"
-        excludes.write_text("\n".join(["torch", *(n for n, v in fixed.items() if v == SYSTEM)]) + "\n")
+        excludes.write_text("\n".join(["torch", *excluded]) + "\n")
         cmd = [
             uv,
             "pip",
@@ -171,11 +179,25 @@ def _compile(base: BaseInterpreter, requirements: list[str], fixed: Mapping[str,
             "--no-header",
             "--no-annotate",
             "--python-version",
-            ".".join(base.version.split(".")[:2]),
+            python_version,
             "--excludes",
             str(excludes),
         ]
-        out = subprocess.run(cmd, input="\n".join(lines), capture_output=True, text=True, check=False, timeout=300)
+        if platform:
+            cmd += ["--python-platform", platform]
+        return subprocess.run(
+            cmd, input="\n".join(requirements), capture_output=True, text=True, check=False, timeout=600
+        )
+
+
+def _compile(base: BaseInterpreter, requirements: list[str], fixed: Mapping[str, str], *, uv: str) -> dict[str, str]:
+    lines = [*requirements, *(f"{n}=={v}" for n, v in fixed.items() if v != SYSTEM)]
+    out = uv_compile(
+        lines,
+        python_version=".".join(base.version.split(".")[:2]),
+        excluded=[n for n, v in fixed.items() if v == SYSTEM],
+        uv=uv,
+    )
     if out.returncode != 0:
         msg = f"cannot resolve {', '.join(requirements)} together: {out.stderr.strip()[-800:]}"
         raise ConfigError(msg)

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 
+from reprobisect.envs import uv_compile
 from reprobisect.errors import EnvBuildError
 
 __all__ = ["build_wheelhouse", "use_wheelhouse"]
@@ -86,32 +87,9 @@ def _dependencies(
     newest: str, python_version: str, platform: str, excluded: Sequence[str], extra: Sequence[str]
 ) -> list[str]:
     """Pins of everything deepspeed (and ``extra``) needs on the target, torch and ``excluded`` left out."""
-    with tempfile.TemporaryDirectory() as tmp:
-        excludes = Path(tmp) / "excludes.txt"
-        excludes.write_text("\n".join(["torch", *excluded]) + "\n")
-        cmd = [
-            "uv",
-            "pip",
-            "compile",
-            "-",
-            "--quiet",
-            "--no-header",
-            "--no-annotate",
-            "--python-version",
-            python_version,
-            "--python-platform",
-            platform,
-            "--excludes",
-            str(excludes),
-        ]
-        out = subprocess.run(
-            cmd,
-            input="\n".join([f"deepspeed=={newest}", *extra]),
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=600,
-        )
+    out = uv_compile(
+        [f"deepspeed=={newest}", *extra], python_version=python_version, excluded=excluded, platform=platform
+    )
     if out.returncode != 0:
         msg = f"resolving deepspeed {newest}'s dependencies for Python {python_version}: {out.stderr.strip()[-800:]}"
         raise EnvBuildError(msg)
