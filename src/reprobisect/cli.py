@@ -215,6 +215,9 @@ def _axis_values(value: str) -> tuple[str, ...]:
 
 def _matrix_request(args: argparse.Namespace) -> MatrixRequest:
     axes = {name: _axis_values(getattr(args, name)) for name in (*PINNED, "python") if getattr(args, name)}
+    if args.script and not args.script.is_file():
+        msg = f"--script {args.script}: no such file"
+        raise ConfigError(msg)
     if args.expect_signature and not args.script:
         msg = "--expect-signature goes with --script (a canonical repro's expectation lives in matrix.yaml)"
         raise ConfigError(msg)
@@ -282,6 +285,9 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
 
     if bool(args.script) == bool(args.repro):
         msg = "bisect needs exactly one of --repro NAME or --script PATH"
+        raise ConfigError(msg)
+    if args.script and not args.script.is_file():
+        msg = f"--script {args.script}: no such file"
         raise ConfigError(msg)
     if args.signature and args.any_failure:
         msg = "--signature and --any-failure contradict each other: choose one target"
