@@ -21,9 +21,9 @@ def _config(tmp_path: Path) -> Path:
     gan = data["repros"]["gan"]
     for form in gan["forms"].values():
         form["script"] = str(ROOT / form["script"])
-    gan["fixes"]["deepspeed-drop-foreign-grads"]["patch"] = str(
-        ROOT / gan["fixes"]["deepspeed-drop-foreign-grads"]["patch"]
-    )
+    for fix in gan["fixes"].values():
+        if "patch" in fix:
+            fix["patch"] = str(ROOT / fix["patch"])
     gan["fixes"]["deepspeed-0.16.8"] = {"description": "another release", "override": {"deepspeed": "0.16.8"}}
     data["repros"] = {"gan": gan}
     path = tmp_path / "matrix.yaml"
