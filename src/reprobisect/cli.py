@@ -394,6 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; harness errors print one message and exit with their own code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, _terminate)
+    # Started in the background by a non-interactive shell, SIGINT arrives ignored: Ctrl-C must still stop a run.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if argv[:1] == ["report"]:  # its own parser: records -> runs.parquet/csv, report.md/html, plots, baseline diff
         from reprobisect.report_cli import main as report_main
 

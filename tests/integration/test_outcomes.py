@@ -210,7 +210,8 @@ def test_sigint_to_the_harness_mid_run_keeps_earlier_records_intact(tmp_path: Pa
 
     driver = tmp_path / "driver.py"
     driver.write_text(f"""
-import os, sys
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # pytest may run with SIGINT ignored (a background job)
 sys.path.insert(0, {str(Path(__file__).parents[2])!r})
 from pathlib import Path
 from reprobisect.cells import Cell

@@ -18,6 +18,7 @@ import os
 import platform
 import resource
 import runpy
+import signal
 import sys
 
 MARK = "@@repro "
@@ -88,6 +89,9 @@ def main():
         print("usage: bootstrap.py SCRIPT [ARGS...]", file=sys.stderr)
         return 2
     script = os.path.abspath(sys.argv[1])
+    # A harness started in the background by a shell inherits SIGINT ignored, and so would this child:
+    # restore Python's handler, so the timeout's SIGINT shows where the repro was stuck.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     atexit.register(_report)
     shim = os.environ.get("REPROBISECT_SHIM")
     if shim:
