@@ -20,7 +20,7 @@ from pathlib import Path
 
 from reprobisect.config import Config
 from reprobisect.envs import BaseInterpreter, CellEnv, ensure_env, install_requirement, resolve_cell
-from reprobisect.execute import BOOTSTRAP, RunSpec, child_environ, execute
+from reprobisect.execute import RunSpec, child_environ, execute
 from reprobisect.runner import ChildSpec, run_child
 from reprobisect.store import Store
 
@@ -136,7 +136,6 @@ def _overhead(
         execute(dataclasses.replace(spec, repeat=i + 1), store, environ=environ)
         harness.append(time.perf_counter() - start)
         bare.append(_bare_run(spec, environ, root / "bare" / f"run{i}.log"))
-    assert BOOTSTRAP.is_file()
     return harness, bare
 
 

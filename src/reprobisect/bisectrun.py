@@ -135,7 +135,6 @@ def run_bisect(
     held = {**config.default_cell, **request.pins}
     held.pop(request.axis, None)
     stats = RunStats()
-    all_records: dict[str, list[Record]] = {}
 
     def probe(version: str) -> ProbeResult:
         axes = {name: (spec,) for name, spec in held.items()}
@@ -157,7 +156,6 @@ def run_bisect(
         records = run_matrix(
             config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=lambda _: None, stats=stats
         )
-        all_records[version] = records
         return _probe_result(version[:12] if request.git else version, records)
 
     mode = "all-transitions" if request.all_transitions else "first-bad"

@@ -206,6 +206,13 @@ def _cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_script(script: Path | None) -> None:
+    """A --script that does not exist is bad input: say so before anything is planned or written."""
+    if script is not None and not script.is_file():
+        msg = f"--script {script}: no such file"
+        raise ConfigError(msg)
+
+
 def _axis_values(value: str) -> tuple[str, ...]:
     """``0.16.4,0.19.8`` is two values; a specifier such as ``>=0.16,<0.20`` is one."""
     if value.startswith(("<", ">", "=", "!", "~")):
@@ -215,9 +222,7 @@ def _axis_values(value: str) -> tuple[str, ...]:
 
 def _matrix_request(args: argparse.Namespace) -> MatrixRequest:
     axes = {name: _axis_values(getattr(args, name)) for name in (*PINNED, "python") if getattr(args, name)}
-    if args.script and not args.script.is_file():
-        msg = f"--script {args.script}: no such file"
-        raise ConfigError(msg)
+    _check_script(args.script)
     if args.expect_signature and not args.script:
         msg = "--expect-signature goes with --script (a canonical repro's expectation lives in matrix.yaml)"
         raise ConfigError(msg)
@@ -286,9 +291,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     if bool(args.script) == bool(args.repro):
         msg = "bisect needs exactly one of --repro NAME or --script PATH"
         raise ConfigError(msg)
-    if args.script and not args.script.is_file():
-        msg = f"--script {args.script}: no such file"
-        raise ConfigError(msg)
+    _check_script(args.script)
     if args.signature and args.any_failure:
         msg = "--signature and --any-failure contradict each other: choose one target"
         raise ConfigError(msg)
@@ -315,7 +318,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
         fresh=args.fresh,
         timeout=args.timeout,
     )
-    result, report, path = run_bisect(
+    _, report, path = run_bisect(
         load_config(args.config),
         request,
         base=base_interpreter(args.base_python),
@@ -344,7 +347,6 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
         f"\n{report['probes_made']} probes over {report['releases_in_range']} versions; "
         f"{report['runs']} runs executed, {report['reused']} reused from records. Report: {path}"
     )
-    del result
     return 0
 
 

@@ -157,6 +157,11 @@ def to_cell(planned: PlannedCell, base: BaseInterpreter) -> tuple[Cell | None, B
     return cell, interpreter, None
 
 
+def _named_cell(planned: PlannedCell, base: BaseInterpreter) -> Cell:
+    """The cell a planned combination is called by, whether or not this machine can build it."""
+    return to_cell(planned, base)[0] or _placeholder(planned, base)
+
+
 def _placeholder(planned: PlannedCell, base: BaseInterpreter) -> Cell:
     """A cell to name in records when the real one cannot even be described (no such Python)."""
     packages = {k: v for k, v in planned.pins.items() if k not in ("python", "torch")}
@@ -268,7 +273,7 @@ def run_matrix(
     index = IndexCache(envs_dir / "index-cache.json", base.executable)
     planned = plan_cells(config, request, base, index)
     if cells:
-        planned = [p for p in planned if (to_cell(p, base)[0] or _placeholder(p, base)).id in cells]
+        planned = [p for p in planned if _named_cell(p, base).id in cells]
         if not planned:
             msg = f"--cell {', '.join(cells)}: no such cell; list them with --list"
             raise NothingToDoError(msg)
