@@ -70,6 +70,12 @@ def bisect(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def nightly(session: nox.Session) -> None:
+    """DeepSpeed releases newer than the baseline: run the nightly slice, compare, bisect changes, exit 1 on a regression."""
+    _harness(session, "nightly")
+
+
+@nox.session(default=False)
 def report(session: nox.Session) -> None:
     """Report of every record under reports/ (`-- --merge DIR... --baseline DIR --fail-on regression`)."""
     session.install("-e", ".")

@@ -6,7 +6,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
-__all__ = ["SYSTEM", "Cell"]
+__all__ = ["SYSTEM", "Cell", "id_without"]
 
 SYSTEM = "system"
 _UNSAFE = re.compile(r"[^A-Za-z0-9.+_-]")
@@ -59,3 +59,13 @@ def _short(spec: str) -> str:
     if spec.startswith(("/", "./", "../", "file:")) or spec.endswith((".whl", ".tar.gz")):
         return "local." + spec.rstrip("/").rsplit("/", 1)[-1]
     return spec
+
+
+def id_without(cell_id: str, package: str, spec: str) -> str:
+    """The id of ``cell_id`` with one package's part left out: runs of two releases of that package meet on it.
+
+    ``id_without("torch-2.13.0+cpu_deepspeed-0.16.4_lightning-2.6.6", "deepspeed", "0.16.4")`` is
+    ``torch-2.13.0+cpu_lightning-2.6.6``; the nightly compares a new DeepSpeed release with the baseline so.
+    """
+    part = re.escape(_UNSAFE.sub("_", f"{package}-{_short(spec)}"))
+    return re.sub(rf"(^{part}_|_{part}(?=_|$))", "", cell_id, count=1)

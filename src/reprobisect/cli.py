@@ -85,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     env = sub.add_parser("env", help="build the cell and print its collect_env and ds_report")
     _common(env)
     _matrix_parser(sub)
+    _nightly_parser(sub)
     bisect = sub.add_parser(
         "bisect", help="which release (or commit) changed the outcome; every change with --all-transitions"
     )
@@ -143,6 +144,32 @@ def _matrix_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     matrix.add_argument("--list", action="store_true", help="list the cells with their ids and stop")
     matrix.add_argument("--list-json", action="store_true", help="print the cells as a GitHub Actions matrix and stop")
     _common(matrix)
+
+
+def _nightly_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    nightly = sub.add_parser(
+        "nightly", help="run DeepSpeed releases newer than the baseline, compare, bisect; exit 1 on a regression"
+    )
+    nightly.add_argument("--state", type=Path, default=Path("reports/nightly/state"),
+                         help="the baseline and history, carried from night to night (a CI artifact)")
+    nightly.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
+    nightly.add_argument("--up-to", help="consider releases up to this one only (what was out on a past night)")
+    nightly.add_argument("--baseline-release", help="(re)seed: run the slice on this release and make it the baseline")
+    nightly.add_argument("--repro", action="append", help="repro name(s); default: matrix.yaml's nightly.repros")
+    nightly.add_argument("--form", action="append", help="form(s) instead of the backend's")
+    nightly.add_argument("--fix", action="append", help="fix name(s); default: all")
+    nightly.add_argument("--jobs", type=int, default=1, help="runs at a time")
+    nightly.add_argument("--timeout", type=float, help="seconds per run (default: the repro's)")
+    nightly.add_argument("--max-releases", type=int, default=3, help="run at most the N newest new releases")
+    nightly.add_argument("--max-bisects", type=int, default=3, help="bisect at most N changed runs")
+    nightly.add_argument("--fail-on-change", action="store_true", help="exit 1 on any change, not only regressions")
+    nightly.add_argument("--keep-baseline", action="store_true", help="do not advance the baseline")
+    nightly.add_argument("--repo", default=None, help="DeepSpeed's git repository, for --deepspeed REF")
+    _common(nightly)
+    nightly.set_defaults(out=Path("reports/nightly/latest"))
+    for action in nightly._actions:
+        if action.dest == "deepspeed":
+            action.help = "a release (instead of the new ones) or a git ref of DeepSpeed such as main (a VCS cell)"
 
 
 def _pins(args: argparse.Namespace) -> dict[str, str]:
@@ -285,6 +312,41 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_nightly(args: argparse.Namespace) -> int:
+    from reprobisect.nightly import DEEPSPEED_REPO, NightlyRequest, run_nightly
+
+    if min(args.jobs, args.max_releases) < 1 or args.max_bisects < 0:
+        msg = f"--jobs {args.jobs} / --max-releases {args.max_releases} must be >= 1, --max-bisects >= 0"
+        raise ConfigError(msg)
+    if args.baseline_release and (args.deepspeed or args.up_to):
+        msg = "--baseline-release seeds the baseline: it goes without --deepspeed and --up-to"
+        raise ConfigError(msg)
+    request = NightlyRequest(
+        state=args.state,
+        out=args.out,
+        backend=args.backend,
+        deepspeed=args.deepspeed,
+        up_to=args.up_to,
+        baseline_release=args.baseline_release,
+        pins={k: v for k, v in _pins(args).items() if k != "deepspeed"},
+        repros=_split(args.repro),
+        forms=_split(args.form),
+        fixes=_split(args.fix),
+        jobs=args.jobs,
+        timeout=args.timeout,
+        max_releases=args.max_releases,
+        max_bisects=args.max_bisects,
+        fail_on_change=args.fail_on_change,
+        keep_baseline=args.keep_baseline,
+        repo=args.repo or DEEPSPEED_REPO,
+    )
+    result = run_nightly(
+        load_config(args.config), request, base=base_interpreter(args.base_python), envs_dir=args.envs,
+        environ=os.environ,
+    )
+    return result.exit_code
+
+
 def _cmd_bisect(args: argparse.Namespace) -> int:
     from reprobisect.bisectrun import BisectRequest, run_bisect
 
@@ -409,6 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "matrix": _cmd_matrix,
         "bench": _cmd_bench,
         "bisect": _cmd_bisect,
+        "nightly": _cmd_nightly,
         "wheelhouse": _cmd_wheelhouse,
     }
     try:

@@ -16,7 +16,7 @@ import yaml
 from reprobisect.errors import ConfigError
 from reprobisect.matrix import META_KEYS, CompatibilityRule, MatrixSpec, matches
 
-__all__ = ["FORMS", "Config", "Fix", "Form", "FormName", "Repro", "load_config"]
+__all__ = ["FORMS", "Config", "Fix", "Form", "FormName", "NightlySpec", "Repro", "load_config"]
 
 FormName = Literal["cuda", "cpu-shim", "cpu-deepspeed"]
 FORMS: tuple[FormName, ...] = ("cuda", "cpu-shim", "cpu-deepspeed")
@@ -86,6 +86,18 @@ class Repro:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class NightlySpec:
+    """The ``nightly:`` section: the slice of the matrix each new DeepSpeed release is put through.
+
+    ``axes`` hold every axis but deepspeed (the nightly fills that one with the new release); they are
+    exact on purpose, so that tonight's cells meet the baseline's on everything but DeepSpeed.
+    """
+
+    axes: Mapping[str, str]
+    repros: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Config:
     """The whole of matrix.yaml, parsed."""
 
@@ -93,6 +105,7 @@ class Config:
     default_cell: Mapping[str, str]
     matrix: MatrixSpec
     repros: Mapping[str, Repro]
+    nightly: NightlySpec | None = None
 
     def repro(self, name: str) -> Repro:
         """The repro called ``name``, or a ConfigError that lists the known ones."""
@@ -286,6 +299,21 @@ def _read_repro(reader: _Reader, name: str, raw: Any, root: Path) -> Repro:
     )
 
 
+def _read_nightly(reader: _Reader, raw: Any, matrix: MatrixSpec, repros: Mapping[str, Repro]) -> NightlySpec:
+    data = reader.mapping(raw, "nightly", allowed={"axes", "repros"}, required={"axes", "repros"})
+    axes = _pins(reader, data["axes"], "nightly.axes")
+    for axis in axes:
+        if axis == "deepspeed":
+            raise reader.fail("nightly.axes.deepspeed", "leave it out: the nightly fills it with each new release")
+        if axis not in matrix.axes and axis != "python":
+            raise reader.fail(f"nightly.axes.{axis}", f"not an axis of matrix.axes ({', '.join(matrix.axes)})")
+    names = reader.strings(data["repros"], "nightly.repros")
+    for name in names:
+        if name not in repros:
+            raise reader.fail("nightly.repros", _unknown("repro", name, repros))
+    return NightlySpec(axes=axes, repros=names)
+
+
 def load_config(path: Path) -> Config:
     """Parse matrix.yaml; paths inside it are relative to its folder."""
     try:
@@ -297,7 +325,9 @@ def load_config(path: Path) -> Config:
         msg = f"{path.name}: not valid YAML: {exc}"
         raise ConfigError(msg) from exc
     reader = _Reader(path)
-    top = reader.mapping(raw, "top level", allowed={"version", "default_cell", "matrix", "repros"}, required={"repros"})
+    top = reader.mapping(
+        raw, "top level", allowed={"version", "default_cell", "matrix", "repros", "nightly"}, required={"repros"}
+    )
     if top.get("version", 1) != 1:
         raise reader.fail("version", f"{top['version']!r} is not supported; this harness reads version 1")
     cell = reader.mapping(top.get("default_cell", {}), "default_cell", allowed=set(top.get("default_cell") or {}))
@@ -310,4 +340,5 @@ def load_config(path: Path) -> Config:
     for key in default_cell:
         if key not in matrix.axes and key != "python":
             raise ConfigError(_unknown(f"{path.name}: default_cell", key, [*matrix.axes, "python"]))
-    return Config(path=path, default_cell=default_cell, matrix=matrix, repros=repros)
+    nightly = _read_nightly(reader, top["nightly"], matrix, repros) if "nightly" in top else None
+    return Config(path=path, default_cell=default_cell, matrix=matrix, repros=repros, nightly=nightly)

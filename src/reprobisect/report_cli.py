@@ -23,7 +23,7 @@ from reprobisect.report_markdown import report_markdown
 from reprobisect.report_plots import outcome_band, step_time_plot
 from reprobisect.report_views import Bisect, ReportData, load_bisects, varying_axes
 
-__all__ = ["FAIL_EXIT", "main"]
+__all__ = ["FAIL_EXIT", "main", "plots_for", "write_report"]
 
 FAIL_EXIT = 1  # a --fail-on condition was met; harness errors keep their own codes (2 and up)
 _FAIL_KINDS = {"regression": "timing-regression", "new-failure": "new-failure"}
@@ -77,7 +77,7 @@ def _bisects(roots: Sequence[Path], skipped: list[str]) -> list[Bisect]:
     return found
 
 
-def _plots(frame: pd.DataFrame) -> dict[str, bytes]:
+def plots_for(frame: pd.DataFrame) -> dict[str, bytes]:
     """Step time and outcome band along each axis that varies (the first axis when none does)."""
     axes = varying_axes(frame) or [a for a in ("deepspeed", "lightning", "torch") if (frame[a] != "").any()][:1]
     plots: dict[str, bytes] = {}
@@ -89,7 +89,8 @@ def _plots(frame: pd.DataFrame) -> dict[str, bytes]:
     return plots
 
 
-def _write(data: ReportData, dest: Path) -> list[Path]:
+def write_report(data: ReportData, dest: Path) -> list[Path]:
+    """Every report file of ``data`` into ``dest``: runs.parquet/csv, plots, report.md/html, changes/timings."""
     written = write_frame(data.frame, dest)
     for name, png in data.plots.items():
         (dest / name).write_bytes(png)
@@ -148,9 +149,9 @@ def _run(args: argparse.Namespace) -> int:
         comparison = compare(frame, base_frame, threshold=args.threshold, k=args.noise_k)
     data = ReportData(frame=frame, sources=sources, bisects=bisects, comparison=comparison,
                       baseline=args.baseline.resolve() if args.baseline else None, skipped=skipped,
-                      plots=_plots(frame))
+                      plots=plots_for(frame))
     dest = args.dest or args.out / "report"
-    written = _write(data, dest)
+    written = write_report(data, dest)
     print(report_markdown(data) if args.markdown else _summary(data, written))
     failed = _failed(comparison, args.fail_on)
     if failed:

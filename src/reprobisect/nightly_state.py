@@ -1,0 +1,147 @@
+"""The nightly's memory between runs: one folder that a CI workflow carries from night to night.
+
+``<state>/state.json`` names the baseline DeepSpeed release, when it became the baseline, the slice it
+was run with and a short history of nights; ``<state>/baseline/`` holds the baseline release's records
+and logs, laid out like any ``--out`` folder, so that tonight's runs are compared with real records
+(outcomes, signatures and step times), not with a summary. Nothing lives only in memory: a workflow
+uploads the folder as an artifact and downloads it the next night.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from reprobisect.errors import ConfigError, StorageError
+from reprobisect.record import Record
+from reprobisect.store import Store
+
+__all__ = [
+    "HISTORY_KEPT",
+    "STATE_SCHEMA",
+    "NightlyState",
+    "baseline_records",
+    "baseline_root",
+    "copy_runs",
+    "load_state",
+    "replace_baseline",
+    "save_state",
+]
+
+STATE_SCHEMA = 1
+STATE_FILE = "state.json"
+BASELINE_DIR = "baseline"
+HISTORY_KEPT = 90  # nights; older entries are dropped so the artifact stays small
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NightlyState:
+    """What the last night left: the baseline release (None before the first night) and the history."""
+
+    backend: str | None = None
+    baseline: str | None = None
+    since: str | None = None
+    slice: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    history: tuple[Mapping[str, Any], ...] = ()
+
+    def to_json(self) -> str:
+        """Stable, readable JSON."""
+        data = {"schema": STATE_SCHEMA, **dataclasses.asdict(self), "history": list(self.history)[-HISTORY_KEPT:]}
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def baseline_root(state_dir: Path) -> Path:
+    """The records root (``records/``, ``logs/``) of the baseline release."""
+    return state_dir / BASELINE_DIR
+
+
+def load_state(state_dir: Path) -> NightlyState:
+    """The state in ``state_dir``; an empty state when there is none yet (the first night)."""
+    path = state_dir / STATE_FILE
+    if not path.exists():
+        return NightlyState()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        msg = f"{path}: not readable JSON ({exc}); delete the folder to start again from the newest release"
+        raise ConfigError(msg) from exc
+    if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        msg = f"{path}: key 'schema' is {found!r}, this harness reads {STATE_SCHEMA}"
+        raise ConfigError(msg)
+    baseline = data.get("baseline")
+    if baseline is not None and not isinstance(baseline, str):
+        msg = f"{path}: key 'baseline' must be a release string or null, got {baseline!r}"
+        raise ConfigError(msg)
+    if baseline is not None and not (baseline_root(state_dir) / "records").is_dir():
+        msg = (f"{path}: baseline {baseline} but no records under {baseline_root(state_dir) / 'records'}; the "
+               "state folder is incomplete: restore it whole, or re-seed with --baseline-release")
+        raise ConfigError(msg)
+    history = data.get("history") or []
+    return NightlyState(backend=data.get("backend"), baseline=baseline, since=data.get("since"),
+                        slice=data.get("slice") or {}, history=tuple(h for h in history if isinstance(h, dict)))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        msg = f"{path}: cannot write the nightly state ({exc.strerror or exc}); the previous state is intact"
+        raise StorageError(msg) from exc
+
+
+def save_state(state_dir: Path, state: NightlyState) -> Path:
+    """Write ``state.json`` atomically; returns its path."""
+    path = state_dir / STATE_FILE
+    _write_atomic(path, state.to_json())
+    return path
+
+
+def copy_runs(records: Iterable[Record], source_root: Path, dest_root: Path) -> int:
+    """Copy the record files (and their logs, when present) of ``records`` from one records root to another."""
+    copied = 0
+    for record in records:
+        stored = Store(source_root).record_path(record.repro, record.cell["id"], record.form, record.fix, record.repeat)
+        for rel in (stored.relative_to(source_root.resolve()), Path(record.log_path)):
+            src = source_root.resolve() / rel
+            if src.is_file() and src.resolve() != (dest_root / rel).resolve():
+                (dest_root / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest_root / rel)
+        copied += 1
+    return copied
+
+
+def replace_baseline(state_dir: Path, records: Iterable[Record], source_root: Path) -> None:
+    """Make ``records`` (stored under ``source_root``) the baseline: built aside, then swapped in by renames."""
+    fresh = state_dir / f".{BASELINE_DIR}-new"
+    old = state_dir / f".{BASELINE_DIR}-old"
+    for leftover in (fresh, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    try:
+        fresh.mkdir(parents=True)
+        copy_runs(records, source_root, fresh)
+        (fresh / "records").mkdir(exist_ok=True)  # a slice whose every run was unrunnable still has a folder
+        current = baseline_root(state_dir)
+        if current.exists():
+            current.rename(old)
+        fresh.rename(current)
+    except OSError as exc:
+        msg = f"{state_dir}: cannot replace the baseline records ({exc.strerror or exc})"
+        raise StorageError(msg) from exc
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def baseline_records(state_dir: Path) -> list[Record]:
+    """Every readable record of the baseline (unreadable ones are skipped by ``Record.load`` callers)."""
+    root = baseline_root(state_dir) / "records"
+    return [Record.load(path) for path in sorted(root.rglob("*.json")) if not path.name.startswith(".")]

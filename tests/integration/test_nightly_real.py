@@ -1,0 +1,70 @@
+"""The nightly on real DeepSpeed releases, three nights in a row, as a CI workflow would run it.
+
+Night 0 seeds the baseline with 0.19.1. Night 1 pretends the index ends at 0.19.2 (``--up-to``): 0.19.2
+is new, it runs, and the unmodified GAN, which passes on 0.19.1, fails on 0.19.2 (DeepSpeed keeps
+BatchNorm buffers fp32 from 0.19.2): a regression, so exit 1, a bisection, and the baseline advances.
+Night 2 finds nothing newer than 0.19.2 and says so with exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, base_python
+from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
+
+pytestmark = pytest.mark.slow
+
+SLICE = ["--backend", "cpu", "--repro", "gan", "--form", "cpu-deepspeed", "--fix", "none,zero-stage-0"]
+
+
+def _night(tmp_path: Path, envs: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "reprobisect", "nightly", *SLICE, *args, "--state", str(tmp_path / "state"),
+           "--out", str(out), "--envs", str(envs), "--base-python", base_python(),
+           "--config", str(ROOT / "matrix.yaml")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False, cwd=ROOT)
+    summary = out / "nightly.json"
+    return done, (json.loads(summary.read_text()) if summary.exists() else {})
+
+
+def test_three_nights_seed_then_a_new_release_regresses_then_nothing_new(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
+    seeded, summary = _night(tmp_path, envs_dir, "--baseline-release", "0.19.1")
+    assert seeded.returncode == 0, seeded.stdout + seeded.stderr
+    assert summary["seeded"] and summary["baseline"] == "0.19.1"
+    state = json.loads((tmp_path / "state" / "state.json").read_text())
+    assert state["baseline"] == "0.19.1"
+    assert len(list((tmp_path / "state" / "baseline" / "records").rglob("*.json"))) == 2
+
+    night, summary = _night(tmp_path, envs_dir, "--up-to", "0.19.2")
+    text = night.stdout + night.stderr
+    assert night.returncode == 1, text  # a regression
+    assert summary["new_releases"] == ["0.19.2"] and summary["ran"] == ["0.19.2"]
+    changes = {c["fix"]: c for c in summary["changes"]}
+    assert changes["none"]["kind"] == "new-failure" and changes["none"]["regression"]
+    assert changes["none"]["baseline"] == "✓"
+    assert summary["regressed"] is True
+    assert summary["title"] == "Nightly (cpu): deepspeed 0.19.2 regressed 1 run(s) that passed on 0.19.1"
+    bisect = next(b for b in summary["bisects"] if b["fix"] == "none")
+    [transition] = bisect["transitions"]
+    assert (transition["last"], transition["first"]) == ("0.19.1", "0.19.2")
+    assert "expected scalar type" in transition["to"]["signature"]
+    body = (tmp_path / "out" / "nightly.md").read_text()
+    assert body.startswith("<!-- reprobisect-nightly backend=cpu -->")
+    assert "| **regression** | 0.19.2 | gan | cpu-deepspeed | none |" in body
+    assert "nox -s repro_gan -- --deepspeed 0.19.2 --lightning 2.6.6 --form cpu-deepspeed --fix none" in body
+    assert (tmp_path / "out" / "report" / "report.html").is_file()
+    assert json.loads((tmp_path / "state" / "state.json").read_text())["baseline"] == "0.19.2"
+
+    quiet, summary = _night(tmp_path, envs_dir, "--up-to", "0.19.2")
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert "No DeepSpeed release newer than the baseline 0.19.2" in quiet.stdout
+    assert summary["ran"] == [] and summary["runs_executed"] == 0 and not summary["regressed"]
+    history = json.loads((tmp_path / "state" / "state.json").read_text())["history"]
+    assert [(h["seeded"], h["ran"], h["regressed"]) for h in history] == [
+        (True, ["0.19.1"], False), (False, ["0.19.2"], True), (False, [], False)]
