@@ -128,6 +128,8 @@ def plan_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, in
     system_versions = {"torch": base.torch or "", "python": base.version}
     available = lambda axis: index.versions(axis, prereleases=spec.prereleases, refresh=request.refresh_index)  # noqa: E731
     cells = _select(expand(spec, available, system_versions=system_versions), request.select, system_versions)
+    if request.repros and not request.script:  # an include entry for other repros would be a job with nothing to run
+        cells = [c for c in cells if any(c.runs_repro(name) for name in request.repros)]
     if not cells:
         msg = "the selection leaves no cell; check --select and the axes"
         raise NothingToDoError(msg)
