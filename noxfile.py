@@ -71,7 +71,7 @@ def bisect(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def nightly(session: nox.Session) -> None:
-    """DeepSpeed releases newer than the baseline: run the nightly slice, compare, bisect changes, exit 1 on a regression."""
+    """DeepSpeed releases newer than the baseline: run the nightly slice, compare, bisect; exit 1 on a regression."""
     _harness(session, "nightly")
 
 

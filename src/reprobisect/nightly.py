@@ -315,8 +315,8 @@ def run_nightly(config: Config, request: NightlyRequest, *, base: BaseInterprete
     report = ReportData(frame=frame, sources=[night.store.root], bisects=bisects,
                         comparison=comparisons[newest.name], baseline=baseline_root(request.state).resolve(),
                         plots=plots_for(frame))
-    advance = (not request.keep_baseline and newest.kind == "release"
-               and Version(newest.name) > Version(baseline))
+    # A release or ref asked for by hand is compared, never made the baseline: the nightly's own order stays.
+    advance = not request.keep_baseline and not request.deepspeed
     news = dataclasses.replace(news, advanced_to=newest.name if advance else None)
     markdown, summary = _write_outputs(request.out, news, report)
     if advance:
