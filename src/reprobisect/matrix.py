@@ -153,10 +153,13 @@ def _blocked(
     for rule in rules:
         if not _rule_matches(cell, rule.when, system_versions):
             continue
+        # A git ref or a local checkout has no version a range could judge: the rule cannot say it is wrong.
         failing = [
             axis
             for axis, pattern in rule.require.items()
-            if axis in cell and not matches(axis, cell[axis], pattern, system_versions)
+            if axis in cell
+            and not (is_specifier(pattern) and _version(cell[axis], axis, system_versions) is None)
+            and not matches(axis, cell[axis], pattern, system_versions)
         ]
         if failing:
             return rule.reason

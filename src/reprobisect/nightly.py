@@ -20,7 +20,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import re
 import shutil
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -60,6 +62,7 @@ __all__ = [
     "Target",
     "masked",
     "new_releases",
+    "pinned_ref",
     "regressed_keys",
     "run_nightly",
     "target_of",
@@ -134,7 +137,7 @@ def new_releases(available: Sequence[str], baseline: str, *, up_to: str | None =
 
 
 def target_of(value: str, available: Sequence[str], *, repo: str = DEEPSPEED_REPO) -> Target:
-    """``0.18.3`` is a release (it must be on the index); ``main``, a tag or a hash is a ref of ``repo``.
+    """``0.18.3`` is a release (it must be on the index); ``main``, a tag (``v0.18.3``) or a hash is a ref of ``repo``.
 
     A full VCS URL (``git+https://…@ref``, ``git+file://…@ref``) is taken as it is.
     """
@@ -146,10 +149,40 @@ def target_of(value: str, available: Sequence[str], *, repo: str = DEEPSPEED_REP
         Version(value)
     except InvalidVersion:
         return Target(kind="ref", name=value, spec=f"git+{repo}@{value}")
+    if not value[:1].isdigit():  # v0.16.4: a tag, not a release number
+        return Target(kind="ref", name=value, spec=f"git+{repo}@{value}")
     newest = available[-1] if available else "none"
     msg = (f"--deepspeed {value}: not a release of deepspeed on the configured index (newest: {newest}); "
            "give a listed release or a git ref such as main")
     raise ConfigError(msg)
+
+
+def pinned_ref(target: Target) -> Target:
+    """A ref target with its ref replaced by the commit it names now (``git ls-remote``).
+
+    A cell is reused while its pins are unchanged: pinned to ``main`` it would be built once and never
+    again, so each night would test the first night's commit. Pinned to the commit, a moved branch is a
+    new cell, and the record says exactly what ran.
+    """
+    if target.kind != "ref":
+        return target
+    url, _, ref = target.spec.removeprefix("git+").rpartition("@")
+    if re.fullmatch(r"[0-9a-f]{40}", ref):
+        return target
+    try:
+        done = subprocess.run(["git", "ls-remote", url, ref, f"{ref}^{{}}"], capture_output=True, text=True,
+                              timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        msg = f"--deepspeed {target.name}: cannot ask {url} which commit it is ({exc})"
+        raise ConfigError(msg) from exc
+    lines = [line.split("\t") for line in done.stdout.splitlines() if "\t" in line]
+    if done.returncode != 0 or not lines:
+        why = done.stderr.strip().splitlines()[-1:] or ["no such branch or tag"]
+        msg = f"--deepspeed {target.name}: {url} has no branch or tag {ref!r} ({why[0]}); give a branch, tag or hash"
+        raise ConfigError(msg)
+    peeled = [sha for sha, name in lines if name.endswith("^{}")]
+    sha = (peeled or [lines[0][0]])[0]
+    return Target(kind="ref", name=f"{target.name}@{sha[:12]}", spec=f"git+{url}@{sha}")
 
 
 def masked(frame: pd.DataFrame) -> pd.DataFrame:
@@ -272,7 +305,7 @@ def run_nightly(config: Config, request: NightlyRequest, *, base: BaseInterprete
         return _seed(night, state, available, echo)
     baseline = state.baseline
     if request.deepspeed:
-        targets = [target_of(request.deepspeed, available, repo=request.repo)]
+        targets = [pinned_ref(target_of(request.deepspeed, available, repo=request.repo))]
         fresh = [t.name for t in targets if t.kind == "release" and Version(t.name) > Version(baseline)]
         skipped: list[str] = []
     else:

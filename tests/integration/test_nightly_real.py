@@ -3,7 +3,9 @@
 Night 0 seeds the baseline with 0.19.1. Night 1 pretends the index ends at 0.19.2 (``--up-to``): 0.19.2
 is new, it runs, and the unmodified GAN, which passes on 0.19.1, fails on 0.19.2 (DeepSpeed keeps
 BatchNorm buffers fp32 from 0.19.2): a regression, so exit 1, a bisection, and the baseline advances.
-Night 2 finds nothing newer than 0.19.2 and says so with exit 0.
+Night 2 finds nothing newer than 0.19.2 and says so with exit 0. Night 3 is a dispatch with a git ref
+(``--deepspeed main``) of a local repository holding 0.19.2's source: a VCS cell built from source, pinned
+to the commit, compared with the baseline (it behaves alike), and never made the baseline.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -68,3 +71,30 @@ def test_three_nights_seed_then_a_new_release_regresses_then_nothing_new(tmp_pat
     history = json.loads((tmp_path / "state" / "state.json").read_text())["history"]
     assert [(h["seeded"], h["ran"], h["regressed"]) for h in history] == [
         (True, ["0.19.1"], False), (False, ["0.19.2"], True), (False, [], False)]
+
+    repo = _deepspeed_source_repo(tmp_path / "src", "0.19.2")
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    ref, summary = _night(tmp_path, envs_dir, "--deepspeed", "main", "--repo", f"file://{repo}")
+    assert ref.returncode == 0, ref.stdout + ref.stderr
+    assert summary["refs"] == [f"main@{head[:12]}"] and summary["advanced_to"] is None
+    assert summary["title"] == f"Nightly (cpu): deepspeed main@{head[:12]} behaves like 0.19.2", summary["changes"]
+    records = list((tmp_path / "out" / "records" / "gan").glob(f"*deepspeed-git.{head[:12]}*/*.json"))
+    assert len(records) == 2
+    assert json.loads(records[0].read_text())["versions"]["deepspeed"].startswith("0.19.2")
+    assert json.loads((tmp_path / "state" / "state.json").read_text())["baseline"] == "0.19.2"
+
+
+def _deepspeed_source_repo(root: Path, version: str) -> Path:
+    """A git repository (branch main, one commit) of a DeepSpeed release's source, from its sdist on the index."""
+    root.mkdir()
+    subprocess.run([base_python(), "-m", "pip", "download", f"deepspeed=={version}", "--no-deps", "--no-binary",
+                    ":all:", "--disable-pip-version-check", "-q", "-d", str(root)], check=True, timeout=600)
+    [sdist] = root.glob("deepspeed-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(root, filter="data")
+    repo = root / f"deepspeed-{version}"
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"DeepSpeed {version} source"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    return repo

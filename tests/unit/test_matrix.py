@@ -83,6 +83,15 @@ def test_compatibility_rule_keeps_the_cell_with_its_reason() -> None:
     }
 
 
+def test_a_git_ref_is_not_blocked_by_a_version_range_it_cannot_be_judged_by() -> None:
+    rule = CompatibilityRule(when={"lightning": ">=2.6"}, require={"deepspeed": ">=0.16"}, reason="too old")
+    ref = "git+https://github.com/deepspeedai/DeepSpeed@0123456789abcdef0123456789abcdef01234567"
+    spec = MatrixSpec(axes={"torch": ("system",), "deepspeed": (ref, "0.15.4"), "lightning": ("2.6.6",)},
+                      rules=(rule,))
+    blocked = {c.pins["deepspeed"]: c.blocked for c in expand(spec, available, system_versions={"torch": "2.13.0"})}
+    assert blocked == {ref: None, "0.15.4": "too old"}
+
+
 def test_matches_uses_system_versions_for_specifiers() -> None:
     assert matches("torch", "system", ">=2.6", {"torch": "2.13.0+cpu"})
     assert not matches("torch", "system", "<2.6", {"torch": "2.13.0+cpu"})

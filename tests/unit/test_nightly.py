@@ -161,3 +161,30 @@ def test_bad_nightly_sections_name_the_key(tmp_path: Path, nightly: dict, messag
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     with pytest.raises(ConfigError, match=message):
         load_config(path)
+
+
+def _git(repo: Path, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_ref_is_pinned_to_the_commit_it_names_tonight(tmp_path: Path) -> None:
+    from reprobisect.nightly import pinned_ref
+
+    repo = tmp_path / "DeepSpeed"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "version.txt").write_text("0.0.1\n")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "tag", "-a", "v0.0.1", "-m", "tag")
+    first = _git(repo, "rev-parse", "HEAD")
+    pinned = pinned_ref(target_of("main", AVAILABLE, repo=f"file://{repo}"))
+    assert (pinned.name, pinned.spec) == (f"main@{first[:12]}", f"git+file://{repo}@{first}")
+    assert pinned_ref(target_of("v0.0.1", AVAILABLE, repo=f"file://{repo}")).spec.endswith(first)  # peeled tag
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "two")
+    moved = pinned_ref(target_of("main", AVAILABLE, repo=f"file://{repo}"))
+    assert moved.spec.endswith(_git(repo, "rev-parse", "HEAD")) and moved.spec != pinned.spec  # a new cell
+    with pytest.raises(ConfigError, match=r"--deepspeed nope: .* has no branch or tag 'nope'"):
+        pinned_ref(target_of("nope", AVAILABLE, repo=f"file://{repo}"))
