@@ -52,8 +52,17 @@ class NightNews:
 
     @property
     def is_change(self) -> bool:
-        """Any outcome, signature or step-time change flagged against the baseline."""
-        return any(not comp.changes.empty for comp in self.comparisons.values())
+        """Any outcome or signature change against the baseline (a step-time change is reported, not counted:
+        tonight's runner is not last night's)."""
+        return self.outcome_changes() > 0
+
+    def outcome_changes(self) -> int:
+        """Runs whose outcome or signature changed (every kind but timing-regression)."""
+        return int((self.changes()["kind"] != "timing-regression").sum())
+
+    def slower(self) -> int:
+        """Runs flagged as a step-time regression."""
+        return int((self.changes()["kind"] == "timing-regression").sum())
 
     def changes(self) -> pd.DataFrame:
         """Every flagged change of every release run tonight, with a ``release`` and a ``regression`` column."""
@@ -116,10 +125,11 @@ def title_of(news: NightNews) -> str:
     regressions = sum(len(keys) for keys in news.regressed.values())
     if regressions:
         return f"Nightly {where}: deepspeed {ran} regressed {regressions} run(s) that passed on {news.baseline}"
-    changes = len(news.changes())
-    if changes:
-        return f"Nightly {where}: deepspeed {ran} changed {changes} outcome(s) against {news.baseline}"
-    return f"Nightly {where}: deepspeed {ran} behaves like {news.baseline}"
+    slower = f"; {news.slower()} run(s) slower" if news.slower() else ""
+    changed = news.outcome_changes()
+    if changed:
+        return f"Nightly {where}: deepspeed {ran} changed {changed} outcome(s) against {news.baseline}{slower}"
+    return f"Nightly {where}: deepspeed {ran} behaves like {news.baseline}{slower}"
 
 
 def _transitions(bisect: Bisect) -> list[str]:
@@ -190,8 +200,9 @@ def issue_body(news: NightNews, report: ReportData | None, *, limit: int = GITHU
     commands, signatures, then the full report folded away, cut to fit GitHub's limit."""
     lines = _head(news)
     changes = news.changes()
-    if news.ran and changes.empty:
-        lines += ["Every run has the outcome and signature it had on the baseline; no step-time regression.", ""]
+    if news.ran and not news.outcome_changes():
+        timing = "" if changes.empty else " (step-time changes below: timings of two nights compare two runners' loads)"
+        lines += [f"Every run has the outcome and signature it had on the baseline{timing}.", ""]
     if not changes.empty:
         lines += ["### What changed", "", *_table(changes, news.baseline), ""]
     if news.bisects:

@@ -188,3 +188,13 @@ def test_a_ref_is_pinned_to_the_commit_it_names_tonight(tmp_path: Path) -> None:
     assert moved.spec.endswith(_git(repo, "rev-parse", "HEAD")) and moved.spec != pinned.spec  # a new cell
     with pytest.raises(ConfigError, match=r"--deepspeed nope: .* has no branch or tag 'nope'"):
         pinned_ref(target_of("nope", AVAILABLE, repo=f"file://{repo}"))
+
+
+def test_a_slower_run_is_reported_but_is_no_outcome_change() -> None:
+    before = masked(_night([("none", "PASS", "", "2.6.6")], "0.19.7")).assign(step_ms=[[30.0, 31.0, 30.5, 30.2]])
+    after = masked(_night([("none", "PASS", "", "2.6.6")], "0.19.8")).assign(step_ms=[[45.0, 46.0, 45.5, 45.2]])
+    news = NightNews(at="t", backend="cpu", baseline="0.19.7", since=None, ran=["0.19.8"],
+                     comparisons={"0.19.8": compare(after, before)}, regressed={"0.19.8": regressed_keys(before, after)})
+    assert news.slower() == 1 and not news.is_change and not news.is_regression
+    assert title_of(news) == "Nightly (cpu): deepspeed 0.19.8 behaves like 0.19.7; 1 run(s) slower"
+    assert "timing-regression median step 30.4 → 45.4 ms" in issue_body(news, None)
