@@ -198,3 +198,22 @@ def test_a_slower_run_is_reported_but_is_no_outcome_change() -> None:
     assert news.slower() == 1 and not news.is_change and not news.is_regression
     assert title_of(news) == "Nightly (cpu): deepspeed 0.19.8 behaves like 0.19.7; 1 run(s) slower"
     assert "timing-regression median step 30.4 → 45.4 ms" in issue_body(news, None)
+
+
+def test_a_baseline_of_other_pins_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    state = tmp_path / "state"
+    (state / "baseline" / "records").mkdir(parents=True)
+    save_state(state, NightlyState(backend="cpu", baseline="0.19.1",
+                                   slice={"axes": {"python": "system", "torch": "system", "lightning": "2.5.0"},
+                                          "repros": ["gan"]}))
+    done = subprocess.run([sys.executable, "-m", "reprobisect", "nightly", "--backend", "cpu", "--state", str(state),
+                           "--out", str(tmp_path / "out"), "--config", str(ROOT / "matrix.yaml"),
+                           "--envs", str(tmp_path / "envs")], capture_output=True, text=True, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert done.returncode == 2, done.stderr
+    assert '"lightning": "2.5.0"' in done.stderr and "re-seed with --baseline-release" in done.stderr
+    assert not (tmp_path / "out").exists()
