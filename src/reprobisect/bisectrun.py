@@ -22,7 +22,7 @@ from reprobisect.matrixrun import MatrixRequest, RunStats, run_matrix, script_re
 from reprobisect.record import Record
 from reprobisect.store import Store
 
-__all__ = ["BisectRequest", "git_revisions", "releases_between", "run_bisect"]
+__all__ = ["BisectRequest", "bisect_slug", "git_revisions", "releases_between", "run_bisect"]
 
 Echo = Callable[[str], None]
 
@@ -174,7 +174,7 @@ def run_bisect(
     else:
         result = first_bad(short, probe_by_short, _target(config, request), log=echo)
     report = _report(config, request, repro.name, form, versions, result, stats, held)
-    path = store.root / f"bisect-{_slug(repro.name, form, request, mode)}.json"
+    path = store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2), encoding="utf-8")
     return result, report, path
@@ -191,8 +191,11 @@ def _default_form(forms: list[str], backend: str) -> str:
     return next(iter(forms))
 
 
-def _slug(repro: str, form: str, request: BisectRequest, mode: str) -> str:
-    raw = f"{repro}-{form}-{request.axis}-{request.good[:12]}-{request.bad[:12]}-{mode}"
+def bisect_slug(repro: str, form: str, request: BisectRequest, mode: str) -> str:
+    """The result file's name: one per repro, form, fix, axis, range and mode (the fix only when not 'none',
+    so the names of unmodified-repro bisections stay as they were)."""
+    fix = "" if request.fix == "none" else f"-{request.fix}"
+    raw = f"{repro}-{form}{fix}-{request.axis}-{request.good[:12]}-{request.bad[:12]}-{mode}"
     return re.sub(r"[^A-Za-z0-9._-]", "_", raw)
 
 

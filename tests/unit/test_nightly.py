@@ -217,3 +217,14 @@ def test_a_baseline_of_other_pins_is_refused_before_anything_runs(tmp_path: Path
     assert done.returncode == 2, done.stderr
     assert '"lightning": "2.5.0"' in done.stderr and "re-seed with --baseline-release" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_bisections_of_two_fixes_over_one_range_write_two_files() -> None:
+    from reprobisect.bisectrun import BisectRequest, bisect_slug
+
+    def name(fix: str) -> str:
+        request = BisectRequest(repro="gan", axis="deepspeed", good="0.19.1", bad="0.19.2", fix=fix)
+        return bisect_slug("gan", "cuda", request, "all-transitions")
+
+    assert name("none") == "gan-cuda-deepspeed-0.19.1-0.19.2-all-transitions"
+    assert len({name("none"), name("freeze-d"), name("single-engine")}) == 3
