@@ -204,7 +204,8 @@ def issue_body(news: NightNews, report: ReportData | None, *, limit: int = GITHU
         timing = "" if changes.empty else " (step-time changes below: timings of two nights compare two runners' loads)"
         lines += [f"Every run has the outcome and signature it had on the baseline{timing}.", ""]
     if not changes.empty:
-        lines += ["### What changed", "", *_table(changes, news.baseline), ""]
+        first = changes.sort_values("regression", ascending=False, kind="stable")  # regressions on top
+        lines += ["### What changed", "", *_table(first, news.baseline), ""]
     if news.bisects:
         lines += ["### Bisection (every transition between the baseline and the release)", ""]
         for bisect in news.bisects:
