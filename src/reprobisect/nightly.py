@@ -43,10 +43,10 @@ from reprobisect.nightly_state import (
     NightlyState,
     baseline_records,
     baseline_root,
+    commit_state,
     copy_runs,
     load_state,
-    replace_baseline,
-    save_state,
+    stage_baseline,
 )
 from reprobisect.outcome import Outcome
 from reprobisect.record import Record
@@ -321,14 +321,14 @@ def run_nightly(config: Config, request: NightlyRequest, *, base: BaseInterprete
              f"index: {news.newest}{f', up to {request.up_to}' if request.up_to else ''}). Nothing to run.")
         shutil.rmtree(request.out / "report", ignore_errors=True)  # an earlier night's report would read as tonight's
         markdown, summary = _write_outputs(request.out, news, None)
-        save_state(request.state, dataclasses.replace(state, history=(*state.history, news.history())))
+        commit_state(request.state, dataclasses.replace(state, history=(*state.history, news.history())))
         return NightlyResult(title=title_of(news), new_releases=[], ran=[], regressed=False, changed=False,
                              exit_code=0, markdown=markdown, summary=summary)
     echo(f"Baseline deepspeed {baseline} (since {state.since}); tonight: "
          + ", ".join(t.name for t in targets) + (f"; not run (older new releases): {', '.join(skipped)}" if skipped
                                                  else ""))
-    base_records = baseline_records(request.state)
-    copy_runs(base_records, baseline_root(request.state), night.store.root)
+    base_records = baseline_records(request.state, state)
+    copy_runs(base_records, baseline_root(request.state, state), night.store.root)
     base_frame = masked(records_frame(night.loaded(base_records)))
     runs: dict[str, list[Record]] = {}
     comparisons: dict[str, Comparison] = {}
@@ -347,18 +347,17 @@ def run_nightly(config: Config, request: NightlyRequest, *, base: BaseInterprete
     all_runs = [r for records in runs.values() for r in records]
     frame = records_frame(night.loaded([*base_records, *all_runs]))
     report = ReportData(frame=frame, sources=[night.store.root], bisects=bisects,
-                        comparison=comparisons[newest.name], baseline=baseline_root(request.state).resolve(),
+                        comparison=comparisons[newest.name], baseline=baseline_root(request.state, state).resolve(),
                         plots=plots_for(frame))
     # A release or ref asked for by hand is compared, never made the baseline: the nightly's own order stays.
     advance = not request.keep_baseline and not request.deepspeed
     news = dataclasses.replace(news, advanced_to=newest.name if advance else None)
     markdown, summary = _write_outputs(request.out, news, report)
-    if advance:
-        replace_baseline(request.state, runs[newest.name], night.store.root)
-    save_state(request.state, dataclasses.replace(
+    folder = stage_baseline(request.state, runs[newest.name], night.store.root, newest.name) if advance else None
+    commit_state(request.state, dataclasses.replace(
         state, backend=state.backend or _resolved_backend(all_runs, request), baseline=newest.name if advance
         else baseline, since=news.at if advance else state.since, slice=night.slice,
-        history=(*state.history, news.history())))
+        history=(*state.history, news.history()), baseline_dir=folder or state.baseline_dir))
     failed = news.is_regression or (request.fail_on_change and news.is_change)
     echo("\n" + news.terminal_summary() + f"\nWrote {markdown}, {summary} and {request.out / 'report'}")
     return NightlyResult(title=title_of(news), new_releases=fresh, ran=news.ran, regressed=news.is_regression,
@@ -403,9 +402,9 @@ def _seed(night: _Night, state: NightlyState, available: Sequence[str], echo: Ec
     frame = records_frame(night.loaded(records))
     report = ReportData(frame=frame, sources=[night.store.root], plots=plots_for(frame))
     markdown, summary = _write_outputs(request.out, news, report)
-    replace_baseline(request.state, records, night.store.root)
-    save_state(request.state, NightlyState(backend=news.backend, baseline=name, since=news.at, slice=night.slice,
-                                           history=(*state.history, news.history())))
+    folder = stage_baseline(request.state, records, night.store.root, name)
+    commit_state(request.state, NightlyState(backend=news.backend, baseline=name, since=news.at, slice=night.slice,
+                                             history=(*state.history, news.history()), baseline_dir=folder))
     echo("\n" + news.terminal_summary() + f"\nWrote {markdown}, {summary} and {request.out / 'report'}")
     return NightlyResult(title=title_of(news), new_releases=[], ran=[name], regressed=False, changed=False,
                          exit_code=0, markdown=markdown, summary=summary)

@@ -1,15 +1,19 @@
 """The nightly's memory between runs: one folder that a CI workflow carries from night to night.
 
 ``<state>/state.json`` names the baseline DeepSpeed release, when it became the baseline, the slice it
-was run with and a short history of nights; ``<state>/baseline/`` holds the baseline release's records
-and logs, laid out like any ``--out`` folder, so that tonight's runs are compared with real records
-(outcomes, signatures and step times), not with a summary. Nothing lives only in memory: a workflow
-uploads the folder as an artifact and downloads it the next night.
+was run with, a short history of nights and the folder (``baseline-<release>-<time>/``) that holds the
+baseline release's records and logs, laid out like any ``--out`` folder, so that tonight's runs are
+compared with real records (outcomes, signatures and step times), not with a summary. Nothing lives only
+in memory: a workflow uploads the folder as an artifact and downloads it the next night.
+
+A new baseline is written beside the old one, then ``state.json`` is replaced atomically to name it, and
+only then is the old folder removed: a night stopped at any point leaves a state that names a whole folder.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import shutil
@@ -28,10 +32,11 @@ __all__ = [
     "NightlyState",
     "baseline_records",
     "baseline_root",
+    "commit_state",
     "copy_runs",
     "load_state",
-    "replace_baseline",
     "save_state",
+    "stage_baseline",
 ]
 
 STATE_SCHEMA = 1
@@ -49,6 +54,7 @@ class NightlyState:
     since: str | None = None
     slice: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     history: tuple[Mapping[str, Any], ...] = ()
+    baseline_dir: str = BASELINE_DIR
 
     def to_json(self) -> str:
         """Stable, readable JSON."""
@@ -56,9 +62,9 @@ class NightlyState:
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-def baseline_root(state_dir: Path) -> Path:
+def baseline_root(state_dir: Path, state: NightlyState) -> Path:
     """The records root (``records/``, ``logs/``) of the baseline release."""
-    return state_dir / BASELINE_DIR
+    return state_dir / state.baseline_dir
 
 
 def load_state(state_dir: Path) -> NightlyState:
@@ -75,17 +81,22 @@ def load_state(state_dir: Path) -> NightlyState:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         msg = f"{path}: key 'schema' is {found!r}, this harness reads {STATE_SCHEMA}"
         raise ConfigError(msg)
-    baseline = data.get("baseline")
+    baseline, folder = data.get("baseline"), data.get("baseline_dir", BASELINE_DIR)
     if baseline is not None and not isinstance(baseline, str):
         msg = f"{path}: key 'baseline' must be a release string or null, got {baseline!r}"
         raise ConfigError(msg)
-    if baseline is not None and not (baseline_root(state_dir) / "records").is_dir():
-        msg = (f"{path}: baseline {baseline} but no records under {baseline_root(state_dir) / 'records'}; the "
-               "state folder is incomplete: restore it whole, or re-seed with --baseline-release")
+    if not isinstance(folder, str) or not folder or Path(folder).name != folder:
+        msg = f"{path}: key 'baseline_dir' must name a folder inside {state_dir}, got {folder!r}"
         raise ConfigError(msg)
     history = data.get("history") or []
-    return NightlyState(backend=data.get("backend"), baseline=baseline, since=data.get("since"),
-                        slice=data.get("slice") or {}, history=tuple(h for h in history if isinstance(h, dict)))
+    state = NightlyState(backend=data.get("backend"), baseline=baseline, since=data.get("since"),
+                         slice=data.get("slice") or {}, history=tuple(h for h in history if isinstance(h, dict)),
+                         baseline_dir=folder)
+    if baseline is not None and not (baseline_root(state_dir, state) / "records").is_dir():
+        msg = (f"{path}: baseline {baseline} but no records under {baseline_root(state_dir, state) / 'records'}; "
+               "the state folder is incomplete: restore it whole, or re-seed with --baseline-release")
+        raise ConfigError(msg)
+    return state
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -121,27 +132,37 @@ def copy_runs(records: Iterable[Record], source_root: Path, dest_root: Path) -> 
     return copied
 
 
-def replace_baseline(state_dir: Path, records: Iterable[Record], source_root: Path) -> None:
-    """Make ``records`` (stored under ``source_root``) the baseline: built aside, then swapped in by renames."""
-    fresh = state_dir / f".{BASELINE_DIR}-new"
-    old = state_dir / f".{BASELINE_DIR}-old"
-    for leftover in (fresh, old):
-        shutil.rmtree(leftover, ignore_errors=True)
+def stage_baseline(state_dir: Path, records: Iterable[Record], source_root: Path, release: str) -> str:
+    """Copy ``records`` (stored under ``source_root``) into a new baseline folder beside the current one.
+
+    Returns the folder's name, for ``state.json``; nothing names it until ``commit_state`` does.
+    """
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%f")
+    name = f"{BASELINE_DIR}-{release}-{stamp}"
+    staging = state_dir / f".{name}.tmp"
     try:
-        fresh.mkdir(parents=True)
-        copy_runs(records, source_root, fresh)
-        (fresh / "records").mkdir(exist_ok=True)  # a slice whose every run was unrunnable still has a folder
-        current = baseline_root(state_dir)
-        if current.exists():
-            current.rename(old)
-        fresh.rename(current)
+        staging.mkdir(parents=True)
+        copy_runs(records, source_root, staging)
+        (staging / "records").mkdir(exist_ok=True)  # a slice whose every run was unrunnable still has a folder
+        staging.rename(state_dir / name)
     except OSError as exc:
-        msg = f"{state_dir}: cannot replace the baseline records ({exc.strerror or exc})"
+        shutil.rmtree(staging, ignore_errors=True)
+        msg = f"{state_dir}: cannot write the new baseline's records ({exc.strerror or exc}); the state is intact"
         raise StorageError(msg) from exc
-    shutil.rmtree(old, ignore_errors=True)
+    return name
 
 
-def baseline_records(state_dir: Path) -> list[Record]:
-    """Every readable record of the baseline (unreadable ones are skipped by ``Record.load`` callers)."""
-    root = baseline_root(state_dir) / "records"
+def commit_state(state_dir: Path, state: NightlyState) -> Path:
+    """Write ``state.json`` (atomically), then remove every baseline folder it no longer names."""
+    path = save_state(state_dir, state)
+    for folder in state_dir.iterdir():
+        stale = folder.name.startswith((BASELINE_DIR, f".{BASELINE_DIR}")) and folder.name != state.baseline_dir
+        if folder.is_dir() and stale:
+            shutil.rmtree(folder, ignore_errors=True)
+    return path
+
+
+def baseline_records(state_dir: Path, state: NightlyState) -> list[Record]:
+    """Every record of the baseline; an unreadable one raises RecordError naming the file."""
+    root = baseline_root(state_dir, state) / "records"
     return [Record.load(path) for path in sorted(root.rglob("*.json")) if not path.name.startswith(".")]

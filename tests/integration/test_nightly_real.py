@@ -42,7 +42,7 @@ def test_three_nights_seed_then_a_new_release_regresses_then_nothing_new(tmp_pat
     assert summary["seeded"] and summary["baseline"] == "0.19.1"
     state = json.loads((tmp_path / "state" / "state.json").read_text())
     assert state["baseline"] == "0.19.1"
-    assert len(list((tmp_path / "state" / "baseline" / "records").rglob("*.json"))) == 2
+    assert len(list((tmp_path / "state" / state["baseline_dir"] / "records").rglob("*.json"))) == 2
 
     night, summary = _night(tmp_path, envs_dir, "--up-to", "0.19.2")
     text = night.stdout + night.stderr
@@ -62,7 +62,9 @@ def test_three_nights_seed_then_a_new_release_regresses_then_nothing_new(tmp_pat
     assert "| **regression** | 0.19.2 | gan | cpu-deepspeed | none |" in body
     assert "nox -s repro_gan -- --deepspeed 0.19.2 --lightning 2.6.6 --form cpu-deepspeed --fix none" in body
     assert (tmp_path / "out" / "report" / "report.html").is_file()
-    assert json.loads((tmp_path / "state" / "state.json").read_text())["baseline"] == "0.19.2"
+    state = json.loads((tmp_path / "state" / "state.json").read_text())
+    assert state["baseline"] == "0.19.2" and state["baseline_dir"].startswith("baseline-0.19.2-")
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == [state["baseline_dir"], "state.json"]
 
     quiet, summary = _night(tmp_path, envs_dir, "--up-to", "0.19.2")
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr

@@ -228,3 +228,26 @@ def test_bisections_of_two_fixes_over_one_range_write_two_files() -> None:
 
     assert name("none") == "gan-cuda-deepspeed-0.19.1-0.19.2-all-transitions"
     assert len({name("none"), name("freeze-d"), name("single-engine")}) == 3
+
+
+def test_a_new_baseline_is_named_only_once_it_is_whole(tmp_path: Path) -> None:
+    from reprobisect.nightly_state import baseline_root, commit_state, stage_baseline
+
+    old = NightlyState(backend="cpu", baseline="0.19.1", baseline_dir="baseline-0.19.1-x")
+    (tmp_path / "baseline-0.19.1-x" / "records" / "gan").mkdir(parents=True)
+    commit_state(tmp_path, old)
+    folder = stage_baseline(tmp_path, [], tmp_path / "out", "0.19.2")
+    # stopped here (before commit_state): the state still names the old, whole folder
+    assert load_state(tmp_path) == old
+    assert (tmp_path / folder / "records").is_dir() and (tmp_path / "baseline-0.19.1-x").is_dir()
+    new = NightlyState(backend="cpu", baseline="0.19.2", baseline_dir=folder)
+    commit_state(tmp_path, new)
+    assert load_state(tmp_path) == new
+    assert baseline_root(tmp_path, new).name.startswith("baseline-0.19.2-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [folder, "state.json"]
+
+
+def test_a_state_naming_a_folder_outside_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_text(json.dumps({"schema": 1, "baseline": "0.19.1", "baseline_dir": "../x"}))
+    with pytest.raises(ConfigError, match=r"key 'baseline_dir' must name a folder inside"):
+        load_state(tmp_path)
