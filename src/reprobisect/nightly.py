@@ -147,9 +147,10 @@ def target_of(value: str, available: Sequence[str], *, repo: str = DEEPSPEED_REP
         return Target(kind="ref", name=value.rsplit("@", 1)[-1] if "@" in value else "HEAD", spec=value)
     try:
         Version(value)
+        number = value[:1].isdigit()  # v0.16.4 parses too, but it is a tag
     except InvalidVersion:
-        return Target(kind="ref", name=value, spec=f"git+{repo}@{value}")
-    if not value[:1].isdigit():  # v0.16.4: a tag, not a release number
+        number = False
+    if not number:
         return Target(kind="ref", name=value, spec=f"git+{repo}@{value}")
     newest = available[-1] if available else "none"
     msg = (f"--deepspeed {value}: not a release of deepspeed on the configured index (newest: {newest}); "
@@ -202,18 +203,13 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
-def _slice_axes(config: Config, request: NightlyRequest) -> dict[str, str]:
+def _slice(config: Config, request: NightlyRequest) -> dict[str, Any]:
+    """What tonight runs besides DeepSpeed; kept in the state to notice a changed slice."""
     if config.nightly is None:
         msg = f"{config.path}: no 'nightly:' section (the slice to run each new release through)"
         raise ConfigError(msg)
     axes = {**config.nightly.axes, **{k: v for k, v in request.pins.items() if k != AXIS}}
-    return axes
-
-
-def _slice(config: Config, request: NightlyRequest) -> dict[str, Any]:
-    """What tonight runs besides DeepSpeed; kept in the state to notice a changed slice."""
-    assert config.nightly is not None
-    return {"axes": _slice_axes(config, request), "repros": list(request.repros or config.nightly.repros)}
+    return {"axes": axes, "repros": list(request.repros or config.nightly.repros)}
 
 
 class _Night:
@@ -287,10 +283,33 @@ def _write_outputs(out: Path, news: NightNews, report: ReportData | None) -> tup
 
 
 def _resolved_backend(records: Sequence[Record], request: NightlyRequest) -> str:
-    forms = {r.form for r in records}
     if request.backend != "auto":
         return request.backend
-    return "cuda" if forms == {"cuda"} else "cpu"
+    return "cuda" if {r.form for r in records} == {"cuda"} else "cpu"
+
+
+def _close(night: _Night, news: NightNews, report: ReportData | None, after: NightlyState,
+           new_baseline: Sequence[Record] | None) -> NightlyResult:
+    """Every night ends here: outputs written, the new baseline staged, then the state committed.
+
+    ``after`` is the state to keep (its history and baseline folder are filled in here); ``new_baseline``
+    holds the records that become the baseline, None when the baseline stays.
+    """
+    request = night.request
+    if report is None:
+        shutil.rmtree(request.out / "report", ignore_errors=True)  # an earlier night's report would read as tonight's
+    markdown, summary = _write_outputs(request.out, news, report)
+    folder = after.baseline_dir
+    if new_baseline is not None and after.baseline is not None:
+        folder = stage_baseline(request.state, new_baseline, night.store.root, after.baseline)
+    commit_state(request.state, dataclasses.replace(after, history=(*after.history, news.history()),
+                                                    baseline_dir=folder))
+    if report is not None:
+        night.echo("\n" + news.terminal_summary() + f"\nWrote {markdown}, {summary} and {request.out / 'report'}")
+    failed = news.is_regression or (request.fail_on_change and news.is_change)
+    return NightlyResult(title=title_of(news), new_releases=news.new_releases, ran=news.ran,
+                         regressed=news.is_regression, changed=news.is_change, exit_code=FAIL_EXIT if failed else 0,
+                         markdown=markdown, summary=summary)
 
 
 def run_nightly(config: Config, request: NightlyRequest, *, base: BaseInterpreter, envs_dir: Path,
@@ -319,11 +338,7 @@ def run_nightly(config: Config, request: NightlyRequest, *, base: BaseInterprete
     if not targets:
         echo(f"No DeepSpeed release newer than the baseline {baseline} (baseline since {state.since}; newest on the "
              f"index: {news.newest}{f', up to {request.up_to}' if request.up_to else ''}). Nothing to run.")
-        shutil.rmtree(request.out / "report", ignore_errors=True)  # an earlier night's report would read as tonight's
-        markdown, summary = _write_outputs(request.out, news, None)
-        commit_state(request.state, dataclasses.replace(state, history=(*state.history, news.history())))
-        return NightlyResult(title=title_of(news), new_releases=[], ran=[], regressed=False, changed=False,
-                             exit_code=0, markdown=markdown, summary=summary)
+        return _close(night, news, None, state, None)
     echo(f"Baseline deepspeed {baseline} (since {state.since}); tonight: "
          + ", ".join(t.name for t in targets) + (f"; not run (older new releases): {', '.join(skipped)}" if skipped
                                                  else ""))
@@ -352,17 +367,11 @@ def run_nightly(config: Config, request: NightlyRequest, *, base: BaseInterprete
     # A release or ref asked for by hand is compared, never made the baseline: the nightly's own order stays.
     advance = not request.keep_baseline and not request.deepspeed
     news = dataclasses.replace(news, advanced_to=newest.name if advance else None)
-    markdown, summary = _write_outputs(request.out, news, report)
-    folder = stage_baseline(request.state, runs[newest.name], night.store.root, newest.name) if advance else None
-    commit_state(request.state, dataclasses.replace(
-        state, backend=state.backend or _resolved_backend(all_runs, request), baseline=newest.name if advance
-        else baseline, since=news.at if advance else state.since, slice=night.slice,
-        history=(*state.history, news.history()), baseline_dir=folder or state.baseline_dir))
-    failed = news.is_regression or (request.fail_on_change and news.is_change)
-    echo("\n" + news.terminal_summary() + f"\nWrote {markdown}, {summary} and {request.out / 'report'}")
-    return NightlyResult(title=title_of(news), new_releases=fresh, ran=news.ran, regressed=news.is_regression,
-                         changed=news.is_change, exit_code=FAIL_EXIT if failed else 0, markdown=markdown,
-                         summary=summary)
+    after = dataclasses.replace(state, backend=state.backend or _resolved_backend(all_runs, request),
+                                slice=night.slice)
+    if advance:
+        after = dataclasses.replace(after, baseline=newest.name, since=news.at)
+    return _close(night, news, report, after, runs[newest.name] if advance else None)
 
 
 def _bisects(night: _Night, news: NightNews, targets: Sequence[Target], baseline: str) -> list[Bisect]:
@@ -401,10 +410,5 @@ def _seed(night: _Night, state: NightlyState, available: Sequence[str], echo: Ec
                      runs_reused=night.stats.reused, newest=available[-1] if available else None)
     frame = records_frame(night.loaded(records))
     report = ReportData(frame=frame, sources=[night.store.root], plots=plots_for(frame))
-    markdown, summary = _write_outputs(request.out, news, report)
-    folder = stage_baseline(request.state, records, night.store.root, name)
-    commit_state(request.state, NightlyState(backend=news.backend, baseline=name, since=news.at, slice=night.slice,
-                                             history=(*state.history, news.history()), baseline_dir=folder))
-    echo("\n" + news.terminal_summary() + f"\nWrote {markdown}, {summary} and {request.out / 'report'}")
-    return NightlyResult(title=title_of(news), new_releases=[], ran=[name], regressed=False, changed=False,
-                         exit_code=0, markdown=markdown, summary=summary)
+    after = NightlyState(backend=news.backend, baseline=name, since=news.at, slice=night.slice, history=state.history)
+    return _close(night, news, report, after, records)

@@ -118,9 +118,8 @@ def save_state(state_dir: Path, state: NightlyState) -> Path:
     return path
 
 
-def copy_runs(records: Iterable[Record], source_root: Path, dest_root: Path) -> int:
+def copy_runs(records: Iterable[Record], source_root: Path, dest_root: Path) -> None:
     """Copy the record files (and their logs, when present) of ``records`` from one records root to another."""
-    copied = 0
     for record in records:
         stored = Store(source_root).record_path(record.repro, record.cell["id"], record.form, record.fix, record.repeat)
         for rel in (stored.relative_to(source_root.resolve()), Path(record.log_path)):
@@ -128,8 +127,6 @@ def copy_runs(records: Iterable[Record], source_root: Path, dest_root: Path) -> 
             if src.is_file() and src.resolve() != (dest_root / rel).resolve():
                 (dest_root / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dest_root / rel)
-        copied += 1
-    return copied
 
 
 def stage_baseline(state_dir: Path, records: Iterable[Record], source_root: Path, release: str) -> str:
