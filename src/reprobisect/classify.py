@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import importlib.resources
 import re
+from collections.abc import Mapping
 from typing import Literal
 
 import tomllib
@@ -34,6 +35,7 @@ class KnownSignature:
     frame: str | None = None
     upstream: tuple[str, ...] = ()
     note: str = ""
+    reproduced_on: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def matches(self, signature: Signature) -> bool:
         """True when type, message and (if given) one innermost frame all match."""
@@ -72,9 +74,18 @@ def known_signatures() -> tuple[KnownSignature, ...]:
                 frame=raw.get("frame"),
                 upstream=tuple(raw.get("upstream", ())),
                 note=raw.get("note", ""),
+                reproduced_on=_reproduced_on(raw.get("reproduced_on", {}), index),
             )
         )
     return tuple(entries)
+
+
+def _reproduced_on(raw: object, index: int) -> dict[str, str]:
+    """Where the harness last saw a known bug reproduce ({package: version}): what a session suggests next."""
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        msg = f"known_signatures.toml: known[{index}].reproduced_on: {raw!r} is not a table of package = \"version\""
+        raise ConfigError(msg)
+    return {str(k): v for k, v in raw.items()}
 
 
 def find_known(signature: Signature) -> KnownSignature | None:

@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reprobisect.config import load_config
+from reprobisect.console import WIDTH, cut, next_step, runs_table, signature_legend
 from reprobisect.envs import base_interpreter, ensure_env, resolve_cell
 from reprobisect.errors import ConfigError, HarnessError
 from reprobisect.matrixrun import MatrixRequest, listed_cells, run_matrix
-from reprobisect.report import flaky_runs, markdown_summary, runs_table
+from reprobisect.record import Record
+from reprobisect.report import flaky_runs, markdown_summary
 from reprobisect.reproduce import ReproRequest, reproduce
 from reprobisect.store import Store
 
@@ -190,6 +192,18 @@ def _reproduce_command(args: argparse.Namespace) -> str:
     return f"nox -s repro_{args.repro}" + (f" -- {shlex.join(extra)}" if extra else "")
 
 
+def _print_runs(records: Sequence[Record]) -> None:
+    """The end of a session on the terminal: the table, the signatures in full, the runs not to trust."""
+    print()
+    print(runs_table(records))
+    legend = signature_legend(records)
+    if legend:
+        print()
+        print("\n".join(legend))
+    for line in flaky_runs(records):
+        print(cut(line, WIDTH))
+
+
 def _cmd_repro(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     request = ReproRequest(
@@ -206,10 +220,18 @@ def _cmd_repro(args: argparse.Namespace) -> int:
     records = reproduce(
         config, request, base=base_interpreter(args.base_python), store=store, envs_dir=args.envs, environ=os.environ
     )
-    print()
-    print(runs_table(records))
-    for line in flaky_runs(records):
-        print(line)
+    _print_runs(records)
+    hint = next_step(
+        records,
+        repro=args.repro,
+        expected=config.repro(args.repro).expected_signature,
+        stored=store.iter_records(args.repro),
+        command=f"nox -s repro_{args.repro}",
+        pins=_pins(args),
+    )
+    if hint is not None:
+        print()
+        print("\n".join(hint.lines()))
     command = _reproduce_command(args)
     summary = args.out / f"summary-{args.repro}.md"
     summary.parent.mkdir(parents=True, exist_ok=True)
@@ -298,10 +320,7 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
         environ=os.environ,
         cells=tuple(args.cell),
     )
-    print()
-    print(runs_table(records))
-    for line in flaky_runs(records):
-        print(line)
+    _print_runs(records)
     summary = args.out / "summary-matrix.md"
     summary.parent.mkdir(parents=True, exist_ok=True)
     summary.write_text(

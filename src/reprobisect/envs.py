@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from reprobisect.cells import SYSTEM, Cell
@@ -236,19 +236,24 @@ def _fingerprint(cell: Cell, base: BaseInterpreter) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def ensure_env(cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str = "uv") -> CellEnv:
+def ensure_env(
+    cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str = "uv", on_build: Callable[[], None] | None = None
+) -> CellEnv:
     """Create the cell's venv, or reuse it when its fingerprint (pins + base interpreter) matches.
 
-    A lock file per cell makes two harness processes that want the same cell build it once.
+    A lock file per cell makes two harness processes that want the same cell build it once. ``on_build``
+    is called when a build really starts (so a session can say so before a minute of installing).
     """
     envs_dir = envs_dir.resolve()
     envs_dir.mkdir(parents=True, exist_ok=True)
     with (envs_dir / f"{cell.id}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _ensure_env_locked(cell, base, envs_dir, uv=uv)
+        return _ensure_env_locked(cell, base, envs_dir, uv=uv, on_build=on_build)
 
 
-def _ensure_env_locked(cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str) -> CellEnv:
+def _ensure_env_locked(
+    cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str, on_build: Callable[[], None] | None
+) -> CellEnv:
     path = envs_dir / cell.id
     fingerprint = _fingerprint(cell, base)
     marker = path / MARKER
@@ -261,6 +266,8 @@ def _ensure_env_locked(cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv:
             pass
     if path.exists():
         shutil.rmtree(path)
+    if on_build is not None:
+        on_build()
     log = envs_dir / f"{cell.id}.build.log"
     log.write_text("")
     try:

@@ -12,7 +12,7 @@ import statistics
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,16 @@ from reprobisect.runner import ChildSpec, free_port, parse_events, run_child, sc
 from reprobisect.signature import Signature, normalize_message
 from reprobisect.store import Store
 
-__all__ = ["BOOTSTRAP", "SHIMS", "RunSpec", "child_environ", "execute", "installed_versions", "unrun_record"]
+__all__ = [
+    "BOOTSTRAP",
+    "SHIMS",
+    "RunSpec",
+    "child_environ",
+    "compiling_ops",
+    "execute",
+    "installed_versions",
+    "unrun_record",
+]
 
 _CHILD = Path(__file__).parent / "child"
 BOOTSTRAP = _CHILD / "bootstrap.py"
@@ -142,8 +151,37 @@ def _median_step(steps: list[StepTime]) -> float | None:
     return statistics.median(times[1:] if len(times) > 1 else times)
 
 
-def execute(spec: RunSpec, store: Store, *, environ: Mapping[str, str], allow_env: Sequence[str] = ()) -> Record:
-    """Run ``spec`` once, write its record atomically, and return it."""
+def compiling_ops(extensions: Path) -> list[str]:
+    """Ops torch is building just in time in this folder now (its build lock is held while it compiles)."""
+    try:
+        return sorted(lock.parent.name for lock in extensions.glob("*/lock"))
+    except OSError:
+        return []
+
+
+def _heartbeat(spec: RunSpec, echo: Callable[[str], None]) -> Callable[[float], None]:
+    """A line for a run that is still going: what it is, for how long, and whether an op is compiling."""
+    what = f"{spec.repro.name} {spec.form.name} {spec.fix.name}"
+
+    def beat(elapsed: float) -> None:
+        ops = compiling_ops(spec.env.torch_extensions)
+        doing = (
+            f"compiling {', '.join(ops)} (a just-in-time DeepSpeed op, built once per release)" if ops else "running"
+        )
+        echo(f"  … {what}: {doing}, {elapsed:.0f} s")
+
+    return beat
+
+
+def execute(
+    spec: RunSpec,
+    store: Store,
+    *,
+    environ: Mapping[str, str],
+    allow_env: Sequence[str] = (),
+    echo: Callable[[str], None] | None = None,
+) -> Record:
+    """Run ``spec`` once, write its record atomically, and return it (``echo`` hears a line every 15 s)."""
     run_id = uuid.uuid4().hex[:12]
     log_path = store.log_path(spec.repro.name, spec.env.cell.id, spec.form.name, spec.fix.name, spec.repeat, run_id)
     argv = (str(spec.env.python), str(BOOTSTRAP), str(spec.form.script), *spec.args)
@@ -156,6 +194,7 @@ def execute(spec: RunSpec, store: Store, *, environ: Mapping[str, str], allow_en
                 cwd=workdir,
                 log_path=log_path,
                 timeout=spec.timeout or spec.repro.timeout,
+                heartbeat=_heartbeat(spec, echo) if echo is not None else None,
             )
         )
     finally:

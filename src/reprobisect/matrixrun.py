@@ -19,11 +19,13 @@ from typing import Literal
 
 from reprobisect.cells import SYSTEM, Cell
 from reprobisect.config import Config, Fix, Form, FormName, Repro, load_config
+from reprobisect.console import WIDTH, cut, heartbeat, known_name
 from reprobisect.envs import BaseInterpreter, CellEnv, base_interpreter, ensure_env, find_python
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
 from reprobisect.execute import RunSpec, execute, unrun_record
 from reprobisect.index import IndexCache
 from reprobisect.matrix import PlannedCell, expand, matches
+from reprobisect.outcome import Outcome
 from reprobisect.patches import prepare_overlay
 from reprobisect.record import Record
 from reprobisect.reproduce import detect_cuda, select_fixes, select_forms
@@ -178,7 +180,7 @@ def _placeholder(planned: PlannedCell, base: BaseInterpreter) -> Cell:
 
 
 class _Progress:
-    """One line per finished unit with a bar of done / running / left."""
+    """One line per finished unit: ``[done/total, n running] what: outcome``, cut to the console's width."""
 
     def __init__(self, total: int, echo: Echo) -> None:
         self.total, self.done, self.running, self.echo = total, 0, 0, echo
@@ -192,11 +194,8 @@ class _Progress:
         with self.lock:
             self.running -= 1
             self.done += 1
-            width = 20
-            filled = width * self.done // max(self.total, 1)
-            bar = "#" * filled + "-" * (width - filled)
-            left = self.total - self.done - self.running
-            self.echo(f"[{bar}] {self.done}/{self.total} done, {self.running} running, {left} left | {text}")
+            running = f", {self.running} running" if self.running else ""
+            self.echo(cut(f"[{self.done}/{self.total}{running}] {text}", WIDTH))
 
 
 def _units(
@@ -292,8 +291,8 @@ def run_matrix(
     backend = _backend(request, base)
     units = _units(config, request, resolved, backend)
     echo(
-        f"{len(planned)} cells ({len(blocked)} not installable or not buildable here), {len(units)} runs, "
-        f"backend {backend}, {request.jobs} at a time"
+        f"{_count(len(planned), 'cell')} ({len(blocked)} not installable or not buildable here), "
+        f"{_count(len(units), 'run')}, backend {backend}, {request.jobs} at a time"
     )
     for _, cell, reason in blocked:
         echo(f"  - {cell.id}: {reason}")
@@ -321,6 +320,10 @@ def run_matrix(
     return records
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _backend(request: MatrixRequest, base: BaseInterpreter) -> Literal["cuda", "cpu"]:
     if request.backend != "auto":
         return request.backend
@@ -333,8 +336,12 @@ def _build_envs(units: list[Unit], envs_dir: Path, echo: Echo, jobs: int = 1) ->
     ordered = [first[cell_id] for cell_id in dict.fromkeys(u.cell.id for u in units)]
 
     def build(unit: Unit) -> CellEnv | EnvBuildError:
+        def starting() -> None:
+            echo(f"cell {unit.cell.id}: building ({_packages(unit.cell)}) …")
+
         try:
-            env = ensure_env(unit.cell, unit.interpreter, envs_dir)
+            with heartbeat(echo, f"building cell {unit.cell.id}"):
+                env = ensure_env(unit.cell, unit.interpreter, envs_dir, on_build=starting)
         except EnvBuildError as exc:
             echo(f"cell {unit.cell.id}: build failed, its runs are ENV_ERROR: {str(exc).splitlines()[0]}")
             return exc
@@ -344,6 +351,12 @@ def _build_envs(units: list[Unit], envs_dir: Path, echo: Echo, jobs: int = 1) ->
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         built = list(pool.map(build, ordered))
     return {unit.cell.id: env for unit, env in zip(ordered, built, strict=True)}
+
+
+def _packages(cell: Cell) -> str:
+    """What a cell installs, as a build line says it."""
+    torch = "torch from the base interpreter" if cell.torch_source == SYSTEM else f"torch {cell.torch}"
+    return ", ".join([*(f"{name} {pin}" for name, pin in cell.packages.items()), torch])
 
 
 def _prepare_overlays(
@@ -373,10 +386,13 @@ def _prepare_overlays(
     return overlays, failures
 
 
-def _describe(record: Record, unit: Unit, reused: bool) -> str:
-    sig = f" {record.signature['id']} {record.signature['text'][:70]}" if record.signature else ""
+def _describe(record: Record, unit: Unit, reused: bool, *, with_cell: bool) -> str:
+    sig = record.signature or {}
+    label = f" {sig['id']} {known_name(record) or sig.get('text', '')}" if sig.get("id") else ""
     stored = " (stored)" if reused else f" [{record.wall_seconds:.1f} s]"
-    return f"{unit.cell.id} {unit.repro.name} {unit.form.name} {unit.fix.name}: {record.outcome}{sig}{stored}"
+    where = f"{unit.cell.id} " if with_cell else ""
+    outcome = Outcome(record.outcome)
+    return f"{where}{unit.repro.name} {unit.form.name} {unit.fix.name}: {outcome.glyph} {outcome.value}{stored}{label}"
 
 
 def gpu_count() -> int:
@@ -411,6 +427,7 @@ def _run_units(
     stats: RunStats,
 ) -> list[Record]:
     progress = _Progress(len(units), echo)
+    with_cell = len({unit.cell.id for unit in units}) > 1
     gpus = gpu_count() if backend == "cuda" and request.jobs > 1 else 0
     slots: list[int] = list(range(max(1, request.jobs)))
     slot_lock = threading.Lock()
@@ -438,13 +455,13 @@ def _run_units(
                 if request.fresh
                 else store.find(spec.key, unit.repro.name, unit.cell.id, unit.form.name, unit.fix.name, unit.repeat)
             )
-            record = stored or execute(spec, store, environ=environ)
+            record = stored or execute(spec, store, environ=environ, echo=echo)
             with slot_lock:
                 if stored is None:
                     stats.executed += 1
                 else:
                     stats.reused += 1
-            progress.finish(_describe(record, unit, stored is not None))
+            progress.finish(_describe(record, unit, stored is not None, with_cell=with_cell))
             return record
         finally:
             with slot_lock:

@@ -27,7 +27,6 @@ __all__ = [
     "markdown_summary",
     "records_frame",
     "runs_frame",
-    "runs_table",
     "step_times_ms",
     "write_frame",
 ]
@@ -71,22 +70,6 @@ def runs_frame(records: Sequence[Record]) -> pd.DataFrame:
             "log": r.log_path,
         })
     return pd.DataFrame(rows)
-
-
-def runs_table(records: Sequence[Record]) -> str:
-    """The terminal table printed at the end of a repro session."""
-    frame = runs_frame(records)
-    if frame.empty:
-        return "(no runs)"
-    frame = frame.assign(
-        outcome=[f"{Outcome(o).glyph} {o}" for o in frame["outcome"]],
-        signature=[
-            f"{i} {t[:70]}" if i else "" for i, t in zip(frame["signature_id"], frame["signature"], strict=True)
-        ],
-    )
-    columns = ["form", "fix", "outcome", "signature", "failing_step", "median_step_ms", "peak_mem_mib",
-               "wall_s", "torch", "deepspeed", "lightning"]
-    return frame[columns].astype(object).where(frame[columns].notna(), "-").to_string(index=False)
 
 
 def flaky_runs(records: Sequence[Record]) -> list[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from reprobisect.config import Config, Fix, Form, Repro
+from reprobisect.console import heartbeat
 from reprobisect.envs import BaseInterpreter, resolve_cell
 from reprobisect.errors import ConfigError, NothingToDoError
 from reprobisect.record import Record
@@ -85,13 +86,10 @@ def reproduce(
 
     repro = config.repro(request.repro)
     select_fixes(repro, request.fixes)  # unknown names fail before anything is built
-    cell = resolve_cell(base, {**config.default_cell, **request.pins})
-    pins = {"torch": cell.torch if cell.torch_source != "system" else "system", **cell.packages}
-    axes = {axis: (pins[axis],) if axis in pins else values[:1] for axis, values in config.matrix.axes.items()}
-    axes.update({axis: (value,) for axis, value in pins.items()})
     backend: Literal["cuda", "cpu"]
     if request.backend == "auto":
-        backend = "cuda" if detect_cuda(Path(base.executable)) else "cpu"
+        with heartbeat(echo, "asking torch whether a CUDA device is here"):
+            backend = "cuda" if detect_cuda(Path(base.executable)) else "cpu"
     else:
         backend = request.backend
     forms = select_forms(repro, backend, request.forms)
@@ -100,6 +98,13 @@ def reproduce(
         echo(f"No CUDA device here: running the CPU forms ({names}) of {repro.name!r}, not the cuda form.")
     else:
         echo(f"Running the {names} form(s) of {repro.name!r}.")
+    wanted = {**config.default_cell, **request.pins}
+    echo("Resolving the cell: " + ", ".join(f"{name} {spec}" for name, spec in wanted.items()) + " …")
+    with heartbeat(echo, "resolving the cell against the package index"):
+        cell = resolve_cell(base, wanted)
+    pins = {"torch": cell.torch if cell.torch_source != "system" else "system", **cell.packages}
+    axes = {axis: (pins[axis],) if axis in pins else values[:1] for axis, values in config.matrix.axes.items()}
+    axes.update({axis: (value,) for axis, value in pins.items()})
     matrix = MatrixRequest(
         repros=(repro.name,),
         backend=backend,

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO
 
@@ -102,6 +102,9 @@ class ChildSpec:
     grace: float = 5.0
     log_head_bytes: int = 8 * 2**20
     log_tail_bytes: int = 2 * 2**20
+    # Called with the seconds elapsed every ``heartbeat_every`` s while the child runs: a long run is never silent.
+    heartbeat: Callable[[float], None] | None = None
+    heartbeat_every: float = 15.0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -228,7 +231,7 @@ def run_child(spec: ChildSpec) -> ChildResult:
         reader = threading.Thread(target=capped.pump, args=(process.stdout,), daemon=True)
         reader.start()
         try:
-            process.wait(timeout=spec.timeout)
+            _wait(process, spec, start)
         except subprocess.TimeoutExpired:
             timed_out = True
             _stop_group(process, spec.grace)
@@ -249,6 +252,22 @@ def run_child(spec: ChildSpec) -> ChildResult:
         finished_at=_now(),
         log_path=spec.log_path,
     )
+
+
+def _wait(process: subprocess.Popen[bytes], spec: ChildSpec, start: float) -> None:
+    """Wait for the child until ``spec.timeout``, calling the heartbeat between slices of the wait."""
+    deadline = start + spec.timeout
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            raise subprocess.TimeoutExpired(process.args, spec.timeout)
+        try:
+            process.wait(timeout=min(remaining, spec.heartbeat_every) if spec.heartbeat else remaining)
+        except subprocess.TimeoutExpired:
+            if spec.heartbeat is not None and time.perf_counter() < deadline:
+                spec.heartbeat(time.perf_counter() - start)
+            continue
+        return
 
 
 def parse_events(log: str) -> Iterator[dict[str, object]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from reprobisect.console import runs_table
 from reprobisect.record import Record
 from reprobisect.report import (
     AXES,
@@ -16,7 +17,6 @@ from reprobisect.report import (
     markdown_summary,
     records_frame,
     runs_frame,
-    runs_table,
     step_times_ms,
     write_frame,
 )

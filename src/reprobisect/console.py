@@ -1,0 +1,243 @@
+"""What a repro or matrix session prints at its end: a table that fits the terminal, the signatures in
+full below it, and one line that says what to run next when the report's own symptom did not appear.
+
+A maintainer reads this first, often in a 120-column terminal or a CI log: the table groups runs by cell
+and form (so neither is repeated on every row), names each signature by its known name beside its id, and
+cuts long text with "…" (the full text is in the legend and in the Markdown summary).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+
+from packaging.version import InvalidVersion, Version
+
+from reprobisect.classify import KnownSignature, find_known, known_signatures
+from reprobisect.outcome import Outcome
+from reprobisect.record import Record
+from reprobisect.signature import Signature
+
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "WIDTH",
+    "NextStep",
+    "cut",
+    "heartbeat",
+    "known_name",
+    "next_step",
+    "runs_table",
+    "signature_legend",
+]
+
+WIDTH = 120
+_SIGNATURE_CELL = 32
+_GAP = "  "
+_HEADERS = ("fix", "outcome", "signature", "died at", "ms/step", "wall s")
+HEARTBEAT_SECONDS = 15.0
+
+
+@contextlib.contextmanager
+def heartbeat(echo: Callable[[str], None], what: str, every: float = HEARTBEAT_SECONDS) -> Iterator[None]:
+    """While the block runs, say every ``every`` s that ``what`` is still going: no phase is silent for long."""
+    done = threading.Event()
+    start = time.perf_counter()
+
+    def beat() -> None:
+        while not done.wait(every):
+            echo(f"  … {what}, {time.perf_counter() - start:.0f} s")
+
+    thread = threading.Thread(target=beat, daemon=True, name="reprobisect-heartbeat")
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` on one line, at most ``width`` characters, "…" marking a cut."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
+
+
+def known_name(record: Record) -> str | None:
+    """The record's known signature, or the one today's table gives it (records older than an entry have none)."""
+    if record.known_signature or not record.signature:
+        return record.known_signature
+    try:
+        known = find_known(Signature.from_dict(record.signature))
+    except (KeyError, TypeError, ValueError, re.error):
+        return None
+    return known.name if known is not None else None
+
+
+def _signature_cell(record: Record) -> str:
+    sig = record.signature or {}
+    if not sig.get("id"):
+        return ""
+    label = known_name(record) or str(sig.get("text", ""))
+    return cut(f"{sig['id']} {label}", _SIGNATURE_CELL)
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _row(record: Record) -> tuple[str, ...]:
+    outcome = Outcome(record.outcome)
+    step_ms = None if record.step_median_seconds is None else record.step_median_seconds * 1000
+    return (
+        record.fix,
+        f"{outcome.glyph} {outcome.value}",
+        _signature_cell(record),
+        "" if record.failing_step is None else str(record.failing_step),
+        _number(step_ms),
+        _number(record.wall_seconds),
+    )
+
+
+def _widths(rows: Sequence[tuple[str, ...]], width: int) -> list[int]:
+    """Column widths; the fix column (the only one of unbounded length) gives way when the row is too wide."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(_HEADERS)]
+    over = sum(widths) + len(_GAP) * (len(widths) + 1) - width
+    if over > 0:
+        widths[0] = max(len(_HEADERS[0]), widths[0] - over)
+    return widths
+
+
+def _format(cells: Sequence[str], widths: Sequence[int]) -> str:
+    parts = [
+        cut(c, w).ljust(w) if i < 3 else cut(c, w).rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+    ]
+    return (_GAP + _GAP.join(parts)).rstrip()
+
+
+def _group_title(record: Record) -> str:
+    cell = record.matrix_cell or str(record.cell.get("id", "?"))
+    return f"{cell} · {record.form} ({record.precision})"
+
+
+def runs_table(records: Sequence[Record], *, width: int = WIDTH) -> str:
+    """Runs grouped by cell and form, one row per fix and repeat, no line longer than ``width``."""
+    if not records:
+        return "(no runs)"
+    groups: dict[str, list[Record]] = {}
+    for record in records:
+        groups.setdefault(_group_title(record), []).append(record)
+    rows = {title: [_row(r) for r in group] for title, group in groups.items()}
+    widths = _widths([row for group in rows.values() for row in group], width)
+    lines = []
+    for title, group_rows in rows.items():
+        lines += ["", cut(title, width), _format(_HEADERS, widths)]
+        lines += [_format(row, widths) for row in group_rows]
+    return "\n".join(lines[1:])
+
+
+def _known_by_name() -> dict[str, KnownSignature]:
+    return {known.name: known for known in known_signatures()}
+
+
+def signature_legend(records: Sequence[Record], *, width: int = WIDTH) -> list[str]:
+    """Each signature of the table once, in full (wrapped), with its known name, note and upstream reports."""
+    known = _known_by_name()
+    seen: dict[str, Record] = {}
+    for record in records:
+        sig_id = (record.signature or {}).get("id")
+        if sig_id and sig_id not in seen:
+            seen[sig_id] = record
+    if not seen:
+        return []
+    lines = ["Signatures:"]
+    for sig_id, record in seen.items():
+        sig = record.signature or {}
+        name = known_name(record)
+        text = f"{sig_id} {name + ': ' if name else ''}{sig.get('text', '')}"
+        entry = known.get(name or "")
+        if entry is not None and entry.note:
+            text += f" — {entry.note}"
+        if record.upstream:
+            text += f" (upstream: {', '.join(record.upstream)})"
+        lines += textwrap.wrap(" ".join(text.split()), width, initial_indent="  ", subsequent_indent=" " * 13)
+    return lines
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NextStep:
+    """Why the report's symptom did not show on this cell, and the commands that look for it elsewhere."""
+
+    reason: str
+    commands: tuple[str, ...]
+
+    def lines(self, width: int = WIDTH) -> list[str]:
+        """The reason wrapped to ``width``, then one command per line."""
+        return [*textwrap.wrap(self.reason, width), *(f"  {command}" for command in self.commands)]
+
+
+def _version(value: str | None) -> Version | None:
+    try:
+        return Version(value) if value else None
+    except InvalidVersion:
+        return None
+
+
+def _last_reproduced(stored: Iterable[Record], forms: set[str]) -> Record | None:
+    """The stored REPRODUCED run (of the same forms) with the newest DeepSpeed release."""
+    best: tuple[Version, Record] | None = None
+    for record in stored:
+        if record.outcome != Outcome.REPRODUCED.value or record.form not in forms:
+            continue
+        version = _version(record.versions.get("deepspeed"))
+        if version is not None and (best is None or version > best[0]):
+            best = (version, record)
+    return best[1] if best else None
+
+
+def next_step(
+    records: Sequence[Record],
+    *,
+    repro: str,
+    expected: str | None,
+    stored: Iterable[Record],
+    command: str,
+    pins: Mapping[str, str] = {},
+) -> NextStep | None:
+    """When no run reproduced the expected signature: where it last did and what to run there.
+
+    ``stored`` are earlier records of the repro (the user's own measurements come first); the packaged
+    known signature's ``reproduced_on`` is the fallback. ``command`` is the session that re-runs this repro.
+    """
+    if not expected or not records or any(r.outcome == Outcome.REPRODUCED.value for r in records):
+        return None
+    here = records[0].versions.get("deepspeed") or str(records[0].cell.get("packages", {}).get("deepspeed", "?"))
+    failing = sorted({known_name(r) or str((r.signature or {}).get("id", "")) for r in records if r.signature})
+    seen = f"; the runs here fail with {', '.join(failing)}" if failing else ""
+    head = f"Not reproduced: no run on deepspeed {here} failed with the report's signature {expected}{seen}."
+    extra = "".join(f" --{axis} {value}" for axis, value in pins.items() if axis != "deepspeed")
+    last = _last_reproduced(stored, {r.form for r in records})
+    release: str | None
+    if last is not None:
+        release = last.versions["deepspeed"]
+        source = f"your records ({last.cell.get('id')} · {last.form} · {last.fix})"
+    else:
+        entry = _known_by_name().get(expected)
+        release = entry.reproduced_on.get("deepspeed") if entry is not None else None
+        source = "the known signatures' record of it"
+    if release is None:
+        return NextStep(
+            reason=f"{head} No stored record reproduces it; look across releases:",
+            commands=(f"nox -s matrix -- --repro {repro} --deepspeed '>=0.16,<0.20'{extra}",),
+        )
+    return NextStep(
+        reason=f"{head} It last reproduced on deepspeed {release} ({source}). Next:",
+        commands=(
+            f"{command} -- --deepspeed {release}{extra}",
+            f"nox -s bisect -- --repro {repro} --axis deepspeed --good {here} --bad {release}{extra} --all-transitions",
+        ),
+    )

@@ -1,0 +1,119 @@
+"""What a session prints: a table that fits 120 columns, known names beside ids, and the next command."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reprobisect.console import WIDTH, cut, heartbeat, next_step, runs_table, signature_legend
+from reprobisect.record import Record
+
+RELEASES = Path(__file__).parents[1] / "resources" / "records" / "releases" / "records" / "gan"
+
+
+def _records(release: str) -> list[Record]:
+    folder = RELEASES / f"torch-2.13.0+cpu_deepspeed-{release}_lightning-2.6.6"
+    return [Record.load(p) for p in sorted(folder.glob("*__r0.json"))]
+
+
+def test_the_table_fits_120_columns_and_names_known_signatures() -> None:
+    records = _records("0.16.4")
+    table = runs_table(records)
+    assert max(len(line) for line in table.splitlines()) <= WIDTH
+    assert "36b244a365 zero-ipg-buffer-none" in table  # the known name beside the id
+    assert "torch-2.13.0+cpu_deepspeed-0.16.4_lightning-2.6.6 · cpu-deepspeed (bf16)" in table
+    assert table.count("✗ REPRODUCED") == sum(r.outcome == "REPRODUCED" for r in records)
+
+
+def test_the_legend_gives_each_signature_once_in_full() -> None:
+    records = _records("0.16.4") + _records("0.17.0")
+    legend = signature_legend(records)
+    ids = {r.signature["id"] for r in records if r.signature}
+    assert legend[0] == "Signatures:"
+    for sig_id in ids:
+        assert sum(line.strip().startswith(sig_id) for line in legend) == 1
+    assert any("Lightning-AI/pytorch-lightning#17856" in line for line in legend)
+    assert max(len(line) for line in legend) <= WIDTH
+
+
+def _hostile(record: Record, fix: str, text: str) -> Record:
+    signature = {
+        **(record.signature or {"id": "0123456789", "exception": "E", "message": "", "frames": []}),
+        "text": text,
+    }
+    return dataclasses.replace(record, fix=fix, signature=signature, known_signature=None, matrix_cell=fix * 3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(fix=st.text(min_size=1, max_size=300), text=st.text(max_size=2000))
+def test_no_line_is_wider_than_the_console_whatever_the_names(fix: str, text: str) -> None:
+    record = _hostile(_records("0.16.4")[0], fix, text)
+    for block in (runs_table([record]), "\n".join(signature_legend([record]))):
+        assert all(len(line) <= WIDTH for line in block.splitlines())
+
+
+def test_cut_marks_what_it_cut() -> None:
+    assert cut("short", 10) == "short"
+    assert cut("a  b\nc", 10) == "a b c"
+    assert cut("x" * 20, 10) == "x" * 9 + "…"
+
+
+def test_no_hint_when_the_report_reproduced() -> None:
+    records = _records("0.16.4")
+    assert (
+        next_step(records, repro="gan", expected="zero-ipg-buffer-none", stored=[], command="nox -s repro_gan") is None
+    )
+
+
+def test_the_hint_names_the_newest_release_of_the_users_own_records() -> None:
+    here = _records("0.19.8")
+    stored = _records("0.16.4") + _records("0.17.0") + here
+    hint = next_step(here, repro="gan", expected="zero-ipg-buffer-none", stored=stored, command="nox -s repro_gan")
+    assert hint is not None
+    assert "deepspeed 0.19.8" in hint.reason and "last reproduced on deepspeed 0.16.4 (your records" in hint.reason
+    assert hint.commands[0] == "nox -s repro_gan -- --deepspeed 0.16.4"
+    assert hint.commands[1].startswith("nox -s bisect -- --repro gan --axis deepspeed --good 0.19.8 --bad 0.16.4")
+    assert all(len(line) <= WIDTH for line in hint.lines())
+
+
+def test_without_records_the_known_signature_says_where_it_reproduced() -> None:
+    here = _records("0.19.8")
+    hint = next_step(
+        here,
+        repro="gan",
+        expected="zero-ipg-buffer-none",
+        stored=[],
+        command="nox -s repro_gan",
+        pins={"lightning": "2.6.6"},
+    )
+    assert hint is not None
+    assert "known signatures" in hint.reason
+    assert hint.commands[0] == "nox -s repro_gan -- --deepspeed 0.16.4 --lightning 2.6.6"
+
+
+def test_a_bug_never_seen_reproduce_gets_a_matrix_over_releases() -> None:
+    here = _records("0.19.8")
+    hint = next_step(here, repro="zero3", expected="zero3-allgather-dtype", stored=[], command="nox -s repro_zero3")
+    assert hint is not None
+    assert hint.commands == ("nox -s matrix -- --repro zero3 --deepspeed '>=0.16,<0.20'",)
+
+
+def test_heartbeat_speaks_while_the_block_runs_and_stops_after() -> None:
+    heard: list[str] = []
+    lock = threading.Lock()
+
+    def echo(line: str) -> None:
+        with lock:
+            heard.append(line)
+
+    with heartbeat(echo, "building cell x", every=0.05):
+        time.sleep(0.3)
+    count = len(heard)
+    time.sleep(0.15)
+    assert count >= 3 and len(heard) == count
+    assert heard[0].startswith("  … building cell x, ")
