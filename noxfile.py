@@ -33,8 +33,14 @@ def _cell_ids() -> list[str]:
         sys.path.pop(0)
 
 
+def _install(session: nox.Session, target: str = ".") -> None:
+    """Install the harness in the session's venv, saying so first: a fresh machine downloads for a while."""
+    session.log(f"Installing the harness ({target}) and its dependencies; the first time this downloads ~100 MB")
+    session.install("-e", target)
+
+
 def _harness(session: nox.Session, *args: str) -> None:
-    session.install("-e", ".")
+    _install(session)
     session.run("reprobisect", *args, "--base-python", BASE_PYTHON, *session.posargs)
 
 
@@ -78,7 +84,7 @@ def nightly(session: nox.Session) -> None:
 @nox.session(default=False)
 def report(session: nox.Session) -> None:
     """Report of every record under reports/ (`-- --merge DIR... --baseline DIR --fail-on regression`)."""
-    session.install("-e", ".")
+    _install(session)
     session.run("reprobisect", "report", *session.posargs)
 
 

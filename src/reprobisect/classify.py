@@ -10,10 +10,9 @@ import dataclasses
 import functools
 import importlib.resources
 import re
+import tomllib
 from collections.abc import Mapping
 from typing import Literal
-
-import tomllib
 
 from reprobisect.errors import ConfigError
 from reprobisect.outcome import Outcome

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 WIDTH = 120
-_SIGNATURE_CELL = 32
+_SIGNATURE_CELL = 48  # an unknown signature's text is cut here; the legend below the table has it whole
 _GAP = "  "
 _HEADERS = ("fix", "outcome", "signature", "died at", "ms/step", "wall s")
 HEARTBEAT_SECONDS = 15.0
@@ -97,18 +97,20 @@ def _row(record: Record) -> tuple[str, ...]:
         record.fix,
         f"{outcome.glyph} {outcome.value}",
         _signature_cell(record),
-        "" if record.failing_step is None else str(record.failing_step),
+        "" if record.failing_step is None else cut(str(record.failing_step), len("after-steps")),
         _number(step_ms),
         _number(record.wall_seconds),
     )
 
 
 def _widths(rows: Sequence[tuple[str, ...]], width: int) -> list[int]:
-    """Column widths; the fix column (the only one of unbounded length) gives way when the row is too wide."""
+    """Column widths; when a row is too wide the signature column gives way first (down to 20), then the fix."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(_HEADERS)]
     over = sum(widths) + len(_GAP) * (len(widths) + 1) - width
-    if over > 0:
-        widths[0] = max(len(_HEADERS[0]), widths[0] - over)
+    for column, floor in ((2, 20), (0, len(_HEADERS[0]))):
+        take = min(max(over, 0), max(widths[column] - floor, 0))
+        widths[column] -= take
+        over -= take
     return widths
 
 

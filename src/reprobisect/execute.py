@@ -165,10 +165,8 @@ def _heartbeat(spec: RunSpec, echo: Callable[[str], None]) -> Callable[[float], 
 
     def beat(elapsed: float) -> None:
         ops = compiling_ops(spec.env.torch_extensions)
-        doing = (
-            f"compiling {', '.join(ops)} (a just-in-time DeepSpeed op, built once per release)" if ops else "running"
-        )
-        echo(f"  … {what}: {doing}, {elapsed:.0f} s")
+        doing = f", compiling op {', '.join(ops)} (just in time, about a minute on a CPU)" if ops else ", running"
+        echo(f"  … {what}: {elapsed:.0f} s{doing}")
 
     return beat
 

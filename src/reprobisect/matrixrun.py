@@ -455,7 +455,7 @@ def _run_units(
                 if request.fresh
                 else store.find(spec.key, unit.repro.name, unit.cell.id, unit.form.name, unit.fix.name, unit.repeat)
             )
-            record = stored or execute(spec, store, environ=environ, echo=echo)
+            record = stored or execute(spec, store, environ=environ, echo=lambda line: echo(cut(line, WIDTH)))
             with slot_lock:
                 if stored is None:
                     stats.executed += 1

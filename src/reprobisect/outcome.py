@@ -10,7 +10,7 @@ import enum
 __all__ = ["Outcome"]
 
 
-class Outcome(str, enum.Enum):
+class Outcome(str, enum.Enum):  # noqa: UP042 - StrEnum would change str(outcome) in stored text
     """What one run of a repro says about the bug."""
 
     PASS = "PASS"  # noqa: S105 - an outcome, not a password

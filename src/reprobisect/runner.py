@@ -120,7 +120,7 @@ class ChildResult:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
