@@ -15,6 +15,8 @@ from reprobisect.envs import CellEnv
 SCRIPTS = Path(__file__).parent / "resources" / "scripts"
 TRACEBACKS = Path(__file__).parent / "resources" / "tracebacks"
 ROOT = Path(__file__).parent.parent
+# Cells the slow tests build: in the checkout but apart from the user's own .cells/ (gitignored, kept between runs).
+TEST_CELLS = ROOT / ".test-cells"
 
 
 @pytest.fixture

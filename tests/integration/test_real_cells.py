@@ -1,7 +1,7 @@
 """Real cells: uv venvs over the base interpreter's torch, real DeepSpeed and Lightning releases, real repros.
 
 Slow: the first run of a DeepSpeed version compiles a comm op (about 30 s); cells are kept in
-``.cells/`` (or $REPROBISECT_ENVS) so later runs reuse them.
+``.test-cells/`` (or $REPROBISECT_ENVS) so later runs reuse them, apart from the user's own ``.cells/``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from reprobisect.envs import base_interpreter, ensure_env, resolve_cell
 from reprobisect.record import Record
-from tests.conftest import ROOT, base_python
+from tests.conftest import ROOT, TEST_CELLS, base_python
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,8 @@ LIGHTNING = "2.6.6"
 
 @pytest.fixture(scope="module")
 def envs_dir() -> Path:
-    return Path(os.environ.get("REPROBISECT_ENVS", ROOT / ".cells"))
+    """The tests' cell folder: never the user's ``.cells/``, whose cells a test must not build or change."""
+    return Path(os.environ.get("REPROBISECT_ENVS", TEST_CELLS))
 
 
 @pytest.fixture(scope="module")
