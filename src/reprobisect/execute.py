@@ -22,7 +22,7 @@ from reprobisect.classify import classify
 from reprobisect.config import Fix, Form, Repro
 from reprobisect.envs import CellEnv
 from reprobisect.outcome import Outcome
-from reprobisect.record import Record, StepTime
+from reprobisect.record import Record, StepTime, warm_up_steps
 from reprobisect.runner import ChildSpec, free_port, parse_events, run_child, scrubbed_environ
 from reprobisect.signature import Signature, normalize_message
 from reprobisect.store import Store
@@ -144,11 +144,11 @@ def _failing_step(outcome: Outcome, steps: list[StepTime]) -> int | str | None:
 
 
 def _median_step(steps: list[StepTime]) -> float | None:
-    """Median of the completed steps, the first (warm-up) step excluded when there are others."""
+    """Median of the completed steps, the warm-up steps (``warm_up_steps``) excluded when there are others."""
     times = [s.seconds for s in steps if s.ok]
     if not times:
         return None
-    return statistics.median(times[1:] if len(times) > 1 else times)
+    return statistics.median(times[warm_up_steps(len(times)) :] or times)
 
 
 def compiling_ops(extensions: Path) -> list[str]:

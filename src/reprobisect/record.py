@@ -13,9 +13,20 @@ from typing import Any
 
 from reprobisect.errors import RecordError
 
-__all__ = ["SCHEMA_VERSION", "Record", "StepTime"]
+__all__ = ["SCHEMA_VERSION", "Record", "StepTime", "warm_up_steps"]
 
 SCHEMA_VERSION = 1
+
+
+def warm_up_steps(count: int) -> int:
+    """How many leading steps of a run of ``count`` steps are warm-up, left out of every step-time figure.
+
+    The first tenth, at least one. One step is not enough on a GPU: the CUDA context, cuDNN's autotuning, the
+    caching allocator's growth and DeepSpeed's first all-gathers spread over the first few steps, and a
+    tiny model's step is short enough for them to move a median by 20-40 % (seen on the H200). A run of up
+    to ten steps keeps its old meaning: everything but the first step.
+    """
+    return max(1, -(-count // 10))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from reprobisect.errors import RecordError
 from reprobisect.outcome import Outcome
-from reprobisect.record import Record
+from reprobisect.record import Record, warm_up_steps
 
 __all__ = [
     "AXES",
@@ -179,12 +179,12 @@ def load_records(roots: Sequence[Path]) -> list[Loaded]:
 
 
 def step_times_ms(record: Record) -> list[float]:
-    """Completed steps in ms, the first (warm-up) step always left out: a one-step run has no step time.
+    """Completed steps in ms, the warm-up steps always left out (``warm_up_steps``): a one-step run has none.
 
     (The record's ``step_median_seconds`` keeps the warm-up step of a one-step run; a report comparing
     releases must not set one cold step against others' warm ones.)
     """
-    return [s.seconds * 1000 for s in record.steps[1:] if s.ok]
+    return [s.seconds * 1000 for s in record.steps[warm_up_steps(len(record.steps)) :] if s.ok]
 
 
 def _quantile(values: Sequence[float], q: float) -> float | None:

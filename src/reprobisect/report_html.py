@@ -21,6 +21,7 @@ from reprobisect.report_markdown import LEGEND, environment_line, transition_lin
 from reprobisect.report_views import (
     KEY,
     OUTCOME_COLOURS,
+    WARM_UP_NOTE,
     Bisect,
     ReportData,
     cell_labels,
@@ -174,10 +175,11 @@ def _steps(data: ReportData) -> str:
         return ""
     labels = cell_labels(data.frame)
     rows = [f"<tr>{_td(labels[r['cell']], sort=r['cell'])}{_td(r['form'])}{_td(r['fix'])}{_td(r['runs'])}"
-            f"{_td(r['steps'])}{_td(r['median_ms'])}{_td(r['p90_ms'])}{_td(r['first_step_ms'])}"
-            f"{_td(r['peak_mem_mib'])}</tr>" for r in stats.to_dict("records")]
-    head = ["cell", "form", "fix", "runs", "steps", "median ms", "p90 ms", "first step ms", "peak MiB"]
-    return f'<section><h2 id="steps">Step times (warm-up step excluded)</h2>{_table(head, rows)}</section>'
+            f"{_td(r['steps'])}{_td(r['median_ms'])}{_td(r['p10_ms'])}{_td(r['p90_ms'])}{_td(r['runs_cv_pct'])}"
+            f"{_td(r['first_step_ms'])}{_td(r['peak_mem_mib'])}</tr>" for r in stats.to_dict("records")]
+    head = ["cell", "form", "fix", "runs", "steps", "median ms", "p10 ms", "p90 ms", "runs' CV %", "first step ms",
+            "peak MiB"]
+    return f'<section><h2 id="steps">Step times ({WARM_UP_NOTE})</h2>{_table(head, rows)}</section>'
 
 
 def _side(side: Any) -> str:

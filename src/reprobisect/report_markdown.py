@@ -16,6 +16,7 @@ from reprobisect.outcome import Outcome
 from reprobisect.report import AXES
 from reprobisect.report_views import (
     KEY,
+    WARM_UP_NOTE,
     Bisect,
     ReportData,
     cell_labels,
@@ -149,10 +150,11 @@ def _step_section(frame: pd.DataFrame) -> list[str]:
     labels = cell_labels(frame)
     stats = stats.assign(cell=[labels[c] for c in stats["cell"]])
     mem = "peak RSS MiB" if set(stats["mem_kind"]) == {"rss"} else "peak MiB (GPU, else RSS)"
-    stats = stats.rename(columns={"peak_mem_mib": mem, "median_ms": "median ms", "p90_ms": "p90 ms",
-                                  "first_step_ms": "first step ms"})
-    columns = ["cell", "form", "fix", "runs", "steps", "median ms", "p90 ms", "first step ms", mem]
-    return ["## Step times (warm-up step excluded)", "", _table(stats[columns]), ""]
+    stats = stats.rename(columns={"peak_mem_mib": mem, "median_ms": "median ms", "p10_ms": "p10 ms",
+                                  "p90_ms": "p90 ms", "runs_cv_pct": "runs' CV %", "first_step_ms": "first step ms"})
+    columns = ["cell", "form", "fix", "runs", "steps", "median ms", "p10 ms", "p90 ms", "runs' CV %", "first step ms",
+               mem]
+    return [f"## Step times ({WARM_UP_NOTE})", "", _table(stats[columns]), ""]
 
 
 def _env_section(frame: pd.DataFrame) -> list[str]:

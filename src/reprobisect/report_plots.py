@@ -91,7 +91,7 @@ def step_time_plot(frame: pd.DataFrame, axis: str) -> bytes | None:
     else:
         ax.set_ylim(bottom=0)
     what = f" ({frame['repro'].iloc[0]} · {frame['form'].iloc[0]})" if _single_form(frame) else ""
-    ax.set_title(f"Step time along {axis}{what}, warm-up step excluded", fontsize=10)
+    ax.set_title(f"Step time along {axis}{what}, warm-up steps excluded", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _png(figure)
 

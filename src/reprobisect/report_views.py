@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "KEY",
     "OUTCOME_COLOURS",
+    "WARM_UP_NOTE",
     "Bisect",
     "ReportData",
     "Verdict",
@@ -164,12 +165,31 @@ def first_releases(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
     return table.iloc[order].reset_index(drop=True)
 
 
+WARM_UP_NOTE = "warm-up excluded: the first tenth of each run's steps, at least one"
+
+
 def _pooled(lists: Iterable[Sequence[float]]) -> list[float]:
     return [t for times in lists for t in times]
 
 
+def _runs_cv_pct(lists: Iterable[Sequence[float]]) -> float | None:
+    """Coefficient of variation (%) of the runs' own median steps: how far repeats of one run agree."""
+    medians = [statistics.median(times) for times in lists if len(times) > 0]
+    if len(medians) < 2 or statistics.fmean(medians) == 0:
+        return None
+    return 100 * statistics.stdev(medians) / statistics.fmean(medians)
+
+
+def _p(steps: Sequence[float], which: int) -> float | None:
+    """The ``which``-th decile of pooled steps (1 = p10, 9 = p90); the one value of a single step."""
+    if len(steps) > 1:
+        return statistics.quantiles(steps, n=10, method="inclusive")[which - 1]
+    return steps[0] if steps else None
+
+
 def step_stats(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per run key: pooled median and p90 of step times (warm-up excluded), first step, peak memory."""
+    """Per run key: pooled median, p10 and p90 of step times (warm-up excluded), how far the repeats' medians
+    spread (CV %), first step, peak memory."""
     rows: list[dict[str, Any]] = []
     for (repro, cell, form, fix), part in frame.groupby(KEY, sort=False):
         steps = _pooled(part["step_ms"])
@@ -178,14 +198,15 @@ def step_stats(frame: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             "repro": repro, "cell": cell, "form": form, "fix": fix, "runs": len(part), "steps": len(steps),
             "median_ms": statistics.median(steps) if steps else None,
-            "p90_ms": statistics.quantiles(steps, n=10, method="inclusive")[-1] if len(steps) > 1 else
-            (steps[0] if steps else None),
+            "p10_ms": _p(steps, 1),
+            "p90_ms": _p(steps, 9),
+            "runs_cv_pct": _runs_cv_pct(part["step_ms"]),
             "first_step_ms": statistics.median(first) if first else None,
             "peak_mem_mib": max(memory) if memory else None,
             "mem_kind": part["peak_mem_kind"].iloc[0],
         })
-    columns = ["repro", "cell", "form", "fix", "runs", "steps", "median_ms", "p90_ms", "first_step_ms",
-               "peak_mem_mib", "mem_kind"]
+    columns = ["repro", "cell", "form", "fix", "runs", "steps", "median_ms", "p10_ms", "p90_ms", "runs_cv_pct",
+               "first_step_ms", "peak_mem_mib", "mem_kind"]
     return pd.DataFrame(rows, columns=columns)
 
 
