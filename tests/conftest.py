@@ -1,9 +1,17 @@
-"""Shared fixtures: a stand-in cell whose interpreter is the test interpreter, and tiny repros."""
+"""Shared fixtures: a stand-in cell whose interpreter is the test interpreter, and tiny repros.
+
+And where a test run writes: cells under ``.test-cells/``, tmp_path folders and matplotlib's cache under
+``.test-tmp/`` (both gitignored), and everything else that goes to the temporary folder ($TMPDIR: harness run
+folders, compiler and uv scratch files, torch's inductor cache of the repro children) into one folder of this
+run, removed when it ends. Outside the checkout a run leaves only the package managers' download caches.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +25,42 @@ TRACEBACKS = Path(__file__).parent / "resources" / "tracebacks"
 ROOT = Path(__file__).parent.parent
 # Cells the slow tests build: in the checkout but apart from the user's own .cells/ (gitignored, kept between runs).
 TEST_CELLS = ROOT / ".test-cells"
+# tmp_path folders (pytest-of-USER/pytest-N/, a failing test's kept for a look) and matplotlib's font cache
+TEST_TMP = ROOT / ".test-tmp"
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(TEST_TMP))
+os.environ.setdefault("MPLCONFIGDIR", str(TEST_TMP / "matplotlib"))  # else ~/.config and ~/.cache/matplotlib
+RUN_TMPDIR = "REPROBISECT_TEST_TMPDIR"  # the run's $TMPDIR, named for xdist workers (the controller removes it)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    TEST_TMP.mkdir(exist_ok=True)
+    _run_tmpdir(config)
+
+
+def _run_tmpdir(config: pytest.Config) -> None:
+    """Point $TMPDIR of this process and of every process it starts at a folder of this run; remove it at the end.
+
+    It sits in the system's temporary folder, not in the checkout: a Unix socket path (108 bytes at most) made
+    under it must still fit.
+    """
+    if os.environ.get(RUN_TMPDIR):
+        return
+    saved = os.environ.get("TMPDIR"), tempfile.tempdir
+    path = tempfile.mkdtemp(prefix="reprobisect-tests-")
+    os.environ[RUN_TMPDIR] = os.environ["TMPDIR"] = tempfile.tempdir = path
+
+    def restore() -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        del os.environ[RUN_TMPDIR]
+        if saved[0] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved[0]
+        tempfile.tempdir = saved[1]
+
+    config.add_cleanup(restore)
+
+
 
 
 @pytest.fixture

