@@ -4,6 +4,8 @@ And where a test run writes: cells under ``.test-cells/``, tmp_path folders and 
 ``.test-tmp/`` (both gitignored), and everything else that goes to the temporary folder ($TMPDIR: harness run
 folders, compiler and uv scratch files, torch's inductor cache of the repro children) into one folder of this
 run, removed when it ends. Outside the checkout a run leaves only the package managers' download caches.
+
+The header names each missing system tool (tests/system_tools.py) and the tests that skip without it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from reprobisect.cells import Cell
 from reprobisect.config import Fix, Form, Repro
 from reprobisect.envs import CellEnv
+from tests import system_tools
 
 SCRIPTS = Path(__file__).parent / "resources" / "scripts"
 TRACEBACKS = Path(__file__).parent / "resources" / "tracebacks"
@@ -32,9 +35,56 @@ os.environ.setdefault("MPLCONFIGDIR", str(TEST_TMP / "matplotlib"))  # else ~/.c
 RUN_TMPDIR = "REPROBISECT_TEST_TMPDIR"  # the run's $TMPDIR, named for xdist workers (the controller removes it)
 
 
+_LACKING = pytest.StashKey[list[system_tools.Tool]]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     TEST_TMP.mkdir(exist_ok=True)
     _run_tmpdir(config)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return system_tools.header(_lacking(config), ci=_ci())
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under -q pytest prints no header: a missing tool is still named up front."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not reporter.showheader and not reporter.no_header:
+        for tool in _lacking(session.config):
+            reporter.write_line(system_tools.header([tool], ci=_ci())[0])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip a test marked requires_tool(...) where one of its tools is missing (pytest -rs names it)."""
+    for item in items:
+        found = _tool_verdict(item)
+        if found is not None and found[0] == "skip":
+            item.add_marker(pytest.mark.skip(reason=found[1]))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Under CI=true, fail such a test instead when CI installs the tool: a CI run must not pass by skipping."""
+    found = _tool_verdict(item)
+    if found is not None and found[0] == "fail":
+        pytest.fail(found[1], pytrace=False)
+
+
+def _tool_verdict(item: pytest.Item) -> tuple[str, str] | None:
+    names = [name for mark in item.iter_markers("requires_tool") for name in mark.args]
+    return system_tools.verdict(names, _lacking(item.config), ci=_ci()) if names else None
+
+
+def _lacking(config: pytest.Config) -> list[system_tools.Tool]:
+    if _LACKING not in config.stash:
+        config.stash[_LACKING] = system_tools.missing(base_python())
+    return config.stash[_LACKING]
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1")
 
 
 def _run_tmpdir(config: pytest.Config) -> None:
@@ -59,8 +109,6 @@ def _run_tmpdir(config: pytest.Config) -> None:
         tempfile.tempdir = saved[1]
 
     config.add_cleanup(restore)
-
-
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ import pytest
 
 from tests.conftest import ROOT, base_python
 from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
+from tests.system_tools import DEEPSPEED_OPS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.requires_tool(*DEEPSPEED_OPS)]
 
 
 def _bisect(out: Path, envs: Path) -> dict:

@@ -14,8 +14,9 @@ import pytest
 from reprobisect.envs import base_interpreter, resolve_cell
 from tests.conftest import ROOT, base_python
 from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
+from tests.system_tools import DEEPSPEED_OPS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.requires_tool(*DEEPSPEED_OPS)]
 
 SELECTION = ["--repro", "gan", "--backend", "cpu", "--deepspeed", "0.16.4,0.16.5", "--form", "cpu-deepspeed",
              "--fix", "none,freeze-d"]

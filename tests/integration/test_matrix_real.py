@@ -12,8 +12,9 @@ import yaml
 from reprobisect.record import Record
 from tests.conftest import ROOT, base_python
 from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
+from tests.system_tools import DEEPSPEED_OPS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.requires_tool("patch")]
 
 
 def _config(tmp_path: Path) -> Path:
@@ -62,6 +63,7 @@ def _matrix(config: Path, out: Path, envs: Path) -> subprocess.CompletedProcess[
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
 
 
+@pytest.mark.requires_tool(*DEEPSPEED_OPS)
 def test_patch_and_override_fixes(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
     config = _config(tmp_path)
     done = _matrix(config, tmp_path / "reports", envs_dir)

@@ -20,8 +20,9 @@ import pytest
 
 from tests.conftest import ROOT, base_python
 from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
+from tests.system_tools import DEEPSPEED_OPS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.requires_tool(*DEEPSPEED_OPS)]
 
 SLICE = ["--backend", "cpu", "--repro", "gan", "--form", "cpu-deepspeed", "--fix", "none,zero-stage-0"]
 

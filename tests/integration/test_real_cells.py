@@ -18,6 +18,7 @@ import pytest
 from reprobisect.envs import base_interpreter, ensure_env, resolve_cell
 from reprobisect.record import Record
 from tests.conftest import ROOT, TEST_CELLS, base_python
+from tests.system_tools import DEEPSPEED_OPS
 
 pytestmark = pytest.mark.slow
 
@@ -83,6 +84,7 @@ def test_cell_is_built_once_and_reused(base, envs_dir: Path) -> None:
     assert not json.loads(out.stdout).startswith(str(again.path))
 
 
+@pytest.mark.requires_tool(*DEEPSPEED_OPS)
 def test_gan_cpu_forms_on_deepspeed_0_16_4_reproduce_the_report(tmp_path: Path, envs_dir: Path) -> None:
     done = _harness(
         "repro",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,20 +12,16 @@ import pytest
 
 from reprobisect.report_cli import main
 
-CHROMIUM = Path("/usr/bin/chromium")
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (Debian: apt-get install chromium)"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.requires_tool("chromium")]
 
 
 def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     profile = tmp_path / "profile"
     profile.mkdir(exist_ok=True)
-    argv = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    argv = [shutil.which("chromium") or "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
             f"--user-data-dir={profile}", *args]
     # its crash-report folder, dconf and NSS databases go under HOME and XDG folders whatever --user-data-dir says
     home = {"HOME": str(profile), "XDG_CONFIG_HOME": str(profile / "config"), "XDG_CACHE_HOME": str(profile / "cache")}

@@ -45,6 +45,7 @@ sys.stderr.write("gh stub: unexpected call " + " ".join(args) + "\\n")
 sys.exit(99)
 """
 
+NEEDS_JQ = pytest.mark.requires_tool("jq")  # nightly-issue.sh reads nightly.json with jq
 Run = Callable[..., tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]]
 
 
@@ -123,10 +124,6 @@ def test_a_failing_call_fails_instead_of_starting_over(run_script: Run, tmp_path
 @pytest.fixture
 def reports(tmp_path: Path) -> Callable[..., Path]:
     """Writes nightly-report-<backend>/nightly.{md,json} as the track job downloads them."""
-    if not shutil.which("jq"):
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail("nightly-issue.sh needs jq (Debian: apt-get install jq)")
-        pytest.skip("nightly-issue.sh needs jq")
     root = tmp_path / "reports"
 
     def write(backend: str, *, regressed: bool, body: str = "") -> Path:
@@ -143,6 +140,7 @@ def reports(tmp_path: Path) -> Callable[..., Path]:
 ISSUE_RULES = [{"prefix": ["label", "create"]}, {"prefix": ["issue", "create"]}, {"prefix": ["issue", "comment"]}]
 
 
+@NEEDS_JQ
 def test_creates_the_issue_when_none_is_open(run_script: Run, reports: Callable[..., Path]) -> None:
     reports("cpu", regressed=True)
     done, calls = run_script(ISSUE, "reports", rules=[{"prefix": ["issue", "list"], "stdout": ""}, *ISSUE_RULES])
@@ -158,6 +156,7 @@ def test_creates_the_issue_when_none_is_open(run_script: Run, reports: Callable[
     assert create["body"].rstrip().endswith("Run: https://github.invalid/owner/repo/actions/runs/555")
 
 
+@NEEDS_JQ
 def test_comments_on_the_open_issue(run_script: Run, reports: Callable[..., Path]) -> None:
     reports("cpu", regressed=False)
     reports("cuda", regressed=True)
@@ -169,6 +168,7 @@ def test_comments_on_the_open_issue(run_script: Run, reports: Callable[..., Path
     assert not any(c["args"][:2] == ["issue", "create"] for c in calls)
 
 
+@NEEDS_JQ
 def test_both_backends_in_one_body_titled_by_the_first(run_script: Run, reports: Callable[..., Path]) -> None:
     reports("cpu", regressed=True)
     reports("cuda", regressed=True)
@@ -179,6 +179,7 @@ def test_both_backends_in_one_body_titled_by_the_first(run_script: Run, reports:
     assert create["body"].index("## cpu") < create["body"].index("## cuda")
 
 
+@NEEDS_JQ
 def test_nothing_regressed_is_an_error_and_touches_no_issue(run_script: Run, reports: Callable[..., Path]) -> None:
     """The job runs only when a nightly exited 1; no nightly.json agreeing means the two disagree."""
     reports("cpu", regressed=False)
@@ -188,6 +189,7 @@ def test_nothing_regressed_is_an_error_and_touches_no_issue(run_script: Run, rep
     assert calls == []
 
 
+@NEEDS_JQ
 def test_a_huge_report_is_cut_to_what_an_issue_takes(run_script: Run, reports: Callable[..., Path]) -> None:
     reports("cpu", regressed=True, body="é" * 100_000)
     done, calls = run_script(ISSUE, "reports", rules=[{"prefix": ["issue", "list"], "stdout": ""}, *ISSUE_RULES])

