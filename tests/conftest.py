@@ -5,7 +5,8 @@ And where a test run writes: cells under ``.test-cells/``, tmp_path folders and 
 folders, compiler and uv scratch files, torch's inductor cache of the repro children) into one folder of this
 run, removed when it ends. Outside the checkout a run leaves only the package managers' download caches.
 
-The header names each missing system tool (tests/system_tools.py) and the tests that skip without it.
+The header names each missing system tool (tests/system_tools.py) and the tests that skip without it; slow
+tests print a line when they start and every 15 s while they run (tests/slow_heartbeat.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 from reprobisect.cells import Cell
 from reprobisect.config import Fix, Form, Repro
 from reprobisect.envs import CellEnv
-from tests import system_tools
+from tests import slow_heartbeat, system_tools
 
 SCRIPTS = Path(__file__).parent / "resources" / "scripts"
 TRACEBACKS = Path(__file__).parent / "resources" / "tracebacks"
@@ -38,9 +39,14 @@ RUN_TMPDIR = "REPROBISECT_TEST_TMPDIR"  # the run's $TMPDIR, named for xdist wor
 _LACKING = pytest.StashKey[list[system_tools.Tool]]()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    slow_heartbeat.pytest_addoption(parser)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     TEST_TMP.mkdir(exist_ok=True)
     _run_tmpdir(config)
+    slow_heartbeat.pytest_configure(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
