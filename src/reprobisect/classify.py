@@ -122,8 +122,10 @@ def classify(
         raise ValueError(msg)
     if exit_code == 0:
         return Classification(outcome=Outcome.PASS)
-    signal_number = -exit_code if exit_code < 0 else _shell_signal(exit_code)
-    if signal_number is not None and traced is None:
+    if exit_code < 0:  # killed by a signal: a CRASH whatever it printed before (a handled traceback, say)
+        return Classification(outcome=Outcome.CRASH, signature=crash_signature(-exit_code))
+    signal_number = _shell_signal(exit_code)
+    if signal_number is not None and traced is None:  # a shell's 128+N: a signal only when nothing explains it
         return Classification(outcome=Outcome.CRASH, signature=crash_signature(signal_number))
     signature = traced or exit_signature(exit_code, log)
     known = find_known(signature)

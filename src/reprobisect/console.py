@@ -31,6 +31,7 @@ __all__ = [
     "heartbeat",
     "known_name",
     "next_step",
+    "printable",
     "runs_table",
     "signature_legend",
 ]
@@ -61,9 +62,23 @@ def heartbeat(echo: Callable[[str], None], what: str, every: float = HEARTBEAT_S
         thread.join()
 
 
+# Terminal escape sequences (CSI, OSC, and two-character escapes), then any other control or bidi character.
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_])")
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """Text a run produced, safe to print: escape sequences removed, other control characters shown as ``?``.
+
+    A repro's exception message is shown in the table; an ANSI sequence in it must not colour, move the
+    cursor, or hide what follows (e.g. make a failed run look like ``✓ PASS``).
+    """
+    return _CONTROLS.sub("?", _ESCAPES.sub("", text))
+
+
 def cut(text: str, width: int) -> str:
-    """``text`` on one line, at most ``width`` characters, "…" marking a cut."""
-    flat = " ".join(text.split())
+    """``text`` printable on one line, at most ``width`` characters, "…" marking a cut."""
+    flat = " ".join(printable(text).split())
     return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
 
 
@@ -166,7 +181,9 @@ def signature_legend(records: Sequence[Record], *, width: int = WIDTH) -> list[s
             text += f" — {entry.note}"
         if record.upstream:
             text += f" (upstream: {', '.join(record.upstream)})"
-        lines += textwrap.wrap(" ".join(text.split()), width, initial_indent="  ", subsequent_indent=" " * 13)
+        lines += textwrap.wrap(
+            " ".join(printable(text).split()), width, initial_indent="  ", subsequent_indent=" " * 13
+        )
     return lines
 
 
@@ -179,7 +196,10 @@ class NextStep:
 
     def lines(self, width: int = WIDTH) -> list[str]:
         """The reason wrapped to ``width``, then one command per line."""
-        return [*textwrap.wrap(self.reason, width), *(f"  {command}" for command in self.commands)]
+        return [
+            *textwrap.wrap(printable(self.reason), width),
+            *(f"  {printable(command)}" for command in self.commands),
+        ]
 
 
 def _version(value: str | None) -> Version | None:

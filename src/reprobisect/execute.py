@@ -14,16 +14,16 @@ import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from reprobisect import __version__
 from reprobisect.cells import Cell
 from reprobisect.classify import classify
 from reprobisect.config import Fix, Form, Repro
 from reprobisect.envs import CellEnv
+from reprobisect.events import read_events
 from reprobisect.outcome import Outcome
 from reprobisect.record import Record, StepTime, warm_up_steps
-from reprobisect.runner import ChildSpec, free_port, parse_events, run_child, scrubbed_environ
+from reprobisect.runner import ChildSpec, free_port, run_child, scrubbed_environ
 from reprobisect.signature import Signature, normalize_message
 from reprobisect.store import Store
 
@@ -130,10 +130,6 @@ def installed_versions(python: Path) -> dict[str, str]:
         return {}
 
 
-def _step(event: Mapping[str, Any]) -> StepTime:
-    return StepTime(step=int(event["step"]), seconds=float(event["seconds"]), ok=bool(event.get("ok", True)))
-
-
 def _failing_step(outcome: Outcome, steps: list[StepTime]) -> int | str | None:
     if outcome == Outcome.PASS:
         return None
@@ -201,13 +197,10 @@ def execute(
     verdict = classify(
         exit_code=result.exit_code, timed_out=result.timed_out, log=log, expected=spec.repro.expected_signature
     )
-    events = list(parse_events(log))
-    steps = [_step(e) for e in events if e.get("event") == "step"]
-    exit_event: dict[str, Any] = next((e for e in reversed(events) if e.get("event") == "exit"), {})
-    setup = next((e.get("seconds") for e in events if e.get("event") == "setup"), None)
-    config = next((e for e in events if e.get("event") == "config"), {})
-    gpu = exit_event.get("gpu")
-    versions = exit_event.get("versions")
+    events = read_events(log)
+    steps = events.steps
+    claimed = events.exit
+    config = {**events.config, **({"ignored_events": events.ignored} if events.ignored else {})}
     record = Record(
         run_id=run_id,
         spec_key=spec.key,
@@ -219,11 +212,11 @@ def execute(
         script=str(spec.form.script.name),
         argv=[Path(argv[0]).name, *[str(a) for a in argv[2:]]],
         cell=spec.env.cell.to_dict(),
-        versions=versions if isinstance(versions, dict) else installed_versions(spec.env.python),
-        versions_source="imported" if isinstance(versions, dict) else "installed",
-        python=exit_event.get("python") or spec.env.cell.python,
-        platform=exit_event.get("platform"),
-        gpu=gpu if isinstance(gpu, dict) else None,
+        versions=claimed.versions if claimed.versions is not None else installed_versions(spec.env.python),
+        versions_source="imported" if claimed.versions is not None else "installed",
+        python=claimed.python or spec.env.cell.python,
+        platform=claimed.platform,
+        gpu=claimed.gpu,
         outcome=verdict.outcome.value,
         signature=verdict.signature.to_dict() if verdict.signature else None,
         known_signature=verdict.known.name if verdict.known else None,
@@ -234,16 +227,16 @@ def execute(
         steps=steps,
         step_median_seconds=_median_step(steps),
         first_step_seconds=steps[0].seconds if steps else None,
-        setup_seconds=float(setup) if isinstance(setup, (int, float)) else None,
+        setup_seconds=events.setup_seconds,
         wall_seconds=round(result.wall_seconds, 3),
         env_seconds=round(spec.env.build_seconds, 3),
-        peak_rss_bytes=exit_event.get("peak_rss_bytes"),
-        peak_gpu_memory_bytes=gpu.get("peak_memory_bytes") if isinstance(gpu, dict) else None,
+        peak_rss_bytes=claimed.peak_rss_bytes,
+        peak_gpu_memory_bytes=(claimed.gpu or {}).get("peak_memory_bytes"),
         log_path=str(log_path.relative_to(store.root)),
         started_at=result.started_at,
         finished_at=result.finished_at,
         harness_version=__version__,
-        config={k: v for k, v in config.items() if k != "event"},
+        config=config,
         fix_kind=spec.fix.kind,
         matrix_cell=spec.matrix_cell or spec.env.cell.id,
     )

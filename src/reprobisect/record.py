@@ -7,7 +7,11 @@ RecordError that names the file and says what to do.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import math
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +86,13 @@ class Record:
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> str:
-        """Stable, readable JSON."""
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+        """Stable, readable, standard JSON (no NaN or infinities) of a record whose fields have their types."""
+        data = dataclasses.asdict(self)
+        problem = _type_problem(data)
+        if problem is not None:
+            msg = f"record {self.run_id!r} of {self.repro}/{self.form}/{self.fix}: {problem}; not written"
+            raise RecordError(msg)
+        return json.dumps(data, indent=2, sort_keys=True, allow_nan=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: Path) -> Record:
@@ -104,6 +113,10 @@ class Record:
         if missing:
             msg = f"{source}: missing key {missing[0]!r}; the file is incomplete, re-run that cell"
             raise RecordError(msg)
+        problem = _type_problem(data)
+        if problem is not None:
+            msg = f"{source}: {problem}; the file was not written by this harness as it is, re-run that cell"
+            raise RecordError(msg)
         values = {name: data[name] for name in fields if name in data}
         values["steps"] = [StepTime(**step) for step in data["steps"]]
         return cls(**values)
@@ -112,8 +125,8 @@ class Record:
     def load(cls, path: Path) -> Record:
         """Read one record file; malformed or truncated files raise RecordError naming the file."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             msg = f"{path}: not a readable JSON record ({exc}); it was probably cut short, re-run that cell"
             raise RecordError(msg) from exc
         if not isinstance(data, dict):
@@ -124,3 +137,56 @@ class Record:
         except (TypeError, KeyError) as exc:
             msg = f"{path}: malformed record ({exc})"
             raise RecordError(msg) from exc
+
+
+def _no_constant(name: str) -> object:
+    msg = f"{name} is not standard JSON"
+    raise ValueError(msg)
+
+
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    hints = typing.get_type_hints(Record)
+    return {field.name: hints[field.name] for field in dataclasses.fields(Record)}
+
+
+_STEP_TYPES = {"step": int, "seconds": float, "ok": bool}
+
+
+def _conforms(value: object, hint: Any) -> bool:
+    """Does a JSON value have the type a record field declares (floats finite, no bool for a number)?"""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is StepTime:
+        return isinstance(value, dict) and value.keys() == _STEP_TYPES.keys() and all(
+            _conforms(value[key], kind) for key, kind in _STEP_TYPES.items()
+        )
+    if origin is list:
+        return isinstance(value, list) and all(_conforms(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) and _conforms(v, args[1]) for k, v in value.items())
+    return False
+
+
+def _type_problem(data: dict[str, Any]) -> str | None:
+    """The first field whose value has the wrong type, said so that a person can find it; None when all fit."""
+    for name, hint in _field_types().items():
+        if name in data and not _conforms(data[name], hint):
+            shown = repr(data[name])
+            shown = shown if len(shown) <= 80 else shown[:79] + "…"
+            kind = str(hint).replace("typing.", "")
+            return f"field {name!r} is {shown}, expected {kind}"
+    return None

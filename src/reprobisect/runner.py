@@ -25,16 +25,19 @@ from reprobisect.errors import StorageError
 
 __all__ = [
     "EVENT_MARK",
+    "MAX_EVENT_LINE",
     "ChildResult",
     "ChildSpec",
     "free_port",
+    "parse_event",
     "parse_events",
     "run_child",
     "scrubbed_environ",
 ]
 
 EVENT_MARK = "@@repro "
-_MAX_KEPT_EVENTS = 100_000
+MAX_EVENT_LINE = 64 * 1024  # no honest event line is longer; longer ones are ignored, never parsed
+_KEPT_EVENT_BYTES = 2 * 2**20  # event lines kept from a capped log's dropped middle, at most
 
 _PASSED_NAMES = frozenset(
     {
@@ -150,7 +153,9 @@ class _CappedLog:
     """Copies a child's output into its log: the first ``head`` bytes, then only the last ``tail`` bytes.
 
     A repro that floods its output cannot fill the disk, and the traceback at the end (what the run is
-    classified by) is kept. ``@@repro`` event lines from the dropped middle are kept too.
+    classified by) is kept. ``@@repro`` event lines from the dropped middle are kept too, within a budget
+    of their own (``MAX_EVENT_LINE`` bytes a line, ``_KEPT_EVENT_BYTES`` in all), so no kind of line escapes
+    the cap. Work is linear in the output: a line without a newline is never re-joined past that length.
     """
 
     def __init__(self, log: BinaryIO, head: int, tail: int) -> None:
@@ -158,8 +163,11 @@ class _CappedLog:
         self.written = 0
         self.dropped = 0
         self.kept_events: list[bytes] = []
+        self.kept_bytes = 0
+        self.dropped_events = 0
         self.buffer = bytearray()
         self.partial = b""
+        self.skipping = False  # inside a dropped line longer than any event line: discard up to its newline
         self.write_error = ""
 
     def feed(self, chunk: bytes) -> None:
@@ -178,10 +186,34 @@ class _CappedLog:
             overflow = bytes(self.buffer[: len(self.buffer) - self.tail])
             del self.buffer[: len(overflow)]
             self.dropped += len(overflow)
-            lines = (self.partial + overflow).split(b"\n")
-            self.partial = lines.pop()
-            if len(self.kept_events) < _MAX_KEPT_EVENTS:
-                self.kept_events.extend(line for line in lines if EVENT_MARK.encode() in line)
+            self._scan_dropped(overflow)
+
+    def _scan_dropped(self, overflow: bytes) -> None:
+        """Keep the event lines of output that leaves the tail window; bounded work and memory per byte."""
+        lines = overflow.split(b"\n")
+        last = lines.pop()
+        if lines:
+            first = lines[0]
+            lines[0] = b"" if self.skipping else self.partial + first
+            self.partial, self.skipping = b"", False
+        else:
+            last = b"" if self.skipping else self.partial + last
+            self.partial = b""
+        for line in lines:
+            self._keep(line)
+        if len(last) > MAX_EVENT_LINE:
+            self.skipping = True  # too long to be an event line: its rest is dropped unread
+        else:
+            self.partial = last
+
+    def _keep(self, line: bytes) -> None:
+        if EVENT_MARK.encode() not in line:
+            return
+        if len(line) > MAX_EVENT_LINE or self.kept_bytes + len(line) > _KEPT_EVENT_BYTES:
+            self.dropped_events += 1
+            return
+        self.kept_events.append(line)
+        self.kept_bytes += len(line) + 1
 
     def close(self) -> None:
         try:
@@ -191,8 +223,11 @@ class _CappedLog:
 
     def _finish(self) -> None:
         if self.dropped:
-            self.log.write(f"\n[reprobisect: {self.dropped} bytes of output dropped here; log capped]\n".encode())
-            self.log.write(b"\n".join(self.kept_events[:_MAX_KEPT_EVENTS]) + b"\n")
+            note = f"\n[reprobisect: {self.dropped} bytes of output dropped here; log capped"
+            if self.dropped_events:
+                note += f"; {self.dropped_events} event lines over the events' budget dropped too"
+            self.log.write(f"{note}]\n".encode())
+            self.log.write(b"\n".join(self.kept_events) + b"\n")
         self.log.write(bytes(self.buffer))
         self.log.flush()
 
@@ -271,12 +306,25 @@ def _wait(process: subprocess.Popen[bytes], spec: ChildSpec, start: float) -> No
 
 
 def parse_events(log: str) -> Iterator[dict[str, object]]:
-    """The ``@@repro {json}`` lines a repro or the bootstrap printed, in order; bad lines are skipped."""
+    """The ``@@repro {json}`` lines a repro or the bootstrap printed, in order; malformed ones are skipped."""
     for line in log.splitlines():
         _, mark, payload = line.partition(EVENT_MARK)
-        if not mark:
-            continue
-        with contextlib.suppress(ValueError):
-            event = json.loads(payload)
-            if isinstance(event, dict):
-                yield event
+        if mark and (event := parse_event(payload)) is not None:
+            yield event
+
+
+def parse_event(payload: str) -> dict[str, object] | None:
+    """One event line's JSON object, or None: a line longer than ``MAX_EVENT_LINE``, JSON that is not an
+    object, nested too deep to parse, or holding NaN or infinities. The run printed it: it can be anything."""
+    if len(payload) > MAX_EVENT_LINE:
+        return None
+    try:
+        event = json.loads(payload, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _no_constant(name: str) -> object:
+    msg = f"{name} is not a JSON number"
+    raise ValueError(msg)

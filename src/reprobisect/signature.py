@@ -84,7 +84,7 @@ class Signature:
 
 def normalize_message(message: str) -> str:
     """Replace addresses, paths and numbers so that a message compares equal across runs."""
-    text = message.strip()
+    text = message.strip()[: 16 * MAX_MESSAGE]  # the result is cut to MAX_MESSAGE: never scan megabytes for it
     for pattern, replacement in _NORMALIZERS:
         text = pattern.sub(replacement, text)
     return text.strip()[:MAX_MESSAGE]
@@ -122,21 +122,26 @@ class _Traceback:
 
 
 def last_traceback(log: str) -> _Traceback | None:
-    """The last complete Python traceback in a log (the one that ended the process), or None."""
+    """The last complete Python traceback in a log (the one that ended the process), or None.
+
+    Each block is read only up to the next ``Traceback`` line (a chained exception's block ends with its
+    exception line before the next one starts), so the scan is linear however many heads a log holds.
+    """
     lines = [_RANK_PREFIX.sub("", line.rstrip("\n")) for line in log.splitlines()]
     heads = [i for i, line in enumerate(lines) if line.strip() == _TRACEBACK_HEAD]
-    for head in reversed(heads):
-        parsed = _parse_block(lines, head + 1)
+    ends = [*heads[1:], len(lines)] if heads else []
+    for head, end in zip(reversed(heads), reversed(ends), strict=True):
+        parsed = _parse_block(lines, head + 1, end)
         if parsed is not None:
             return parsed
     return None
 
 
-def _parse_block(lines: list[str], start: int) -> _Traceback | None:
+def _parse_block(lines: list[str], start: int, end: int) -> _Traceback | None:
     """Frames, then the exception line. Tolerates tracebacks pasted into issues with indentation lost."""
     frames: list[tuple[str, str]] = []
     after_frame = False
-    for line in lines[start:]:
+    for line in lines[start:end]:
         frame = _FRAME_LINE.match(line)
         if frame:
             frames.append((frame["path"], frame["func"]))

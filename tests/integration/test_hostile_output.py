@@ -1,0 +1,85 @@
+"""Hostile repro output through the real runner, classifier and store (issue #16): never a crash, a hang,
+a record of the wrong type, or a verdict changed by how text is printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from reprobisect.console import runs_table, signature_legend
+from reprobisect.envs import CellEnv
+from reprobisect.execute import RunSpec, execute
+from reprobisect.outcome import Outcome
+from reprobisect.record import Record
+from reprobisect.store import Store
+from tests.conftest import make_repro
+
+
+def _run(env: CellEnv, tmp_path: Path, script: str, **kwargs: object) -> Record:
+    repro = make_repro(f"hostile/{script}", **kwargs)  # type: ignore[arg-type]
+    spec = RunSpec(repro=repro, form=repro.forms["cpu-deepspeed"], fix=repro.fixes["none"], env=env)
+    record = execute(spec, Store(tmp_path / "reports"), environ=os.environ)
+    stored = next((tmp_path / "reports" / "records").rglob("*.json"))
+    assert Record.load(stored) == record  # what was written reads back, with every field of its type
+    assert "NaN" not in stored.read_text() and "Infinity" not in stored.read_text()
+    return record
+
+
+def test_malformed_event_lines_are_ignored_and_counted_not_fatal(plain_env: CellEnv, tmp_path: Path) -> None:
+    record = _run(plain_env, tmp_path, "malformed_events.py", expected=None)
+    assert record.outcome == Outcome.PASS.value
+    assert [(s.step, s.ok) for s in record.steps] == [(0, True)]
+    assert record.config["ignored_events"] >= 9
+    assert record.setup_seconds is None
+    # the forged exit event was thrown out whole; the bootstrap's own, printed at exit after it, stands
+    assert record.versions_source == "imported" and all(isinstance(v, str) for v in record.versions.values())
+    assert isinstance(record.peak_rss_bytes, int) and record.gpu is None
+    assert "✓ PASS" in runs_table([record])
+
+
+def test_a_death_by_signal_is_a_crash_whatever_was_printed_before(plain_env: CellEnv, tmp_path: Path) -> None:
+    record = _run(plain_env, tmp_path, "traceback_then_segfault.py")  # expected: the printed traceback's bug
+    assert record.outcome == Outcome.CRASH.value
+    assert record.signature is not None and record.signature["message"] == "SIGSEGV"
+
+
+def test_escape_sequences_in_a_message_never_reach_the_terminal(plain_env: CellEnv, tmp_path: Path) -> None:
+    record = _run(plain_env, tmp_path, "ansi_failure.py", expected=None)
+    assert record.outcome == Outcome.OTHER_FAILURE.value
+    shown = runs_table([record]) + "\n".join(signature_legend([record]))
+    assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
+    assert "✓ PASS" not in runs_table([record]).split("RuntimeError")[0]
+    assert "! OTHER_FAILURE" in runs_table([record])
+
+
+@pytest.mark.chaos
+def test_68_mib_without_a_newline_is_still_a_quick_pass(plain_env: CellEnv, tmp_path: Path) -> None:
+    start = time.perf_counter()
+    record = _run(plain_env, tmp_path, "flood_no_newlines.py", expected=None, timeout=120)
+    assert record.outcome == Outcome.PASS.value
+    assert time.perf_counter() - start < 60  # was a TIMEOUT: the partial line was re-joined on every chunk
+    log = tmp_path / "reports" / record.log_path
+    assert log.stat().st_size <= 11 * 2**20
+
+
+@pytest.mark.chaos
+def test_event_lines_cannot_escape_the_log_cap(plain_env: CellEnv, tmp_path: Path) -> None:
+    record = _run(plain_env, tmp_path, "flood_event_lines.py", expected=None, timeout=120)
+    assert record.outcome == Outcome.PASS.value
+    log = tmp_path / "reports" / record.log_path
+    assert log.stat().st_size <= 13 * 2**20  # 8 MiB head + 2 MiB tail + 2 MiB of kept event lines + notes
+    assert "event lines over the events' budget dropped" in log.read_text(errors="replace")
+
+
+def test_a_record_of_the_wrong_type_is_refused_on_write(plain_env: CellEnv, tmp_path: Path) -> None:
+    record = _run(plain_env, tmp_path, "malformed_events.py", expected=None)
+    forged = json.loads(record.to_json())
+    forged["exit_code"] = "0"
+    from reprobisect.errors import RecordError
+
+    with pytest.raises(RecordError, match="'exit_code'"):
+        Record.from_dict(forged, source=tmp_path / "forged.json")
