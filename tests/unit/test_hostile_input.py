@@ -108,7 +108,7 @@ def test_a_record_with_a_wrong_typed_field_is_named_and_refused(tmp_path: Path, 
 def test_nan_in_a_record_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "nan.json"
     path.write_text(RECORD.read_text().replace('"wall_seconds": ', '"wall_seconds": NaN, "x": ', 1))
-    with pytest.raises(RecordError, match="nan.json"):
+    with pytest.raises(RecordError, match=r"nan\.json"):
         Record.load(path)
 
 
