@@ -61,6 +61,7 @@ class Heartbeat:
         self._test: tuple[str, float] | None = None  # the slow test running: node id, start (monotonic)
         self._in_phase = False  # inside its setup, call or teardown: the thread may write
         self._resume: Path | str | None = None  # pytest's line, cut by ours, to write again before the result
+        self._fresh_line = False  # ours was the last line written: the terminal is at the start of a line
         self._beats = 0
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -98,9 +99,12 @@ class Heartbeat:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        reporter = self._config.pluginmanager.get_plugin("terminalreporter")
-        if self._resume is None or reporter is None or (report.when != "call" and report.passed):
+        if report.when != "call" and report.passed:
             return  # a passed setup or teardown prints nothing
+        self._fresh_line = False  # pytest writes this report's result
+        reporter = self._config.pluginmanager.get_plugin("terminalreporter")
+        if self._resume is None or reporter is None:
+            return
         line = self._resume
         reporter.write(line if isinstance(line, str) else f"{os.path.relpath(line, reporter.startpath)} ")
         reporter.currentfspath = line
@@ -152,7 +156,7 @@ class Heartbeat:
     def _break_line(self) -> None:
         """Start on a new line when pytest's current one holds text (a teardown outlasting the result)."""
         reporter = self._config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None or self._resume is not None:
+        if reporter is None or self._resume is not None or self._fresh_line:
             return
         if reporter.currentfspath or self._config.get_terminal_writer().width_of_current_line:
             self._write("")
@@ -161,6 +165,7 @@ class Heartbeat:
     def _write(self, line: str) -> None:
         with contextlib.suppress(OSError):  # a closed terminal or pipe: the run goes on without these lines
             os.write(self._fd, f"{self._prefix if line else ''}{line}\n".encode(self._encoding, errors="replace"))
+        self._fresh_line = True
 
     def close(self) -> None:
         with self._lock:

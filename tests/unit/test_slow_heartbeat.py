@@ -59,17 +59,18 @@ def test_slow_tests_print_a_start_line_and_a_line_a_second_live_fast_ones_nothin
     lines = _run(tmp_path, *filter(None, [verbosity]))
     text = [line for _, line in lines]
     ours = [line for line in text if "slow test started" in line or "still running" in line]
-    # a line every 0.5 s (one more may come on a loaded machine), each on a line of its own
+    # a line every 0.5 s (more may come on a loaded machine), each on a line of its own
     assert re.fullmatch(
         r"slow test started: test_demo.py::test_slow\n"
         r"… test_demo.py::test_slow still running, 0.5 s\n… test_demo.py::test_slow still running, 1 s\n"
-        r"(… test_demo.py::test_slow still running, 1.5 s\n)?"
+        r"(… test_demo.py::test_slow still running, \d+(\.5)? s\n)*"
         r"slow test started: test_demo.py::test_slow_fails\n"
-        r"… test_demo.py::test_slow_fails still running, 0.5 s\n(… test_demo.py::test_slow_fails still running, 1 s\n)?",
+        r"… test_demo.py::test_slow_fails still running, 0.5 s\n"
+        r"(… test_demo.py::test_slow_fails still running, \d+(\.5)? s\n)*",
         "".join(f"{line}\n" for line in ours)), ours
-    # they arrive while the test runs, not with the results at the end
+    # they arrive while the test runs, not with the results at the end (over a second later)
     arrived = {line: at for at, line in lines}
-    assert arrived["… test_demo.py::test_slow still running, 0.5 s"] < lines[-1][0] - 1
+    assert arrived["… test_demo.py::test_slow still running, 0.5 s"] < lines[-1][0] - 0.5
     # pytest's own lines are whole: results follow the file name (or the test's location) as usual
     if verbosity == "":
         assert [line for line in text if line.startswith("test_demo.py")][:3] == [
