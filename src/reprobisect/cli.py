@@ -39,6 +39,15 @@ def _default_base() -> str:
     return str(getattr(sys, "_base_executable", sys.executable))
 
 
+def _non_negative(text: str) -> int:
+    """An argparse type: a whole number >= 0 (argparse turns the ValueError into a one-line usage error)."""
+    value = int(text)
+    if value < 0:
+        msg = f"{text!r} is negative"
+        raise ValueError(msg)
+    return value
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, default=Path("matrix.yaml"), help="the matrix file")
     parser.add_argument("--out", type=Path, default=Path("reports"), help="records, logs and summaries go here")
@@ -63,6 +72,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=os.environ.get("REPROBISECT_WHEELHOUSE"),
         help="offline: install only from this folder of wheels (env REPROBISECT_WHEELHOUSE)",
+    )
+    parser.add_argument(
+        "--cpus-per-run",
+        type=_non_negative,
+        default=None,
+        help="pin each run to N cores of its own (0: unpinned); default 1 on the cuda backend, unpinned on the CPU",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
 
@@ -215,6 +230,7 @@ def _cmd_repro(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         resume=args.resume,
         timeout=args.timeout,
+        cpus_per_run=args.cpus_per_run,
     )
     store = Store(args.out)
     records = reproduce(
@@ -296,6 +312,7 @@ def _matrix_request(args: argparse.Namespace) -> MatrixRequest:
         fresh=args.fresh,
         refresh_index=args.refresh_index,
         timeout=args.timeout,
+        cpus_per_run=args.cpus_per_run,
     )
 
 

@@ -57,6 +57,7 @@ class RunSpec:
     overlay: Path | None = None
     extra_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     matrix_cell: str | None = None
+    cpus: tuple[int, ...] = ()  # how it runs (pinned cores), not what: not part of the key
 
     @property
     def args(self) -> tuple[str, ...]:
@@ -189,6 +190,7 @@ def execute(
                 log_path=log_path,
                 timeout=spec.timeout or spec.repro.timeout,
                 heartbeat=_heartbeat(spec, echo) if echo is not None else None,
+                cpus=spec.cpus,
             )
         )
     finally:

@@ -31,7 +31,17 @@ from reprobisect.record import Record
 from reprobisect.reproduce import detect_cuda, select_fixes, select_forms
 from reprobisect.store import Store
 
-__all__ = ["MatrixRequest", "RunStats", "Unit", "cell_ids", "listed_cells", "plan_cells", "run_matrix", "script_repro"]
+__all__ = [
+    "MatrixRequest",
+    "RunStats",
+    "Unit",
+    "cell_ids",
+    "job_cpus",
+    "listed_cells",
+    "plan_cells",
+    "run_matrix",
+    "script_repro",
+]
 
 Echo = Callable[[str], None]
 
@@ -55,6 +65,7 @@ class MatrixRequest:
     refresh_index: bool = False
     timeout: float | None = None
     use_includes: bool = True
+    cpus_per_run: int | None = None  # None: 1 on the cuda backend (comparable step times), 0 (unpinned) on the CPU
 
 
 @dataclasses.dataclass
@@ -415,6 +426,28 @@ def _job_env(slot: int, jobs: int, backend: str, gpus: int) -> dict[str, str]:
     return threads
 
 
+def job_cpus(slot: int, jobs: int, per_run: int, allowed: Sequence[int]) -> tuple[int, ...]:
+    """The cores job slot ``slot``'s runs are pinned to: ``per_run`` cores of its own, the harness keeping the
+    first allowed core when there are more cores than the jobs need; () when pinning is off.
+
+    Why: a small model's GPU step is bound by the host. Unpinned, three repeats of one H200 cell had median
+    steps 12.7 % apart (coefficient of variation); with the run on one core of its own, 2.2 %.
+    """
+    cores = sorted(allowed)
+    if per_run <= 0 or not cores:
+        return ()
+    spare = cores[1:] if len(cores) > jobs * per_run else cores
+    start = slot * per_run
+    return tuple(sorted({spare[(start + i) % len(spare)] for i in range(min(per_run, len(spare)))}))
+
+
+def _allowed_cpus() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux: no pinning
+        return []
+
+
 def _run_units(
     units: list[Unit],
     envs: Mapping[str, CellEnv | EnvBuildError],
@@ -426,6 +459,8 @@ def _run_units(
     echo: Echo,
     stats: RunStats,
 ) -> list[Record]:
+    per_run = request.cpus_per_run if request.cpus_per_run is not None else (1 if backend == "cuda" else 0)
+    allowed = _allowed_cpus()
     progress = _Progress(len(units), echo)
     with_cell = len({unit.cell.id for unit in units}) > 1
     gpus = gpu_count() if backend == "cuda" and request.jobs > 1 else 0
@@ -447,6 +482,7 @@ def _run_units(
                 timeout=request.timeout,
                 overlay=overlays.get((unit.cell.id, unit.fix.name)),
                 extra_env=_job_env(slot, request.jobs, backend, gpus),
+                cpus=job_cpus(slot, request.jobs, per_run, allowed),
                 matrix_cell=_matrix_cell_id(unit),
             )
             progress.start()

@@ -34,6 +34,7 @@ class ReproRequest:
     resume: bool = False
     timeout: float | None = None
     extra_args: tuple[str, ...] = ()
+    cpus_per_run: int | None = None
 
 
 def detect_cuda(python: Path) -> bool:
@@ -115,5 +116,6 @@ def reproduce(
         fresh=not request.resume,
         timeout=request.timeout,
         use_includes=False,
+        cpus_per_run=request.cpus_per_run,
     )
     return run_matrix(config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=echo)

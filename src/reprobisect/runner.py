@@ -108,6 +108,8 @@ class ChildSpec:
     # Called with the seconds elapsed every ``heartbeat_every`` s while the child runs: a long run is never silent.
     heartbeat: Callable[[float], None] | None = None
     heartbeat_every: float = 15.0
+    # Cores the child (and all it starts) is pinned to; () leaves it to the scheduler. See matrixrun.job_cpus.
+    cpus: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -262,6 +264,9 @@ def run_child(spec: ChildSpec) -> ChildResult:
             start_new_session=True,
         )
         assert process.stdout is not None
+        if spec.cpus:
+            with contextlib.suppress(OSError, AttributeError):  # not Linux, or a core that went away: unpinned
+                os.sched_setaffinity(process.pid, spec.cpus)
         capped = _CappedLog(log, spec.log_head_bytes, spec.log_tail_bytes)
         reader = threading.Thread(target=capped.pump, args=(process.stdout,), daemon=True)
         reader.start()

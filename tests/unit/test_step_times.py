@@ -41,3 +41,15 @@ def test_step_stats_show_p10_p90_and_how_far_repeats_agree() -> None:
     assert row["runs_cv_pct"] == pytest.approx(100 * statistics.stdev(medians) / statistics.fmean(medians))
     single = step_stats(frame[frame["repeat"] == 0]).iloc[0]
     assert single["runs_cv_pct"] is None or single["runs_cv_pct"] != single["runs_cv_pct"]  # one run: no spread
+
+
+def test_each_job_gets_cores_of_its_own_and_the_harness_keeps_one() -> None:
+    from reprobisect.matrixrun import job_cpus
+
+    sixteen = list(range(16))
+    assert job_cpus(0, 1, 1, sixteen) == (1,)  # core 0 stays the harness's
+    assert [job_cpus(slot, 4, 2, sixteen) for slot in range(4)] == [(1, 2), (3, 4), (5, 6), (7, 8)]
+    assert [job_cpus(slot, 2, 1, [0, 1]) for slot in range(2)] == [(0,), (1,)]  # no room to spare: all cores
+    assert job_cpus(0, 1, 0, sixteen) == ()  # pinning off
+    assert job_cpus(0, 1, 1, []) == ()  # a platform without affinity
+    assert job_cpus(3, 4, 1, [0, 1]) == (1,)  # more jobs than cores: they share, round-robin
