@@ -77,7 +77,10 @@ def git_revisions(repo: Path, good: str, bad: str) -> list[str]:
             raise ConfigError(msg)
         return done.stdout.strip()
 
-    start, end = git("rev-parse", good), git("rev-parse", bad)
+    start, end = (
+        git("rev-parse", "--verify", "--end-of-options", good),
+        git("rev-parse", "--verify", "--end-of-options", bad),
+    )
     between = git("rev-list", "--ancestry-path", "--reverse", f"{start}..{end}").split()
     return [start, *between]
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from reprobisect.config import load_config
+from reprobisect.config import check_pin, load_config
 from reprobisect.console import WIDTH, cut, next_step, runs_table, signature_legend
 from reprobisect.envs import base_interpreter, ensure_env, resolve_cell
 from reprobisect.errors import ConfigError, HarnessError
@@ -167,8 +167,12 @@ def _nightly_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     nightly = sub.add_parser(
         "nightly", help="run DeepSpeed releases newer than the baseline, compare, bisect; exit 1 on a regression"
     )
-    nightly.add_argument("--state", type=Path, default=Path("reports/nightly/state"),
-                         help="the baseline and history, carried from night to night (a CI artifact)")
+    nightly.add_argument(
+        "--state",
+        type=Path,
+        default=Path("reports/nightly/state"),
+        help="the baseline and history, carried from night to night (a CI artifact)",
+    )
     nightly.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto")
     nightly.add_argument("--up-to", help="consider releases up to this one only (what was out on a past night)")
     nightly.add_argument("--baseline-release", help="(re)seed: run the slice on this release and make it the baseline")
@@ -377,7 +381,10 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
         repo=args.repo or DEEPSPEED_REPO,
     )
     result = run_nightly(
-        load_config(args.config), request, base=base_interpreter(args.base_python), envs_dir=args.envs,
+        load_config(args.config),
+        request,
+        base=base_interpreter(args.base_python),
+        envs_dir=args.envs,
         environ=os.environ,
     )
     return result.exit_code
@@ -490,6 +497,17 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+_VALUE_OPTIONS = (*PINNED, "python", "good", "bad", "repo", "baseline_release", "up_to", "signature")
+
+
+def _check_values(args: argparse.Namespace) -> None:
+    """Every option that becomes a version, a ref or a URL for pip, uv or git: never an option in disguise."""
+    for name in _VALUE_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            check_pin(value, f"--{name.replace('_', '-')}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; harness errors print one message and exit with their own code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -511,6 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wheelhouse": _cmd_wheelhouse,
     }
     try:
+        _check_values(args)
         if args.wheelhouse and args.command != "wheelhouse":
             from reprobisect.wheelhouse import use_wheelhouse
 

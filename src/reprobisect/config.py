@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -16,7 +17,49 @@ import yaml
 from reprobisect.errors import ConfigError
 from reprobisect.matrix import META_KEYS, CompatibilityRule, MatrixSpec, matches
 
-__all__ = ["FORMS", "Config", "Fix", "Form", "FormName", "NightlySpec", "Repro", "load_config"]
+__all__ = [
+    "FORMS",
+    "Config",
+    "Fix",
+    "Form",
+    "FormName",
+    "NightlySpec",
+    "Repro",
+    "check_name",
+    "check_pin",
+    "load_config",
+]
+
+MAX_CONFIG_BYTES = 1 << 20
+MAX_DEPTH = 32
+# Repro and fix names become folder and file names of records and logs, and words in commands.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+
+def check_name(kind: str, name: str, where: str) -> str:
+    """``name`` when it is safe as a file name and a word in a command; else a ConfigError saying what is."""
+    if _SAFE_NAME.fullmatch(name) and ".." not in name:
+        return name
+    msg = (
+        f"{where}: {kind} name {name!r} is not allowed; use letters, digits, '.', '_', '+' and '-' "
+        "(at most 64, starting with a letter or digit, no '..')"
+    )
+    raise ConfigError(msg)
+
+
+def check_pin(value: str, where: str) -> str:
+    """A version, specifier, path or URL; never one that a tool would read as an option or that breaks a line."""
+    if value.startswith("-"):
+        problem = "starts with '-', which pip, uv or git would read as an option"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in value):
+        problem = "holds a control character (a newline, say)"
+    elif len(value) > 500:
+        problem = f"is {len(value)} characters long"
+    else:
+        return value
+    msg = f"{where}: {value[:60]!r} {problem}; give a version, a specifier, a path or a URL"
+    raise ConfigError(msg)
+
 
 FormName = Literal["cuda", "cpu-shim", "cpu-deepspeed"]
 FORMS: tuple[FormName, ...] = ("cuda", "cpu-shim", "cpu-deepspeed")
@@ -121,6 +164,46 @@ def _unknown(where: str, value: str, allowed: Any) -> str:
     return msg + (f". Perhaps you meant {close[0]!r}?" if close else "")
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML as a person writes a config: no aliases (a 600-byte file cannot expand to gigabytes), no key given
+    twice (the last would silently win), no nesting deeper than ``MAX_DEPTH``."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not allowed in matrix.yaml: write the value out", event.start_mark
+            )
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"nested deeper than {MAX_DEPTH} levels",
+                    self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice (the last would silently win)", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _keys(value: Any) -> set[str]:
+    """The keys a mapping may have when any key is allowed; none when it is not a mapping (mapping() says so)."""
+    return {str(k) for k in value} if isinstance(value, dict) else set()
+
+
 class _Reader:
     """Walks the YAML tree and remembers the key path for error messages."""
 
@@ -174,7 +257,7 @@ def _read_form(reader: _Reader, name: str, raw: Any, where: str, root: Path) -> 
     shim = data.get("shim")
     if shim is not None and shim not in SHIMS:
         raise ConfigError(_unknown(f"{reader.path.name}: {where}.{name}.shim", str(shim), SHIMS))
-    env = reader.mapping(data.get("env", {}), f"{where}.{name}.env", allowed=set(data.get("env", {}) or {}))
+    env = reader.mapping(data.get("env", {}), f"{where}.{name}.env", allowed=_keys(data.get("env", {})))
     return Form(
         name=name,
         script=script,
@@ -197,7 +280,7 @@ def _read_fix(reader: _Reader, name: str, raw: Any, where: str, forms: set[str],
     strip = fix.get("strip", 1)
     if isinstance(strip, bool) or not isinstance(strip, int) or strip < 0:
         raise reader.fail(f"{where}.strip", f"expected a number of leading path parts (patch -p), got {strip!r}")
-    override_raw = reader.mapping(fix.get("override", {}), f"{where}.override", allowed=set(fix.get("override") or {}))
+    override_raw = reader.mapping(fix.get("override", {}), f"{where}.override", allowed=_keys(fix.get("override")))
     kinds = [key for key in ("patch", "override") if key in fix]
     if len(kinds) > 1:
         raise reader.fail(where, "a fix is a patch or an override, not both; make two fixes")
@@ -208,13 +291,17 @@ def _read_fix(reader: _Reader, name: str, raw: Any, where: str, forms: set[str],
         form_args={f: reader.strings(v, f"{where}.form_args.{f}") for f, v in per_form.items()},
         patch=patch,
         patch_strip=strip,
-        override={str(k): reader.string(v, f"{where}.override.{k}") for k, v in override_raw.items()},
+        override={
+            str(k): check_pin(reader.string(v, f"{where}.override.{k}"), f"{reader.path.name}: {where}.override.{k}")
+            for k, v in override_raw.items()
+        },
     )
 
 
 def _pins(reader: _Reader, raw: Any, where: str) -> dict[str, str]:
-    data = reader.mapping(raw, where, allowed=set(raw or {}) if isinstance(raw, dict) else set())
-    return {str(k): reader.string(v, f"{where}.{k}") for k, v in data.items()}
+    data = reader.mapping(raw, where, allowed=_keys(raw) if isinstance(raw, dict) else set())
+    pins = {str(k): reader.string(v, f"{where}.{k}") for k, v in data.items()}
+    return {k: v if k in META_KEYS else check_pin(v, f"{reader.path.name}: {where}.{k}") for k, v in pins.items()}
 
 
 def _read_rule(reader: _Reader, raw: Any, where: str) -> CompatibilityRule:
@@ -235,11 +322,14 @@ def _read_matrix(reader: _Reader, raw: Any) -> MatrixSpec:
     data = reader.mapping(
         raw, "matrix", allowed={"axes", "exclude", "include", "compatibility", "prereleases"}, required={"axes"}
     )
-    axes_raw = reader.mapping(data["axes"], "matrix.axes", allowed=set(data["axes"] or {}))
+    axes_raw = reader.mapping(data["axes"], "matrix.axes", allowed=_keys(data["axes"]))
     axes = {}
     for axis, values in axes_raw.items():
         where = f"matrix.axes.{axis}"
-        axes[str(axis)] = reader.strings(values if isinstance(values, list) else [values], where)
+        axes[str(axis)] = tuple(
+            check_pin(value, f"{reader.path.name}: {where}")
+            for value in reader.strings(values if isinstance(values, list) else [values], where)
+        )
         if not axes[str(axis)]:
             raise reader.fail(where, "an axis needs at least one value")
     for axis in ("deepspeed", "lightning", "torch"):
@@ -266,6 +356,7 @@ def _read_matrix(reader: _Reader, raw: Any) -> MatrixSpec:
 
 def _read_repro(reader: _Reader, name: str, raw: Any, root: Path) -> Repro:
     where = f"repros.{name}"
+    check_name("repro", str(name), f"{reader.path.name}: repros")
     data = reader.mapping(
         raw,
         where,
@@ -277,12 +368,13 @@ def _read_repro(reader: _Reader, name: str, raw: Any, root: Path) -> Repro:
     for form_name, value in forms_raw.items():
         form = _read_form(reader, form_name, value, f"{where}.forms", root)
         forms[form.name] = form
-    fixes_raw = reader.mapping(data["fixes"], f"{where}.fixes", allowed=set(data["fixes"] or {}))
+    fixes_raw = reader.mapping(data["fixes"], f"{where}.fixes", allowed=_keys(data["fixes"]))
     if "none" not in fixes_raw:
         raise reader.fail(f"{where}.fixes", "must define 'none' (the unmodified repro)")
     fixes = {}
     for fix_name, fix_raw in fixes_raw.items():
         fwhere = f"{where}.fixes.{fix_name}"
+        check_name("fix", str(fix_name), f"{reader.path.name}: {where}.fixes")
         fixes[fix_name] = _read_fix(reader, fix_name, fix_raw, fwhere, set(forms), root)
     timeout = data.get("timeout", 900)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
@@ -317,10 +409,18 @@ def _read_nightly(reader: _Reader, raw: Any, matrix: MatrixSpec, repros: Mapping
 def load_config(path: Path) -> Config:
     """Parse matrix.yaml; paths inside it are relative to its folder."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         msg = f"{path}: not found; run from the project root or pass --config PATH"
         raise ConfigError(msg) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"{path}: cannot read it as UTF-8 text ({exc})"
+        raise ConfigError(msg) from exc
+    if len(text) > MAX_CONFIG_BYTES:
+        msg = f"{path.name}: {len(text)} characters; a matrix file is at most {MAX_CONFIG_BYTES}"
+        raise ConfigError(msg)
+    try:
+        raw = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         msg = f"{path.name}: not valid YAML: {exc}"
         raise ConfigError(msg) from exc
@@ -330,11 +430,13 @@ def load_config(path: Path) -> Config:
     )
     if top.get("version", 1) != 1:
         raise reader.fail("version", f"{top['version']!r} is not supported; this harness reads version 1")
-    cell = reader.mapping(top.get("default_cell", {}), "default_cell", allowed=set(top.get("default_cell") or {}))
+    cell = reader.mapping(top.get("default_cell", {}), "default_cell", allowed=_keys(top.get("default_cell")))
     # Without default_cell: the newest deepspeed and lightning over the base interpreter's torch.
     default_cell = {} if cell else {"torch": "system", "deepspeed": "latest", "lightning": "latest"}
-    default_cell.update({k: reader.string(v, f"default_cell.{k}") for k, v in cell.items()})
-    repros_raw = reader.mapping(top["repros"], "repros", allowed=set(top["repros"] or {}))
+    default_cell.update(
+        {k: check_pin(reader.string(v, f"default_cell.{k}"), f"{path.name}: default_cell.{k}") for k, v in cell.items()}
+    )
+    repros_raw = reader.mapping(top["repros"], "repros", allowed=_keys(top["repros"]))
     repros = {name: _read_repro(reader, name, value, path.resolve().parent) for name, value in repros_raw.items()}
     matrix = _read_matrix(reader, top.get("matrix") or {"axes": {k: [v] for k, v in default_cell.items()}})
     for key in default_cell:

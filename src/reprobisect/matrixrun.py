@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+import re
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -106,7 +107,7 @@ def script_repro(script: Path, *, expect: str | None, shim: bool) -> Repro:
     )
     cuda = Form(name="cuda", script=path, precision="as written")
     return Repro(
-        name=f"script-{path.stem}",
+        name=f"script-{re.sub(r'[^A-Za-z0-9._+-]', '_', path.stem)[:48].strip('.') or 'x'}",
         title=f"script {script}",
         report="",
         expected_signature=expect,

@@ -153,8 +153,10 @@ def target_of(value: str, available: Sequence[str], *, repo: str = DEEPSPEED_REP
     if not number:
         return Target(kind="ref", name=value, spec=f"git+{repo}@{value}")
     newest = available[-1] if available else "none"
-    msg = (f"--deepspeed {value}: not a release of deepspeed on the configured index (newest: {newest}); "
-           "give a listed release or a git ref such as main")
+    msg = (
+        f"--deepspeed {value}: not a release of deepspeed on the configured index (newest: {newest}); "
+        "give a listed release or a git ref such as main"
+    )
     raise ConfigError(msg)
 
 
@@ -170,9 +172,20 @@ def pinned_ref(target: Target) -> Target:
     url, _, ref = target.spec.removeprefix("git+").rpartition("@")
     if re.fullmatch(r"[0-9a-f]{40}", ref):
         return target
+    if url.startswith("-") or not re.fullmatch(r"[A-Za-z0-9._/+-]+", ref) or ref.startswith("-"):
+        msg = (
+            f"--deepspeed {target.name}: {url!r} @ {ref!r} is not a repository URL and a branch, tag or hash "
+            "(a URL such as https://github.com/deepspeedai/DeepSpeed.git, a ref of letters, digits, '.', '_', '/', '-')"
+        )
+        raise ConfigError(msg)
     try:
-        done = subprocess.run(["git", "ls-remote", url, ref, f"{ref}^{{}}"], capture_output=True, text=True,
-                              timeout=120, check=False)
+        done = subprocess.run(
+            ["git", "ls-remote", "--", url, ref, f"{ref}^{{}}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         msg = f"--deepspeed {target.name}: cannot ask {url} which commit it is ({exc})"
         raise ConfigError(msg) from exc
@@ -195,8 +208,11 @@ def masked(frame: pd.DataFrame) -> pd.DataFrame:
 def regressed_keys(baseline: pd.DataFrame, current: pd.DataFrame) -> list[Key]:
     """(repro, cell, form, fix) keys that passed on the baseline and do not pass now (masked frames)."""
     before, after = verdicts(baseline), verdicts(current)
-    return sorted(k for k, v in after.items()
-                  if k in before and before[k].outcome == Outcome.PASS.value and v.outcome != Outcome.PASS.value)
+    return sorted(
+        k
+        for k, v in after.items()
+        if k in before and before[k].outcome == Outcome.PASS.value and v.outcome != Outcome.PASS.value
+    )
 
 
 def _now() -> str:
@@ -215,8 +231,16 @@ def _slice(config: Config, request: NightlyRequest) -> dict[str, Any]:
 class _Night:
     """One night's run: the shared pieces every step needs."""
 
-    def __init__(self, config: Config, request: NightlyRequest, *, base: BaseInterpreter, envs_dir: Path,
-                 environ: Mapping[str, str], echo: Echo) -> None:
+    def __init__(
+        self,
+        config: Config,
+        request: NightlyRequest,
+        *,
+        base: BaseInterpreter,
+        envs_dir: Path,
+        environ: Mapping[str, str],
+        echo: Echo,
+    ) -> None:
         self.config, self.request, self.base = config, request, base
         self.envs_dir, self.environ, self.echo = envs_dir, environ, echo
         self.store = Store(request.out)
@@ -227,25 +251,58 @@ class _Night:
         axes = {name: (value,) for name, value in self.slice["axes"].items()}
         axes[AXIS] = (target.spec,)
         matrix = MatrixRequest(
-            repros=tuple(self.slice["repros"]), backend=self.request.backend, axes=axes, forms=self.request.forms,
-            fixes=self.request.fixes, jobs=self.request.jobs, timeout=self.request.timeout, use_includes=False,
+            repros=tuple(self.slice["repros"]),
+            backend=self.request.backend,
+            axes=axes,
+            forms=self.request.forms,
+            fixes=self.request.fixes,
+            jobs=self.request.jobs,
+            timeout=self.request.timeout,
+            use_includes=False,
         )
         self.echo(f"\n== deepspeed {target.name}: the nightly slice ==")
-        return run_matrix(self.config, matrix, base=self.base, store=self.store, envs_dir=self.envs_dir,
-                          environ=self.environ, echo=self.echo, stats=self.stats)
+        return run_matrix(
+            self.config,
+            matrix,
+            base=self.base,
+            store=self.store,
+            envs_dir=self.envs_dir,
+            environ=self.environ,
+            echo=self.echo,
+            stats=self.stats,
+        )
 
     def loaded(self, records: Sequence[Record]) -> list[Loaded]:
         root = self.store.root
-        return [Loaded(record=r, root=root,
-                       path=self.store.record_path(r.repro, r.cell["id"], r.form, r.fix, r.repeat)) for r in records]
+        return [
+            Loaded(record=r, root=root, path=self.store.record_path(r.repro, r.cell["id"], r.form, r.fix, r.repeat))
+            for r in records
+        ]
 
     def bisect(self, key: Key, good: str, bad: str) -> Bisect:
         repro, _, form, fix = key
-        request = BisectRequest(repro=repro, axis=AXIS, good=good, bad=bad, backend=self.request.backend, form=form,
-                                fix=fix, all_transitions=True, pins=self.slice["axes"], timeout=self.request.timeout)
+        request = BisectRequest(
+            repro=repro,
+            axis=AXIS,
+            good=good,
+            bad=bad,
+            backend=self.request.backend,
+            form=form,
+            fix=fix,
+            all_transitions=True,
+            pins=self.slice["axes"],
+            timeout=self.request.timeout,
+        )
         self.echo(f"\n== bisect {repro} {form} {fix}: deepspeed {good} .. {bad} ==")
-        _, report, path = run_bisect(self.config, request, base=self.base, store=self.store, envs_dir=self.envs_dir,
-                                     environ=self.environ, echo=self.echo)
+        _, report, path = run_bisect(
+            self.config,
+            request,
+            base=self.base,
+            store=self.store,
+            envs_dir=self.envs_dir,
+            environ=self.environ,
+            echo=self.echo,
+        )
         return Bisect(path=path, data=report)
 
 
@@ -262,13 +319,17 @@ def _bisect_order(comparisons: Mapping[str, Comparison], regressed: Mapping[str,
 
 def _check_slice(state: NightlyState, night: _Night, request: NightlyRequest) -> None:
     if state.backend and request.backend != "auto" and state.backend != request.backend:
-        msg = (f"{request.state}: this state was made with --backend {state.backend}, not {request.backend}; "
-               "give each backend its own --state folder")
+        msg = (
+            f"{request.state}: this state was made with --backend {state.backend}, not {request.backend}; "
+            "give each backend its own --state folder"
+        )
         raise ConfigError(msg)
     # Other pins would make every key differ; fewer repros, forms or fixes only compare fewer runs.
     if state.slice and state.slice.get("axes") != night.slice["axes"]:
-        msg = (f"{request.state}: the baseline was run with pins {json.dumps(state.slice.get('axes'))}, tonight's "
-               f"are {json.dumps(night.slice['axes'])}; re-seed with --baseline-release RELEASE (or restore the pins)")
+        msg = (
+            f"{request.state}: the baseline was run with pins {json.dumps(state.slice.get('axes'))}, tonight's "
+            f"are {json.dumps(night.slice['axes'])}; re-seed with --baseline-release RELEASE (or restore the pins)"
+        )
         raise ConfigError(msg)
 
 
@@ -288,8 +349,13 @@ def _resolved_backend(records: Sequence[Record], request: NightlyRequest) -> str
     return "cuda" if {r.form for r in records} == {"cuda"} else "cpu"
 
 
-def _close(night: _Night, news: NightNews, report: ReportData | None, after: NightlyState,
-           new_baseline: Sequence[Record] | None) -> NightlyResult:
+def _close(
+    night: _Night,
+    news: NightNews,
+    report: ReportData | None,
+    after: NightlyState,
+    new_baseline: Sequence[Record] | None,
+) -> NightlyResult:
     """Every night ends here: outputs written, the new baseline staged, then the state committed.
 
     ``after`` is the state to keep (its history and baseline folder are filled in here); ``new_baseline``
@@ -302,18 +368,33 @@ def _close(night: _Night, news: NightNews, report: ReportData | None, after: Nig
     folder = after.baseline_dir
     if new_baseline is not None and after.baseline is not None:
         folder = stage_baseline(request.state, new_baseline, night.store.root, after.baseline)
-    commit_state(request.state, dataclasses.replace(after, history=(*after.history, news.history()),
-                                                    baseline_dir=folder))
+    commit_state(
+        request.state, dataclasses.replace(after, history=(*after.history, news.history()), baseline_dir=folder)
+    )
     if report is not None:
         night.echo("\n" + news.terminal_summary() + f"\nWrote {markdown}, {summary} and {request.out / 'report'}")
     failed = news.is_regression or (request.fail_on_change and news.is_change)
-    return NightlyResult(title=title_of(news), new_releases=news.new_releases, ran=news.ran,
-                         regressed=news.is_regression, changed=news.is_change, exit_code=FAIL_EXIT if failed else 0,
-                         markdown=markdown, summary=summary)
+    return NightlyResult(
+        title=title_of(news),
+        new_releases=news.new_releases,
+        ran=news.ran,
+        regressed=news.is_regression,
+        changed=news.is_change,
+        exit_code=FAIL_EXIT if failed else 0,
+        markdown=markdown,
+        summary=summary,
+    )
 
 
-def run_nightly(config: Config, request: NightlyRequest, *, base: BaseInterpreter, envs_dir: Path,
-                environ: Mapping[str, str], echo: Echo = print) -> NightlyResult:
+def run_nightly(
+    config: Config,
+    request: NightlyRequest,
+    *,
+    base: BaseInterpreter,
+    envs_dir: Path,
+    environ: Mapping[str, str],
+    echo: Echo = print,
+) -> NightlyResult:
     """One night: find new releases, run, compare, bisect changes, write the body, advance the baseline."""
     night = _Night(config, request, base=base, envs_dir=envs_dir, environ=environ, echo=echo)
     state = load_state(request.state)
@@ -332,16 +413,27 @@ def run_nightly(config: Config, request: NightlyRequest, *, base: BaseInterprete
         fresh = new_releases(available, baseline, up_to=request.up_to)
         skipped = fresh[: -request.max_releases] if len(fresh) > request.max_releases else []
         targets = [Target(kind="release", name=v, spec=v) for v in fresh if v not in skipped]
-    news = NightNews(at=_now(), backend=state.backend or request.backend, baseline=baseline,
-                     since=state.since, new_releases=fresh, skipped=skipped,
-                     newest=available[-1] if available else None, up_to=request.up_to)
+    news = NightNews(
+        at=_now(),
+        backend=state.backend or request.backend,
+        baseline=baseline,
+        since=state.since,
+        new_releases=fresh,
+        skipped=skipped,
+        newest=available[-1] if available else None,
+        up_to=request.up_to,
+    )
     if not targets:
-        echo(f"No DeepSpeed release newer than the baseline {baseline} (baseline since {state.since}; newest on the "
-             f"index: {news.newest}{f', up to {request.up_to}' if request.up_to else ''}). Nothing to run.")
+        echo(
+            f"No DeepSpeed release newer than the baseline {baseline} (baseline since {state.since}; newest on the "
+            f"index: {news.newest}{f', up to {request.up_to}' if request.up_to else ''}). Nothing to run."
+        )
         return _close(night, news, None, state, None)
-    echo(f"Baseline deepspeed {baseline} (since {state.since}); tonight: "
-         + ", ".join(t.name for t in targets) + (f"; not run (older new releases): {', '.join(skipped)}" if skipped
-                                                 else ""))
+    echo(
+        f"Baseline deepspeed {baseline} (since {state.since}); tonight: "
+        + ", ".join(t.name for t in targets)
+        + (f"; not run (older new releases): {', '.join(skipped)}" if skipped else "")
+    )
     base_records = baseline_records(request.state, state)
     copy_runs(base_records, baseline_root(request.state, state), night.store.root)
     base_frame = masked(records_frame(night.loaded(base_records)))
@@ -353,22 +445,32 @@ def run_nightly(config: Config, request: NightlyRequest, *, base: BaseInterprete
         current = masked(records_frame(night.loaded(runs[target.name])))
         comparisons[target.name] = compare(current, base_frame)
         regressed[target.name] = regressed_keys(base_frame, current)
-    news = dataclasses.replace(news, ran=[t.name for t in targets], refs=[t.name for t in targets if t.kind == "ref"],
-                               comparisons=comparisons, regressed=regressed)
+    news = dataclasses.replace(
+        news,
+        ran=[t.name for t in targets],
+        refs=[t.name for t in targets if t.kind == "ref"],
+        comparisons=comparisons,
+        regressed=regressed,
+    )
     bisects = _bisects(night, news, targets, baseline)
-    news = dataclasses.replace(news, bisects=bisects, runs_executed=night.stats.executed,
-                               runs_reused=night.stats.reused)
+    news = dataclasses.replace(
+        news, bisects=bisects, runs_executed=night.stats.executed, runs_reused=night.stats.reused
+    )
     newest = targets[-1]
     all_runs = [r for records in runs.values() for r in records]
     frame = records_frame(night.loaded([*base_records, *all_runs]))
-    report = ReportData(frame=frame, sources=[night.store.root], bisects=bisects,
-                        comparison=comparisons[newest.name], baseline=baseline_root(request.state, state).resolve(),
-                        plots=plots_for(frame))
+    report = ReportData(
+        frame=frame,
+        sources=[night.store.root],
+        bisects=bisects,
+        comparison=comparisons[newest.name],
+        baseline=baseline_root(request.state, state).resolve(),
+        plots=plots_for(frame),
+    )
     # A release or ref asked for by hand is compared, never made the baseline: the nightly's own order stays.
     advance = not request.keep_baseline and not request.deepspeed
     news = dataclasses.replace(news, advanced_to=newest.name if advance else None)
-    after = dataclasses.replace(state, backend=state.backend or _resolved_backend(all_runs, request),
-                                slice=night.slice)
+    after = dataclasses.replace(state, backend=state.backend or _resolved_backend(all_runs, request), slice=night.slice)
     if advance:
         after = dataclasses.replace(after, baseline=newest.name, since=news.at)
     return _close(night, news, report, after, runs[newest.name] if advance else None)
@@ -382,8 +484,10 @@ def _bisects(night: _Night, news: NightNews, targets: Sequence[Target], baseline
     for key, release in order[: night.request.max_bisects]:
         done.append(night.bisect(key, baseline, release))
     if len(order) > night.request.max_bisects:
-        night.echo(f"{len(order) - night.request.max_bisects} more changed run(s) not bisected (--max-bisects "
-                   f"{night.request.max_bisects})")
+        night.echo(
+            f"{len(order) - night.request.max_bisects} more changed run(s) not bisected (--max-bisects "
+            f"{night.request.max_bisects})"
+        )
     return done
 
 
@@ -397,17 +501,29 @@ def _seed(night: _Night, state: NightlyState, available: Sequence[str], echo: Ec
             raise ConfigError(msg)
         name = release.name
     else:
-        candidates = [v for v in available if not Version(v).is_prerelease
-                      and (not request.up_to or Version(v) <= Version(request.up_to))]
+        candidates = [
+            v
+            for v in available
+            if not Version(v).is_prerelease and (not request.up_to or Version(v) <= Version(request.up_to))
+        ]
         if not candidates:
             msg = f"--up-to {request.up_to}: no deepspeed release on the configured index is that old"
             raise ConfigError(msg)
         name = candidates[-1]
         echo(f"No baseline in {request.state}: the newest release, deepspeed {name}, becomes the baseline.")
     records = night.run_slice(Target(kind="release", name=name, spec=name))
-    news = NightNews(at=_now(), backend=_resolved_backend(records, request), baseline=name, since=None,
-                     seeded=True, ran=[name], advanced_to=name, runs_executed=night.stats.executed,
-                     runs_reused=night.stats.reused, newest=available[-1] if available else None)
+    news = NightNews(
+        at=_now(),
+        backend=_resolved_backend(records, request),
+        baseline=name,
+        since=None,
+        seeded=True,
+        ran=[name],
+        advanced_to=name,
+        runs_executed=night.stats.executed,
+        runs_reused=night.stats.reused,
+        newest=available[-1] if available else None,
+    )
     frame = records_frame(night.loaded(records))
     report = ReportData(frame=frame, sources=[night.store.root], plots=plots_for(frame))
     after = NightlyState(backend=news.backend, baseline=name, since=news.at, slice=night.slice, history=state.history)
