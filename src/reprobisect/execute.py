@@ -162,7 +162,7 @@ def _heartbeat(spec: RunSpec, echo: Callable[[str], None]) -> Callable[[float], 
 
     def beat(elapsed: float) -> None:
         ops = compiling_ops(spec.env.torch_extensions)
-        doing = f", compiling op {', '.join(ops)} (just in time, about a minute on a CPU)" if ops else ", running"
+        doing = f", compiling op {', '.join(ops)} (just in time)" if ops else ", running"
         echo(f"  … {what}: {elapsed:.0f} s{doing}")
 
     return beat

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from reprobisect.compare import Comparison
-from reprobisect.report_markdown import GITHUB_LIMIT, report_markdown
+from reprobisect.report_markdown import GITHUB_LIMIT, fit_limit, md_safe, report_markdown, safe_frame
 from reprobisect.report_views import Bisect, ReportData, reproduce_command
 
 __all__ = ["MARKER", "NightNews", "issue_body", "title_of"]
@@ -69,33 +69,73 @@ class NightNews:
         frames = []
         for release, comp in self.comparisons.items():
             bad = set(self.regressed.get(release, []))
-            keys = zip(comp.changes["repro"], comp.changes["cell"], comp.changes["form"], comp.changes["fix"],
-                       strict=True)
+            keys = zip(
+                comp.changes["repro"], comp.changes["cell"], comp.changes["form"], comp.changes["fix"], strict=True
+            )
             frames.append(comp.changes.assign(release=release, regression=[k in bad for k in keys]))
         if not frames:
-            return pd.DataFrame(columns=["release", "kind", "repro", "cell", "form", "fix", "baseline", "current",
-                                         "detail", "regression"])
+            return pd.DataFrame(
+                columns=[
+                    "release",
+                    "kind",
+                    "repro",
+                    "cell",
+                    "form",
+                    "fix",
+                    "baseline",
+                    "current",
+                    "detail",
+                    "regression",
+                ]
+            )
         return pd.concat(frames, ignore_index=True)
 
     def summary(self) -> dict[str, Any]:
         """``nightly.json``: what a workflow step reads (title, regressed) and what a dashboard would."""
         return {
-            "title": title_of(self), "regressed": self.is_regression, "changed": self.is_change, "at": self.at,
-            "backend": self.backend, "baseline": self.baseline, "baseline_since": self.since,
-            "new_releases": self.new_releases, "ran": self.ran, "refs": self.refs, "not_run": self.skipped,
-            "newest_on_index": self.newest, "up_to": self.up_to, "advanced_to": self.advanced_to, "seeded": self.seeded,
-            "runs_executed": self.runs_executed, "runs_reused": self.runs_reused,
+            "title": title_of(self),
+            "regressed": self.is_regression,
+            "changed": self.is_change,
+            "at": self.at,
+            "backend": self.backend,
+            "baseline": self.baseline,
+            "baseline_since": self.since,
+            "new_releases": self.new_releases,
+            "ran": self.ran,
+            "refs": self.refs,
+            "not_run": self.skipped,
+            "newest_on_index": self.newest,
+            "up_to": self.up_to,
+            "advanced_to": self.advanced_to,
+            "seeded": self.seeded,
+            "runs_executed": self.runs_executed,
+            "runs_reused": self.runs_reused,
             "changes": self.changes().to_dict("records"),
-            "bisects": [{"repro": b.data["repro"], "form": b.data["form"], "fix": b.data["fix"],
-                         "range": [b.data["range"]["good"], b.data["range"]["bad"]],
-                         "transitions": b.data["transitions"], "file": b.path.name} for b in self.bisects],
+            "bisects": [
+                {
+                    "repro": b.data["repro"],
+                    "form": b.data["form"],
+                    "fix": b.data["fix"],
+                    "range": [b.data["range"]["good"], b.data["range"]["bad"]],
+                    "transitions": b.data["transitions"],
+                    "file": b.path.name,
+                }
+                for b in self.bisects
+            ],
         }
 
     def history(self) -> dict[str, Any]:
         """The line this night adds to the state's history."""
         changes = self.changes()
-        return {"at": self.at, "baseline": self.baseline, "ran": self.ran, "seeded": self.seeded,
-                "regressed": self.is_regression, "changes": len(changes), "advanced_to": self.advanced_to}
+        return {
+            "at": self.at,
+            "baseline": self.baseline,
+            "ran": self.ran,
+            "seeded": self.seeded,
+            "regressed": self.is_regression,
+            "changes": len(changes),
+            "advanced_to": self.advanced_to,
+        }
 
     def terminal_summary(self) -> str:
         """A few lines for the end of the nightly's output."""
@@ -103,11 +143,15 @@ class NightNews:
         changes = self.changes()
         for row in changes.to_dict("records"):
             flag = "REGRESSION " if row["regression"] else ""
-            lines.append(f"  {flag}{row['kind']}: deepspeed {row['release']} {row['repro']} {row['form']} "
-                         f"{row['fix']}: {row['baseline']} → {row['current']} {row['detail']}".rstrip())
+            lines.append(
+                f"  {flag}{row['kind']}: deepspeed {row['release']} {row['repro']} {row['form']} "
+                f"{row['fix']}: {row['baseline']} → {row['current']} {row['detail']}".rstrip()
+            )
         for bisect in self.bisects:
-            lines += [f"  bisect {bisect.data['repro']} {bisect.data['form']} {bisect.data['fix']}: {t}"
-                      for t in _transitions(bisect)]
+            lines += [
+                f"  bisect {bisect.data['repro']} {bisect.data['form']} {bisect.data['fix']}: {t}"
+                for t in _transitions(bisect)
+            ]
         lines.append(f"{self.runs_executed} runs executed, {self.runs_reused} reused from records.")
         if self.advanced_to:
             lines.append(f"The baseline is now deepspeed {self.advanced_to}.")
@@ -136,14 +180,17 @@ def _transitions(bisect: Bisect) -> list[str]:
     out = []
     for t in bisect.data["transitions"]:
         before, after = t["from"], t["to"]
-        out.append(f"{t['last']} {before['outcome']} {before.get('signature_id') or ''} → {t['first']} "
-                   f"{after['outcome']} {after.get('signature_id') or ''}".replace("  ", " ").strip())
+        out.append(
+            f"{t['last']} {before['outcome']} {before.get('signature_id') or ''} → {t['first']} "
+            f"{after['outcome']} {after.get('signature_id') or ''}".replace("  ", " ").strip()
+        )
     return out or ["no transition inside the range (the change did not reproduce on re-run: flaky?)"]
 
 
 def _cell_row(frame: pd.DataFrame, release: str, repro: str, form: str, fix: str) -> pd.Series[Any] | None:
-    rows = frame[(frame["deepspeed"] == release) & (frame["repro"] == repro) & (frame["form"] == form)
-                 & (frame["fix"] == fix)]
+    rows = frame[
+        (frame["deepspeed"] == release) & (frame["repro"] == repro) & (frame["form"] == form) & (frame["fix"] == fix)
+    ]
     return None if rows.empty else rows.iloc[0]
 
 
@@ -153,8 +200,10 @@ def _table(changes: pd.DataFrame, baseline: str) -> list[str]:
     for row in changes.to_dict("records"):
         flag = "**regression**" if row["regression"] else ""
         kind = f"{row['kind']} {row['detail']}".strip()
-        lines.append(f"| {flag} | {row['release']} | {row['repro']} | {row['form']} | {row['fix']} | "
-                     f"{row['baseline']} | {row['current']} | {kind} |")
+        lines.append(
+            f"| {flag} | {row['release']} | {row['repro']} | {row['form']} | {row['fix']} | "
+            f"{row['baseline']} | {row['current']} | {kind} |"
+        )
     return lines
 
 
@@ -177,17 +226,32 @@ def _commands(frame: pd.DataFrame, changes: pd.DataFrame, limit: int = 8) -> lis
 
 def _head(news: NightNews) -> list[str]:
     since = f" (baseline since {news.since})" if news.since else ""
-    lines = [MARKER.format(backend=news.backend), f"## {title_of(news)}", "",
-             f"Night of {news.at}, backend `{news.backend}`. Baseline: deepspeed **{news.baseline}**{since}."]
+    lines = [
+        MARKER.format(backend=news.backend),
+        f"## {title_of(news)}",
+        "",
+        f"Night of {news.at}, backend `{news.backend}`. Baseline: deepspeed **{news.baseline}**{since}.",
+    ]
     if news.seeded:
-        return [*lines, f"First night: the slice ran on deepspeed {news.baseline} ({news.runs_executed} runs "
-                        f"executed, {news.runs_reused} reused); later nights compare new releases with it.", ""]
+        return [
+            *lines,
+            f"First night: the slice ran on deepspeed {news.baseline} ({news.runs_executed} runs "
+            f"executed, {news.runs_reused} reused); later nights compare new releases with it.",
+            "",
+        ]
     if not news.ran:
         up_to = f", considering releases up to {news.up_to}" if news.up_to else ""
-        return [*lines, f"No DeepSpeed release newer than {news.baseline} on the configured index (newest there: "
-                        f"{news.newest}{up_to}). Nothing ran.", ""]
-    lines.append(f"Ran: deepspeed {', '.join(news.ran)}" + (f" (git refs: {', '.join(news.refs)})" if news.refs else "")
-                 + f"; {news.runs_executed} runs executed, {news.runs_reused} reused from records.")
+        return [
+            *lines,
+            f"No DeepSpeed release newer than {news.baseline} on the configured index (newest there: "
+            f"{news.newest}{up_to}). Nothing ran.",
+            "",
+        ]
+    lines.append(
+        f"Ran: deepspeed {', '.join(news.ran)}"
+        + (f" (git refs: {', '.join(news.refs)})" if news.refs else "")
+        + f"; {news.runs_executed} runs executed, {news.runs_reused} reused from records."
+    )
     if news.skipped:
         lines.append(f"Newer releases not run tonight (--max-releases): {', '.join(news.skipped)}.")
     if news.advanced_to:
@@ -199,7 +263,7 @@ def issue_body(news: NightNews, report: ReportData | None, *, limit: int = GITHU
     """The Markdown a workflow posts as the tracking issue (or a comment on it): head, changes, bisection,
     commands, signatures, then the full report folded away, cut to fit GitHub's limit."""
     lines = _head(news)
-    changes = news.changes()
+    changes = safe_frame(news.changes())
     if news.ran and not news.outcome_changes():
         timing = "" if changes.empty else " (step-time changes below: timings of two nights compare two runners' loads)"
         lines += [f"Every run has the outcome and signature it had on the baseline{timing}.", ""]
@@ -210,19 +274,25 @@ def issue_body(news: NightNews, report: ReportData | None, *, limit: int = GITHU
         lines += ["### Bisection (every transition between the baseline and the release)", ""]
         for bisect in news.bisects:
             data = bisect.data
-            lines += [f"- {data['repro']} · {data['form']} · fix {data['fix']} "
-                      f"({data['range']['good']} .. {data['range']['bad']}): " + "; ".join(_transitions(bisect))]
+            lines += [
+                md_safe(
+                    f"- {data['repro']} · {data['form']} · fix {data['fix']} "
+                    f"({data['range']['good']} .. {data['range']['bad']}): " + "; ".join(_transitions(bisect))
+                )
+            ]
         lines.append("")
     if report is not None and not changes.empty:
-        commands = _commands(report.frame, changes)
+        commands = [command.replace("`", "'") for command in _commands(report.frame, news.changes())]
         if commands:
             lines += ["### Reproduce", "", "```bash", *commands, "```", ""]
-        signatures = _signatures(report.frame, changes)
+        signatures = _signatures(safe_frame(report.frame), changes)
         if signatures:
             lines += ["### Signatures", "", *signatures, ""]
-    head = "\n".join(lines)
+    head = fit_limit("\n".join(lines), limit - 200)
     if report is None:
         return head
     room = limit - len(head) - 200
-    full = report_markdown(report, limit=max(room, 1000))
+    if room < 1000:
+        return head
+    full = report_markdown(report, limit=room)
     return "\n".join([head, "<details><summary>Full report</summary>", "", full, "", "</details>", ""])

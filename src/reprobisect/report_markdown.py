@@ -7,6 +7,8 @@ what changed since the baseline, and the exact command that reproduces each cell
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,10 +32,64 @@ from reprobisect.report_views import (
     varying_axes,
 )
 
-__all__ = ["GITHUB_LIMIT", "LEGEND", "environment_line", "report_markdown", "transition_lines"]
+__all__ = [
+    "GITHUB_LIMIT",
+    "LEGEND",
+    "environment_line",
+    "fit_limit",
+    "md_safe",
+    "report_markdown",
+    "safe_data",
+    "safe_frame",
+    "transition_lines",
+]
 
 GITHUB_LIMIT = 60_000  # GitHub refuses issue bodies and comments over 65,536 characters
 LEGEND = " · ".join(f"{o.glyph} {o.value}" for o in Outcome) + "; (k/n): k of n repeats agree"
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]+")
+_MENTION = re.compile(r"(?<![\w/.+-])@(?=[A-Za-z0-9_-])")
+
+
+def md_safe(text: str) -> str:
+    """Text a run or a record produced, safe inside a Markdown line or table cell that is posted as an issue.
+
+    One line (a newline could open an HTML comment that hides the rest, or end a table row), no HTML (``<``
+    is escaped: no ``<!--``, no tags), no ``@mention`` that would ping someone (a zero-width space after
+    the ``@``; an ``@`` inside a word or URL, as in ``repo.git@v0.16.4``, is no mention and stays), and no
+    ``|`` that would split a table cell.
+    """
+    flat = _CONTROL.sub(" ", text)
+    return _MENTION.sub("@\u200b", flat.replace("<", "&lt;").replace("|", "\\|"))
+
+
+def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every text value passed through :func:`md_safe` (keys stay consistent: all change alike)."""
+    out = frame.copy()
+    for column in out.columns:
+        if pd.api.types.is_object_dtype(out[column]) or pd.api.types.is_string_dtype(out[column]):
+            out[column] = [md_safe(v) if isinstance(v, str) else v for v in out[column]]
+    return out
+
+
+def safe_data(data: ReportData) -> ReportData:
+    """The report's data with everything that came from runs or record files made safe for Markdown."""
+    comparison = data.comparison
+    if comparison is not None:
+        comparison = dataclasses.replace(comparison, changes=safe_frame(comparison.changes))
+    return dataclasses.replace(
+        data, frame=safe_frame(data.frame), comparison=comparison, skipped=[md_safe(s) for s in data.skipped]
+    )
+
+
+def fit_limit(text: str, limit: int) -> str:
+    """``text`` cut at a line end to at most ``limit`` characters, saying so: GitHub refuses longer bodies."""
+    if len(text) <= limit:
+        return text
+    note = "\n\n_Cut here to fit GitHub's limit; report.html and report.md beside it have everything._\n"
+    head = text[: max(0, limit - len(note))]
+    return head[: head.rfind("\n") + 1 or len(head)] + note
 
 
 def _table(frame: pd.DataFrame, *, index: bool = False) -> str:
@@ -114,17 +170,21 @@ def transition_lines(bisect: Bisect) -> list[str]:
     d = bisect.data
     fix = f", fix {d['fix']}" if d.get("fix") else ""
     mode = f", {d['mode']}" if d.get("mode") else ""
-    head = (f"**{d['repro']} · {d['form']}** ({d.get('precision', '?')}{fix}) along **{d['axis']}**, "
-            f"{_span(d.get('range'))}{mode}: {d.get('runs', '?')} runs over {d.get('releases_in_range', '?')} releases")
+    head = (
+        f"**{d['repro']} · {d['form']}** ({d.get('precision', '?')}{fix}) along **{d['axis']}**, "
+        f"{_span(d.get('range'))}{mode}: {d.get('runs', '?')} runs over {d.get('releases_in_range', '?')} releases"
+    )
     skipped = _skipped_versions(d.get("skipped"))
     if skipped:
         head += f"; skipped {skipped}"
     lines = [f"- {head} (`{bisect.path.name}`)"]
     for t in d["transitions"]:
         between = _skipped_versions(t.get("skipped_between"))
-        lines.append(f"  - last `{t.get('last')}` → first `{t.get('first')}`: "
-                     f"{_outcome_text(t.get('from'))} → {_outcome_text(t.get('to'))}"
-                     + (f" (untested between: {between})" if between else ""))
+        lines.append(
+            f"  - last `{t.get('last')}` → first `{t.get('first')}`: "
+            f"{_outcome_text(t.get('from'))} → {_outcome_text(t.get('to'))}"
+            + (f" (untested between: {between})" if between else "")
+        )
     if not d["transitions"]:
         lines.append("  - no transition: one outcome over the whole range")
     return lines
@@ -150,10 +210,29 @@ def _step_section(frame: pd.DataFrame) -> list[str]:
     labels = cell_labels(frame)
     stats = stats.assign(cell=[labels[c] for c in stats["cell"]])
     mem = "peak RSS MiB" if set(stats["mem_kind"]) == {"rss"} else "peak MiB (GPU, else RSS)"
-    stats = stats.rename(columns={"peak_mem_mib": mem, "median_ms": "median ms", "p10_ms": "p10 ms",
-                                  "p90_ms": "p90 ms", "runs_cv_pct": "runs' CV %", "first_step_ms": "first step ms"})
-    columns = ["cell", "form", "fix", "runs", "steps", "median ms", "p10 ms", "p90 ms", "runs' CV %", "first step ms",
-               mem]
+    stats = stats.rename(
+        columns={
+            "peak_mem_mib": mem,
+            "median_ms": "median ms",
+            "p10_ms": "p10 ms",
+            "p90_ms": "p90 ms",
+            "runs_cv_pct": "runs' CV %",
+            "first_step_ms": "first step ms",
+        }
+    )
+    columns = [
+        "cell",
+        "form",
+        "fix",
+        "runs",
+        "steps",
+        "median ms",
+        "p10 ms",
+        "p90 ms",
+        "runs' CV %",
+        "first step ms",
+        mem,
+    ]
     return [f"## Step times ({WARM_UP_NOTE})", "", _table(stats[columns]), ""]
 
 
@@ -187,20 +266,30 @@ def _comparison_section(data: ReportData) -> list[str]:
         return []
     counts = comp.counts()
     flagged = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n) or "nothing"
-    lines = [f"## Compared with baseline `{data.baseline}`", "",
-             f"Flagged: **{flagged}** ({len(comp.timings)} timings compared; a slow-down counts when the median "
-             f"step time ratio > {comp.threshold:.2f} and the difference > {comp.k:g} × noise).", ""]
+    lines = [
+        f"## Compared with baseline `{data.baseline}`",
+        "",
+        f"Flagged: **{flagged}** ({len(comp.timings)} timings compared; a slow-down counts when the median "
+        f"step time ratio > {comp.threshold:.2f} and the difference > {comp.k:g} × noise).",
+        "",
+    ]
     overall = comp.overall_ratio
     if overall is not None and not 1 / comp.threshold <= overall <= comp.threshold:
-        lines += [f"Every timed run moved: median ratio ×{overall:.2f}. A busier or different machine slows "
-                  "every run alike; compare timings made under the same conditions.", ""]
+        lines += [
+            f"Every timed run moved: median ratio ×{overall:.2f}. A busier or different machine slows "
+            "every run alike; compare timings made under the same conditions.",
+            "",
+        ]
     if not comp.changes.empty:
         labels = {**cell_labels(data.frame)}
         changes = comp.changes.assign(cell=[labels.get(c, c) for c in comp.changes["cell"]])
         lines += [_table(changes[["kind", "cell", "form", "fix", "baseline", "current", "detail"]]), ""]
     if comp.only_baseline or comp.only_current:
-        lines += [f"Not compared: {len(comp.only_baseline)} run(s) only in the baseline, "
-                  f"{len(comp.only_current)} only in the current records.", ""]
+        lines += [
+            f"Not compared: {len(comp.only_baseline)} run(s) only in the baseline, "
+            f"{len(comp.only_current)} only in the current records.",
+            "",
+        ]
     return lines
 
 
@@ -212,24 +301,36 @@ def _fit(sections: Sequence[tuple[str, list[str]]], limit: int) -> str:
         index = max(i for i, (name, _) in enumerate(kept) if name)
         dropped.append(kept.pop(index)[0])
     note = [f"_Left out to fit an issue: {', '.join(dropped)}; see report.html._", ""] if dropped else []
-    return "\n".join([line for _, s in kept for line in s] + note)
+    return fit_limit("\n".join([line for _, s in kept for line in s] + note), limit)
 
 
 def report_markdown(data: ReportData, *, limit: int = GITHUB_LIMIT) -> str:
-    """The whole report as Markdown: environment, matrices, transitions, timings, comparison, commands."""
+    """The whole report as Markdown: environment, matrices, transitions, timings, comparison, commands.
+
+    Safe to post as an issue body: text from runs and records goes through :func:`md_safe`, and the whole
+    is at most ``limit`` characters."""
+    data = safe_data(data)
     frame = data.frame
     repros = ", ".join(sorted(set(frame["repro"]))) or "no runs"
     head = [f"# reprobisect report: {repros}", ""]
     if frame.empty:
         return "\n".join([*head, "No readable records were found.", *_skipped(data.skipped)])
-    head += [f"**Environment**: {environment_line(frame)}.", "",
-             f"{len(frame)} runs in {frame['cell'].nunique()} cell(s) from {len(data.sources)} folder(s).", ""]
+    head += [
+        f"**Environment**: {environment_line(frame)}.",
+        "",
+        f"{len(frame)} runs in {frame['cell'].nunique()} cell(s) from {len(data.sources)} folder(s).",
+        "",
+    ]
     transitions = [line for b in data.bisects for line in transition_lines(b)]
     sections: list[tuple[str, list[str]]] = [
-        ("", head), ("", _matrix_sections(frame)), ("", _comparison_section(data)),
+        ("", head),
+        ("", _matrix_sections(frame)),
+        ("", _comparison_section(data)),
         ("", ["## Transitions (bisect)", "", *transitions, ""] if transitions else []),
-        ("", _env_section(frame)), ("", _skipped(data.skipped)),
-        ("first releases", _first_release_sections(frame)), ("step times", _step_section(frame)),
+        ("", _env_section(frame)),
+        ("", _skipped(data.skipped)),
+        ("first releases", _first_release_sections(frame)),
+        ("step times", _step_section(frame)),
         ("commands", _commands_section(frame)),
     ]
     return _fit(sections, limit)
