@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from packaging.version import Version
 
+from reprobisect.atomic import write_atomic
 from reprobisect.bisect import BisectResult, ProbeResult, Transition, all_transitions, estimate, first_bad
 from reprobisect.config import Config
 from reprobisect.envs import BaseInterpreter
@@ -178,8 +179,7 @@ def run_bisect(
         result = first_bad(short, probe_by_short, _target(config, request), log=echo)
     report = _report(config, request, repro.name, form, versions, result, stats, held)
     path = store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
     return result, report, path
 
 

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from reprobisect.atomic import write_atomic
 from reprobisect.config import check_pin, load_config
 from reprobisect.console import WIDTH, cut, next_step, runs_table, signature_legend
 from reprobisect.envs import base_interpreter, ensure_env, resolve_cell
@@ -256,7 +257,7 @@ def _cmd_repro(args: argparse.Namespace) -> int:
     summary = args.out / f"summary-{args.repro}.md"
     summary.parent.mkdir(parents=True, exist_ok=True)
     title = f"{config.repro(args.repro).title}"
-    summary.write_text(markdown_summary(records, title=title, command=command), encoding="utf-8")
+    write_atomic(summary, markdown_summary(records, title=title, command=command), what="the session summary")
     print(f"\nRecords: {args.out / 'records' / args.repro}  Summary: {summary}")
     return 0
 
@@ -344,9 +345,10 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     _print_runs(records)
     summary = args.out / "summary-matrix.md"
     summary.parent.mkdir(parents=True, exist_ok=True)
-    summary.write_text(
+    write_atomic(
+        summary,
         markdown_summary(records, title="Matrix", command="nox -s matrix -- " + shlex.join(sys.argv[2:])),
-        encoding="utf-8",
+        what="the matrix summary",
     )
     print(f"\nRecords: {args.out / 'records'}  Summary: {summary}")
     return 0

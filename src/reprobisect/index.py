@@ -12,12 +12,12 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from reprobisect.atomic import write_atomic
 from reprobisect.errors import ConfigError
 
 __all__ = ["IndexCache", "list_versions"]
@@ -78,9 +78,5 @@ class IndexCache:
                 return [str(v) for v in cached]
         versions = list_versions(self.python, package, prereleases=prereleases)
         data[key] = {"at": time.time(), "versions": versions}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".index-", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(json.dumps(data, indent=1))
-        os.replace(tmp, self.path)  # concurrent harnesses: each writes its own temporary file
+        write_atomic(self.path, json.dumps(data, indent=1), what="the index cache")  # concurrent harnesses too
         return versions

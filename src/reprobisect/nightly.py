@@ -30,6 +30,7 @@ from typing import Any, Literal
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 
+from reprobisect.atomic import write_atomic
 from reprobisect.bisectrun import BisectRequest, run_bisect
 from reprobisect.cells import id_without
 from reprobisect.compare import Comparison, compare
@@ -338,8 +339,8 @@ def _write_outputs(out: Path, news: NightNews, report: ReportData | None) -> tup
     if report is not None:
         write_report(report, out / "report")
     markdown, summary = out / "nightly.md", out / "nightly.json"
-    markdown.write_text(issue_body(news, report), encoding="utf-8")
-    summary.write_text(json.dumps(news.summary(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_atomic(markdown, issue_body(news, report), what="the nightly issue body")
+    write_atomic(summary, json.dumps(news.summary(), indent=2, sort_keys=True) + "\n", what="the nightly summary")
     return markdown, summary
 
 

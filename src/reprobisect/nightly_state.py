@@ -15,16 +15,15 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from reprobisect.atomic import write_atomic
 from reprobisect.errors import ConfigError, StorageError
 from reprobisect.record import Record
-from reprobisect.store import Store
+from reprobisect.store import Store, inside
 
 __all__ = [
     "HISTORY_KEPT",
@@ -100,15 +99,7 @@ def load_state(state_dir: Path) -> NightlyState:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        msg = f"{path}: cannot write the nightly state ({exc.strerror or exc}); the previous state is intact"
-        raise StorageError(msg) from exc
+    write_atomic(path, text, what="the nightly state")
 
 
 def save_state(state_dir: Path, state: NightlyState) -> Path:
@@ -122,7 +113,8 @@ def copy_runs(records: Iterable[Record], source_root: Path, dest_root: Path) -> 
     """Copy the record files (and their logs, when present) of ``records`` from one records root to another."""
     for record in records:
         stored = Store(source_root).record_path(record.repro, record.cell["id"], record.form, record.fix, record.repeat)
-        for rel in (stored.relative_to(source_root.resolve()), Path(record.log_path)):
+        logs = [Path(record.log_path)] if inside(source_root, record.log_path) else []  # never a file outside
+        for rel in (stored.relative_to(source_root.resolve()), *logs):
             src = source_root.resolve() / rel
             if src.is_file() and src.resolve() != (dest_root / rel).resolve():
                 (dest_root / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -15,9 +15,11 @@ from typing import Any
 
 import pandas as pd
 
+from reprobisect.atomic import atomic_path
 from reprobisect.errors import RecordError
 from reprobisect.outcome import Outcome
 from reprobisect.record import Record, warm_up_steps
+from reprobisect.store import inside
 
 __all__ = [
     "AXES",
@@ -173,6 +175,10 @@ def load_records(roots: Sequence[Path]) -> list[Loaded]:
             record = _load_one(path)
             if record is None or record.run_id in seen:
                 continue
+            if not inside(base, record.log_path):
+                msg = f"skipping {path}: its log_path {record.log_path!r:.120} is outside {base}; left out"
+                warnings.warn(msg, SkippedFileWarning, stacklevel=2)
+                continue
             seen.add(record.run_id)
             loaded.append(Loaded(record=record, root=base, path=path))
     return loaded
@@ -261,7 +267,9 @@ def write_frame(frame: pd.DataFrame, dest: Path) -> list[Path]:
     """runs.parquet (step times as a list column) and runs.csv (step times space-separated)."""
     dest.mkdir(parents=True, exist_ok=True)
     parquet, csv = dest / "runs.parquet", dest / "runs.csv"
-    frame.to_parquet(parquet, index=False)
+    with atomic_path(parquet, what="the runs table") as tmp:
+        frame.to_parquet(tmp, index=False)
     flat = frame.assign(step_ms=[" ".join(f"{t:.3f}" for t in steps) for steps in frame["step_ms"]])
-    flat.to_csv(csv, index=False)
+    with atomic_path(csv, what="the runs table") as tmp:
+        flat.to_csv(tmp, index=False)
     return [parquet, csv]

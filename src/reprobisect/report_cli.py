@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reprobisect.atomic import atomic_path, write_atomic
 from reprobisect.compare import Comparison, compare
 from reprobisect.errors import ConfigError, HarnessError, NothingToDoError
 from reprobisect.report import SkippedFileWarning, load_records, records_frame, write_frame
@@ -93,15 +94,16 @@ def write_report(data: ReportData, dest: Path) -> list[Path]:
     """Every report file of ``data`` into ``dest``: runs.parquet/csv, plots, report.md/html, changes/timings."""
     written = write_frame(data.frame, dest)
     for name, png in data.plots.items():
-        (dest / name).write_bytes(png)
+        write_atomic(dest / name, png, what="a plot")
         written.append(dest / name)
     markdown, page = dest / "report.md", dest / "report.html"
-    markdown.write_text(report_markdown(data), encoding="utf-8")
-    page.write_text(report_html(data), encoding="utf-8")
+    write_atomic(markdown, report_markdown(data), what="the Markdown report")
+    write_atomic(page, report_html(data), what="the HTML report")
     written += [markdown, page]
     if data.comparison is not None:
-        data.comparison.changes.to_csv(dest / "changes.csv", index=False)
-        data.comparison.timings.to_csv(dest / "timings.csv", index=False)
+        for name, table in (("changes.csv", data.comparison.changes), ("timings.csv", data.comparison.timings)):
+            with atomic_path(dest / name, what="the comparison") as tmp:
+                table.to_csv(tmp, index=False)
         written += [dest / "changes.csv", dest / "timings.csv"]
     return written
 

@@ -11,17 +11,37 @@ so a crash or Ctrl-C leaves either the old record or the new one, never half of 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
+import json
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+from reprobisect.atomic import write_atomic
 from reprobisect.errors import RecordError, StorageError
-from reprobisect.record import Record
+from reprobisect.record import SCHEMA_VERSION, Record
 
-__all__ = ["Store"]
+__all__ = ["Store", "inside"]
+
+
+def inside(root: Path, relative: str) -> bool:
+    """Does ``relative`` (a record's ``log_path``) name a file under ``root``, links resolved?
+
+    A record from another machine (``report --merge``, a nightly state) could name ``../../.ssh/id_ed25519``
+    or an absolute path; the report must never read, embed or copy a file outside the records root.
+    """
+    try:
+        return (root / relative).resolve().is_relative_to(root.resolve())
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+def _schema_of(path: Path) -> int | None:
+    """The schema_version of the record file at ``path``, None when there is none or it cannot be read."""
+    try:
+        version = json.loads(path.read_text(encoding="utf-8")).get("schema_version")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return None
+    return version if isinstance(version, int) and not isinstance(version, bool) else None
 
 
 class Store:
@@ -43,30 +63,20 @@ class Store:
         return self.root / "logs" / stem.with_name(f"{stem.name}__{run_id}.log")
 
     def write(self, record: Record) -> Path:
-        """Write ``record`` atomically and return its path."""
+        """Write ``record`` atomically and return its path.
+
+        A record of a newer schema at that path is left alone (StorageError): an older harness must not
+        overwrite what a newer one wrote and that it cannot read.
+        """
         path = self.record_path(record.repro, record.cell["id"], record.form, record.fix, record.repeat)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        except OSError as exc:
-            msg = f"{path}: cannot write this record ({exc.strerror or exc}); the records written before it are intact"
-            raise StorageError(msg) from exc
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(record.to_json())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            msg = f"{path}: cannot write this record ({exc.strerror or exc}); the records written before it are intact"
-            raise StorageError(msg) from exc
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return path
+        newer = _schema_of(path)
+        if newer is not None and newer > SCHEMA_VERSION:
+            msg = (
+                f"{path}: holds a record of schema {newer}, newer than this harness's {SCHEMA_VERSION}; "
+                "update the harness or write to another --out"
+            )
+            raise StorageError(msg)
+        return write_atomic(path, record.to_json(), what="this record")
 
     def find(self, spec_key: str, repro: str, cell_id: str, form: str, fix: str, repeat: int = 0) -> Record | None:
         """The stored record of exactly this run (same inputs), or None."""

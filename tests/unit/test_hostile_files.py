@@ -1,0 +1,82 @@
+"""Output files and record folders someone else prepared (issue #16, #15): links are never written through,
+a failed write leaves the old file whole, newer records are not overwritten, logs outside the root are not read."""
+
+from __future__ import annotations
+
+import errno
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reprobisect.atomic import atomic_path, write_atomic
+from reprobisect.errors import StorageError
+from reprobisect.record import Record
+from reprobisect.report import SkippedFileWarning, load_records
+from reprobisect.store import Store, inside
+
+BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"
+
+
+def test_a_link_in_the_output_folder_is_replaced_not_written_through(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    link = tmp_path / "out" / "summary-gan.md"
+    link.parent.mkdir()
+    link.symlink_to(victim)
+    write_atomic(link, "the summary")
+    assert victim.read_text() == "precious"
+    assert not link.is_symlink() and link.read_text() == "the summary"
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "runs.parquet"
+    target.write_text("old")
+    with (
+        pytest.raises(StorageError, match=r"runs\.parquet: cannot write the runs table"),
+        atomic_path(target, what="the runs table") as tmp,
+    ):
+        tmp.write_text("half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["runs.parquet"]
+
+
+def _record() -> Record:
+    return Record.load(next((BASELINE / "records").rglob("*__r0.json")))
+
+
+def test_a_newer_records_file_is_not_overwritten_by_this_harness(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    record = _record()
+    path = store.write(record)
+    data = json.loads(path.read_text())
+    data["schema_version"] = 99
+    path.write_text(json.dumps(data))
+    with pytest.raises(StorageError, match="schema 99, newer than this harness"):
+        store.write(record)
+    assert json.loads(path.read_text())["schema_version"] == 99
+
+
+def test_a_record_whose_log_is_outside_its_root_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    root = tmp_path / "sent"
+    shutil.copytree(BASELINE, root)
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("PRIVATE KEY")
+    victim = next((root / "records").rglob("*none__r0.json"))
+    data = json.loads(victim.read_text())
+    data["log_path"] = "../id_ed25519"
+    victim.write_text(json.dumps(data))
+    with pytest.warns(SkippedFileWarning, match="log_path '../id_ed25519' is outside"):
+        loaded = load_records([root])
+    assert data["run_id"] not in {item.record.run_id for item in loaded}
+    assert len(loaded) == 17
+
+
+@pytest.mark.parametrize("rel", ["../x", "/etc/passwd", "logs/../../x", "logs/link/x"])
+def test_inside(tmp_path: Path, rel: str) -> None:
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "link").symlink_to("/tmp")
+    assert not inside(tmp_path, rel)
+    assert inside(tmp_path, "logs/gan/a.log")
