@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -499,6 +500,7 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+EXIT_STATUS_FILE = "exit-status"
 _VALUE_OPTIONS = (*PINNED, "python", "good", "bad", "repo", "baseline_release", "up_to", "signature")
 
 
@@ -530,18 +532,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         "nightly": _cmd_nightly,
         "wheelhouse": _cmd_wheelhouse,
     }
+    # nox turns every failing exit into 1: the nightly leaves its own status in --out, so a workflow can tell
+    # a regression (1) from a harness error (2 and up; 'running' when the process died).
+    status_file = args.out / EXIT_STATUS_FILE if args.command == "nightly" else None
+    code: int | str = "running"
+    _write_status(status_file, code)
     try:
         _check_values(args)
         if args.wheelhouse and args.command != "wheelhouse":
             from reprobisect.wheelhouse import use_wheelhouse
 
             use_wheelhouse(args.wheelhouse)
-        return handlers[args.command](args)
+        code = handlers[args.command](args)
+        return code
     except HarnessError as exc:
+        code = exc.return_code
         if args.debug:
             raise
         print(f"reprobisect: error: {exc}", file=sys.stderr)
         return exc.return_code
+    finally:
+        _write_status(status_file, code)
+
+
+def _write_status(path: Path | None, code: int | str) -> None:
+    if path is not None:
+        with contextlib.suppress(HarnessError):
+            write_atomic(path, f"{code}\n", what="the exit status")
 
 
 if __name__ == "__main__":

@@ -345,6 +345,8 @@ def test_nightly_job_runs_the_agreed_command(
     assert 'args+=(--deepspeed "$DEEPSPEED")' in run["run"]
     assert f'{python} -m nox -s nightly -- "${{args[@]}}" || status=$?' in run["run"]
     assert 'echo "status=$status" >> "$GITHUB_OUTPUT"' in run["run"]
+    # nox exits 1 on any failure: the harness's own status file tells a regression from a harness error
+    assert f'status=$(cat "{out}/exit-status" 2>/dev/null || echo "$status-unknown")' in run["run"]
     uploads = {s["with"]["name"]: s for j, s in steps(nightly) if j == job_id and "upload-artifact" in s.get("uses", "")}
     assert set(uploads) == {f"nightly-state-{backend}", f"nightly-report-{backend}"}
     assert all(s["if"] == "always()" for s in uploads.values())
