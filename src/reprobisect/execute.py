@@ -101,8 +101,16 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
     if spec.form.distributed_env:
         # torchrun's variables, TORCHELASTIC_RUN_ID included: Lightning then takes the TorchElastic environment and
         # never probes MPI (importing mpi4py where an MPI is installed but cannot start aborts the process).
-        env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0",
-                    "TORCHELASTIC_RUN_ID": "reprobisect"})
+        env.update(
+            {
+                "RANK": "0",
+                "WORLD_SIZE": "1",
+                "LOCAL_RANK": "0",
+                "LOCAL_WORLD_SIZE": "1",
+                "GROUP_RANK": "0",
+                "TORCHELASTIC_RUN_ID": "reprobisect",
+            }
+        )
     if spec.form.shim:
         env["REPROBISECT_SHIM"] = str(SHIMS[spec.form.shim])
     if spec.overlay is not None:
@@ -112,23 +120,47 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
     return env
 
 
+_WATCHED = ("torch", "deepspeed", "lightning", "pytorch-lightning", "lightning-fabric", "torchvision")
+
+
 @functools.cache
-def installed_versions(python: Path) -> dict[str, str]:
-    """Versions installed in a cell (used only when the run died before reporting what it imported)."""
+def installed_versions(python: Path, extra: tuple[str, ...] = ()) -> dict[str, str]:
+    """Versions installed in a cell, read by a process of the harness's own (the watched packages and ``extra``)."""
+    names = sorted({*_WATCHED, *extra})
     code = (
-        "import json, importlib.metadata as m\n"
-        "names = ('torch', 'deepspeed', 'lightning', 'pytorch-lightning', 'lightning-fabric', 'torchvision')\n"
+        "import json, sys, importlib.metadata as m\n"
         "out = {}\n"
-        "for n in names:\n"
+        "for n in json.loads(sys.argv[1]):\n"
         "    try: out[n] = m.version(n)\n"
         "    except m.PackageNotFoundError: pass\n"
         "print(json.dumps(out))\n"
     )
     try:
-        done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120, check=True)
-        return dict(json.loads(done.stdout))
+        done = subprocess.run(
+            [str(python), "-c", code, json.dumps(names)], capture_output=True, text=True, timeout=120, check=True
+        )
+        found = json.loads(done.stdout)
     except (OSError, subprocess.SubprocessError, ValueError):
         return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _checked_versions(claimed: Mapping[str, str] | None, spec: RunSpec) -> tuple[dict[str, str], str]:
+    """The versions a run reported importing, checked against what the cell has installed.
+
+    The report comes from inside the run's own process, so it is a claim: where it names another version
+    of a package the cell pins than the cell's metadata does, the installed one is kept and the record
+    says ``claimed, corrected: ...``. Without a report, the installed versions, marked ``installed``.
+    """
+    pinned = ("torch", *sorted(spec.env.cell.packages))
+    installed = installed_versions(spec.env.python, pinned)
+    if claimed is None:
+        return installed, "installed"
+    wrong = sorted(n for n in pinned if n in claimed and n in installed and claimed[n] != installed[n])
+    if not wrong:
+        return dict(claimed), "imported"
+    note = ", ".join(f"{n} {claimed[n]!r} is {installed[n]}" for n in wrong)
+    return {**claimed, **{n: installed[n] for n in wrong}}, f"claimed, corrected: {note}"[:300]
 
 
 def _failing_step(outcome: Outcome, steps: list[StepTime]) -> int | str | None:
@@ -203,6 +235,7 @@ def execute(
     steps = events.steps
     claimed = events.exit
     config = {**events.config, **({"ignored_events": events.ignored} if events.ignored else {})}
+    versions, versions_source = _checked_versions(claimed.versions, spec)
     record = Record(
         run_id=run_id,
         spec_key=spec.key,
@@ -214,8 +247,8 @@ def execute(
         script=str(spec.form.script.name),
         argv=[Path(argv[0]).name, *[str(a) for a in argv[2:]]],
         cell=spec.env.cell.to_dict(),
-        versions=claimed.versions if claimed.versions is not None else installed_versions(spec.env.python),
-        versions_source="imported" if claimed.versions is not None else "installed",
+        versions=versions,
+        versions_source=versions_source,
         python=claimed.python or spec.env.cell.python,
         platform=claimed.platform,
         gpu=claimed.gpu,

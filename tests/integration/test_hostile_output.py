@@ -83,3 +83,21 @@ def test_a_record_of_the_wrong_type_is_refused_on_write(plain_env: CellEnv, tmp_
 
     with pytest.raises(RecordError, match="'exit_code'"):
         Record.from_dict(forged, source=tmp_path / "forged.json")
+
+
+def test_forged_versions_are_marked_as_a_claim_and_corrected(pip_pinned_env: CellEnv, tmp_path: Path) -> None:
+    record = _run(pip_pinned_env, tmp_path, "forged_versions.py", expected=None)
+    assert record.outcome == Outcome.PASS.value
+    assert record.versions["pip"] == pip_pinned_env.cell.packages["pip"]
+    assert record.versions_source == f"claimed, corrected: pip '0.0.1' is {record.versions['pip']}"
+
+
+@pytest.fixture
+def pip_pinned_env(plain_env: CellEnv) -> CellEnv:
+    """The plain env with pip (which every interpreter here has) pinned at the version it has."""
+    import dataclasses
+
+    from reprobisect.execute import installed_versions
+
+    pip = installed_versions(plain_env.python, ("pip",))["pip"]
+    return dataclasses.replace(plain_env, cell=dataclasses.replace(plain_env.cell, packages={"pip": pip}))
