@@ -21,6 +21,7 @@ from reprobisect.errors import ConfigError
 from reprobisect.index import IndexCache
 from reprobisect.matrixrun import MatrixRequest, RunStats, run_matrix, script_repro
 from reprobisect.record import Record
+from reprobisect.sandbox import Confinement
 from reprobisect.store import Store
 
 __all__ = ["BisectRequest", "bisect_slug", "git_revisions", "releases_between", "run_bisect"]
@@ -51,6 +52,7 @@ class BisectRequest:
     git: Path | None = None
     fresh: bool = False
     timeout: float | None = None
+    confinement: Confinement = dataclasses.field(default_factory=Confinement)
 
 
 def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prereleases: bool) -> list[str]:
@@ -156,6 +158,7 @@ def run_bisect(
             fresh=request.fresh,
             timeout=request.timeout,
             use_includes=False,
+            confinement=request.confinement,
         )
         records = run_matrix(
             config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=lambda _: None, stats=stats

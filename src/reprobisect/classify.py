@@ -82,7 +82,7 @@ def known_signatures() -> tuple[KnownSignature, ...]:
 def _reproduced_on(raw: object, index: int) -> dict[str, str]:
     """Where the harness last saw a known bug reproduce ({package: version}): what a session suggests next."""
     if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
-        msg = f"known_signatures.toml: known[{index}].reproduced_on: {raw!r} is not a table of package = \"version\""
+        msg = f'known_signatures.toml: known[{index}].reproduced_on: {raw!r} is not a table of package = "version"'
         raise ConfigError(msg)
     return {str(k): v for k, v in raw.items()}
 

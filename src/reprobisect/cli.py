@@ -23,6 +23,7 @@ from reprobisect.matrixrun import MatrixRequest, listed_cells, run_matrix
 from reprobisect.record import Record
 from reprobisect.report import flaky_runs, markdown_summary
 from reprobisect.reproduce import ReproRequest, reproduce
+from reprobisect.sandbox import Confinement
 from reprobisect.store import Store
 
 __all__ = ["main"]
@@ -39,6 +40,10 @@ def _default_base() -> str:
     if importlib.util.find_spec("torch") is not None:
         return sys.executable
     return str(getattr(sys, "_base_executable", sys.executable))
+
+
+def _confinement(args: argparse.Namespace) -> Confinement:
+    return Confinement(sandbox=args.sandbox, network=args.network)
 
 
 def _non_negative(text: str) -> int:
@@ -80,6 +85,19 @@ def _common(parser: argparse.ArgumentParser) -> None:
         type=_non_negative,
         default=None,
         help="pin each run to N cores of its own (0: unpinned); default 1 on the cuda backend, unpinned on the CPU",
+    )
+    parser.add_argument(
+        "--no-sandbox",
+        dest="sandbox",
+        action="store_false",
+        help="run repros unconfined (by default each runs in a bubblewrap sandbox: own PID namespace, read-only "
+        "file system, private HOME and /tmp)",
+    )
+    parser.add_argument(
+        "--network",
+        choices=("on", "off"),
+        default="on",
+        help="off: each sandboxed run has only a loopback of its own (gloo and one-host NCCL still work)",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
 
@@ -237,6 +255,7 @@ def _cmd_repro(args: argparse.Namespace) -> int:
         resume=args.resume,
         timeout=args.timeout,
         cpus_per_run=args.cpus_per_run,
+        confinement=_confinement(args),
     )
     store = Store(args.out)
     records = reproduce(
@@ -319,6 +338,7 @@ def _matrix_request(args: argparse.Namespace) -> MatrixRequest:
         refresh_index=args.refresh_index,
         timeout=args.timeout,
         cpus_per_run=args.cpus_per_run,
+        confinement=_confinement(args),
     )
 
 
@@ -382,6 +402,7 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
         fail_on_change=args.fail_on_change,
         keep_baseline=args.keep_baseline,
         repo=args.repo or DEEPSPEED_REPO,
+        confinement=_confinement(args),
     )
     result = run_nightly(
         load_config(args.config),
@@ -425,6 +446,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
         git=args.git,
         fresh=args.fresh,
         timeout=args.timeout,
+        confinement=_confinement(args),
     )
     _, report, path = run_bisect(
         load_config(args.config),
@@ -532,11 +554,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "nightly": _cmd_nightly,
         "wheelhouse": _cmd_wheelhouse,
     }
-    # nox turns every failing exit into 1: the nightly leaves its own status in --out, so a workflow can tell
-    # a regression (1) from a harness error (2 and up; 'running' when the process died).
+    # nox turns every failing exit into 1: the nightly leaves its verdict (0 or 1) in --out, so a workflow can
+    # tell a regression (a file that says 1) from a harness error (no file).
     status_file = args.out / EXIT_STATUS_FILE if args.command == "nightly" else None
+    if status_file is not None:
+        status_file.unlink(missing_ok=True)  # last night's must not speak for tonight
     code: int | str = "running"
-    _write_status(status_file, code)
     try:
         _check_values(args)
         if args.wheelhouse and args.command != "wheelhouse":
@@ -556,7 +579,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _write_status(path: Path | None, code: int | str) -> None:
-    if path is not None:
+    """The nightly's verdict (0 or 1) beside its outputs; an error writes none (bad input writes nothing)."""
+    if path is not None and code in (0, 1):
         with contextlib.suppress(HarnessError):
             write_atomic(path, f"{code}\n", what="the exit status")
 

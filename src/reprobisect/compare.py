@@ -28,8 +28,9 @@ from reprobisect.report_views import Verdict, verdicts
 __all__ = ["CHANGE_KINDS", "Comparison", "TimingCheck", "compare", "timing_check"]
 
 CHANGE_KINDS = ("new-failure", "fixed", "outcome-changed", "signature-changed", "timing-regression")
-FAILURES = frozenset({Outcome.REPRODUCED.value, Outcome.OTHER_FAILURE.value, Outcome.CRASH.value,
-                      Outcome.TIMEOUT.value})
+FAILURES = frozenset(
+    {Outcome.REPRODUCED.value, Outcome.OTHER_FAILURE.value, Outcome.CRASH.value, Outcome.TIMEOUT.value}
+)
 MAD_TO_SIGMA = 1.4826  # scales a median absolute deviation to a normal distribution's standard deviation
 
 Key = tuple[str, str, str, str]
@@ -66,7 +67,10 @@ def _repeat_noise(*sides: Sequence[Sequence[float]]) -> float:
 
 
 def timing_check(
-    baseline: Sequence[Sequence[float]], current: Sequence[Sequence[float]], *, threshold: float = 1.10,
+    baseline: Sequence[Sequence[float]],
+    current: Sequence[Sequence[float]],
+    *,
+    threshold: float = 1.10,
     k: float = 3.0,
 ) -> TimingCheck | None:
     """Is ``current`` slower than ``baseline`` beyond run-to-run noise? None when a side has no step times.
@@ -98,8 +102,15 @@ def timing_check(
     repeat_noise = _repeat_noise(base_runs, cur_runs)
     band = k * (step_noise + repeat_noise)
     ratio = c / b if b > 0 else float("inf")
-    return TimingCheck(baseline_ms=b, current_ms=c, ratio=ratio, step_noise_ms=step_noise,
-                       repeat_noise_ms=repeat_noise, band_ms=band, regression=ratio > threshold and c - b > band)
+    return TimingCheck(
+        baseline_ms=b,
+        current_ms=c,
+        ratio=ratio,
+        step_noise_ms=step_noise,
+        repeat_noise_ms=repeat_noise,
+        band_ms=band,
+        regression=ratio > threshold and c - b > band,
+    )
 
 
 def _outcome_change(before: Verdict, after: Verdict) -> str | None:
@@ -144,14 +155,26 @@ class Comparison:
 
 
 _CHANGE_COLUMNS = ["kind", "repro", "cell", "form", "fix", "baseline", "current", "detail"]
-_TIMING_COLUMNS = ["repro", "cell", "form", "fix", "baseline_ms", "current_ms", "ratio", "step_noise_ms",
-                   "repeat_noise_ms", "band_ms", "regression"]
+_TIMING_COLUMNS = [
+    "repro",
+    "cell",
+    "form",
+    "fix",
+    "baseline_ms",
+    "current_ms",
+    "ratio",
+    "step_noise_ms",
+    "repeat_noise_ms",
+    "band_ms",
+    "regression",
+]
 
 
 def _steps_by_key(frame: pd.DataFrame) -> dict[Key, list[list[float]]]:
     out: dict[Key, list[list[float]]] = {}
-    for repro, cell, form, fix, steps in zip(frame["repro"], frame["cell"], frame["form"], frame["fix"],
-                                             frame["step_ms"], strict=True):
+    for repro, cell, form, fix, steps in zip(
+        frame["repro"], frame["cell"], frame["form"], frame["fix"], frame["step_ms"], strict=True
+    ):
         out.setdefault((repro, cell, form, fix), []).append(list(steps))
     return out
 
@@ -160,8 +183,7 @@ def _timing_row(key: Key, check: TimingCheck) -> dict[str, Any]:
     return dict(zip(_TIMING_COLUMNS, [*key, *dataclasses.astuple(check)], strict=True))
 
 
-def compare(current: pd.DataFrame, baseline: pd.DataFrame, *, threshold: float = 1.10,
-            k: float = 3.0) -> Comparison:
+def compare(current: pd.DataFrame, baseline: pd.DataFrame, *, threshold: float = 1.10, k: float = 3.0) -> Comparison:
     """Flag what changed from ``baseline`` to ``current`` (both long frames from ``records_frame``)."""
     before, after = verdicts(baseline), verdicts(current)
     base_steps, cur_steps = _steps_by_key(baseline), _steps_by_key(current)
@@ -178,12 +200,18 @@ def compare(current: pd.DataFrame, baseline: pd.DataFrame, *, threshold: float =
             continue
         timings.append(_timing_row(key, check))
         if check.regression:
-            detail = (f"median step {check.baseline_ms:.1f} → {check.current_ms:.1f} ms (×{check.ratio:.2f}); "
-                      f"noise band {check.band_ms:.1f} ms")
-            changes.append(dict(zip(_CHANGE_COLUMNS, ["timing-regression", *key, was.label, now.label, detail],
-                                    strict=True)))
+            detail = (
+                f"median step {check.baseline_ms:.1f} → {check.current_ms:.1f} ms (×{check.ratio:.2f}); "
+                f"noise band {check.band_ms:.1f} ms"
+            )
+            changes.append(
+                dict(zip(_CHANGE_COLUMNS, ["timing-regression", *key, was.label, now.label, detail], strict=True))
+            )
     return Comparison(
-        changes=pd.DataFrame(changes, columns=_CHANGE_COLUMNS), timings=pd.DataFrame(timings, columns=_TIMING_COLUMNS),
-        only_baseline=sorted(set(before) - set(after)), only_current=sorted(set(after) - set(before)),
-        threshold=threshold, k=k,
+        changes=pd.DataFrame(changes, columns=_CHANGE_COLUMNS),
+        timings=pd.DataFrame(timings, columns=_TIMING_COLUMNS),
+        only_baseline=sorted(set(before) - set(after)),
+        only_current=sorted(set(after) - set(before)),
+        threshold=threshold,
+        k=k,
     )

@@ -81,6 +81,17 @@ class CellEnv:
         """The cell's interpreter."""
         return self.path / "bin" / "python"
 
+    def base_site_dirs(self) -> list[Path]:
+        """The base interpreter's site folders the cell sees (its ``_reprobisect_base.pth``): a sandbox shows them."""
+        found = []
+        for pth in self.path.glob("lib/python*/site-packages/_reprobisect_base.pth"):
+            try:
+                text = pth.read_text(encoding="utf-8")
+            except OSError:
+                continue
+            found += [Path(match) for match in re.findall(r"addsitedir\('([^']+)'\)", text)]
+        return found
+
     @property
     def torch_extensions(self) -> Path:
         """JIT-compiled ops of this cell live here, so each DeepSpeed version builds them once."""

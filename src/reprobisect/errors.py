@@ -12,6 +12,7 @@ __all__ = [
     "HarnessError",
     "NothingToDoError",
     "RecordError",
+    "SandboxError",
     "StorageError",
 ]
 
@@ -56,3 +57,9 @@ class RecordError(HarnessError):
     """A record file is malformed, truncated or of an unknown schema version."""
 
     return_code = 6
+
+
+class SandboxError(HarnessError):
+    """No sandbox can start here (no bubblewrap, user namespaces disabled); ``--no-sandbox`` is the opt-out."""
+
+    return_code = 8

@@ -24,6 +24,7 @@ from reprobisect.events import read_events
 from reprobisect.outcome import Outcome
 from reprobisect.record import Record, StepTime, warm_up_steps
 from reprobisect.runner import ChildSpec, free_port, run_child, scrubbed_environ
+from reprobisect.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox
 from reprobisect.signature import Signature, normalize_message
 from reprobisect.store import Store
 
@@ -58,6 +59,7 @@ class RunSpec:
     extra_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     matrix_cell: str | None = None
     cpus: tuple[int, ...] = ()  # how it runs (pinned cores), not what: not part of the key
+    sandbox: Sandbox | None = None  # how it runs too: None is unconfined
 
     @property
     def args(self) -> tuple[str, ...]:
@@ -145,6 +147,34 @@ def installed_versions(python: Path, extra: tuple[str, ...] = ()) -> dict[str, s
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
+def _confined(
+    spec: RunSpec, sandbox: Sandbox, argv: tuple[str, ...], env: dict[str, str], workdir: Path
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The run's command inside ``sandbox``: writable only its work folder and the cell's op folder."""
+    env = {**env, "TMPDIR": PRIVATE_TMP}
+    if env.get("HOME", "/") in ("", "/"):
+        env["HOME"] = PRIVATE_HOME
+    spec.env.torch_extensions.mkdir(parents=True, exist_ok=True)
+    readable = [
+        spec.env.path,
+        Path(os.path.realpath(spec.env.python)).parents[1],  # the interpreter the venv was made from
+        *spec.env.base_site_dirs(),
+        BOOTSTRAP.parent,
+        spec.form.script.parent,
+        Path.cwd(),  # the checkout
+        *([spec.overlay] if spec.overlay is not None else []),
+    ]
+    wrapped = sandbox.wrap(
+        argv,
+        env=env,
+        workdir=workdir,
+        writable=[spec.env.torch_extensions],
+        readable=readable,
+        hidden=[Path.cwd() / ".git"],
+    )
+    return tuple(wrapped), env
+
+
 def _checked_versions(claimed: Mapping[str, str] | None, spec: RunSpec) -> tuple[dict[str, str], str]:
     """The versions a run reported importing, checked against what the cell has installed.
 
@@ -211,13 +241,16 @@ def execute(
     """Run ``spec`` once, write its record atomically, and return it (``echo`` hears a line every 15 s)."""
     run_id = uuid.uuid4().hex[:12]
     log_path = store.log_path(spec.repro.name, spec.env.cell.id, spec.form.name, spec.fix.name, spec.repeat, run_id)
-    argv = (str(spec.env.python), str(BOOTSTRAP), str(spec.form.script), *spec.args)
+    argv: tuple[str, ...] = (str(spec.env.python), str(BOOTSTRAP), str(spec.form.script), *spec.args)
     workdir = Path(tempfile.mkdtemp(prefix="reprobisect-run-"))
+    env = child_environ(spec, environ, allow=allow_env)
+    if spec.sandbox is not None:
+        argv, env = _confined(spec, spec.sandbox, argv, env, workdir)
     try:
         result = run_child(
             ChildSpec(
                 argv=argv,
-                env=child_environ(spec, environ, allow=allow_env),
+                env=env,
                 cwd=workdir,
                 log_path=log_path,
                 timeout=spec.timeout or spec.repro.timeout,
@@ -274,6 +307,7 @@ def execute(
         config=config,
         fix_kind=spec.fix.kind,
         matrix_cell=spec.matrix_cell or spec.env.cell.id,
+        sandbox=spec.sandbox.description if spec.sandbox is not None else NO_SANDBOX,
     )
     store.write(record)
     return record

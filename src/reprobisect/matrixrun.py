@@ -30,6 +30,7 @@ from reprobisect.outcome import Outcome
 from reprobisect.patches import prepare_overlay
 from reprobisect.record import Record
 from reprobisect.reproduce import detect_cuda, select_fixes, select_forms
+from reprobisect.sandbox import Confinement, Sandbox
 from reprobisect.store import Store
 
 __all__ = [
@@ -67,6 +68,7 @@ class MatrixRequest:
     timeout: float | None = None
     use_includes: bool = True
     cpus_per_run: int | None = None  # None: 1 on the cuda backend (comparable step times), 0 (unpinned) on the CPU
+    confinement: Confinement = dataclasses.field(default_factory=Confinement)
 
 
 @dataclasses.dataclass
@@ -302,6 +304,7 @@ def run_matrix(
         resolved.append((cell_plan, cell, interpreter))
     backend = _backend(request, base)
     units = _units(config, request, resolved, backend)
+    sandbox = request.confinement.open()  # no sandbox here stops the run before anything is built
     echo(
         f"{_count(len(planned), 'cell')} ({len(blocked)} not installable or not buildable here), "
         f"{_count(len(units), 'run')}, backend {backend}, {request.jobs} at a time"
@@ -328,7 +331,9 @@ def run_matrix(
             )
         elif failure is not None:
             records.append(unrun_record(unit.repro, unit.form, unit.fix, unit.cell, failure, store, kind="PatchError"))
-    records.extend(_run_units(runnable, envs, overlays, request, store, environ, backend, echo, stats or RunStats()))
+    records.extend(
+        _run_units(runnable, envs, overlays, request, store, environ, backend, echo, stats or RunStats(), sandbox)
+    )
     return records
 
 
@@ -459,6 +464,7 @@ def _run_units(
     backend: str,
     echo: Echo,
     stats: RunStats,
+    sandbox: Sandbox | None,
 ) -> list[Record]:
     per_run = request.cpus_per_run if request.cpus_per_run is not None else (1 if backend == "cuda" else 0)
     allowed = _allowed_cpus()
@@ -484,6 +490,7 @@ def _run_units(
                 overlay=overlays.get((unit.cell.id, unit.fix.name)),
                 extra_env=_job_env(slot, request.jobs, backend, gpus),
                 cpus=job_cpus(slot, request.jobs, per_run, allowed),
+                sandbox=sandbox,
                 matrix_cell=_matrix_cell_id(unit),
             )
             progress.start()

@@ -54,6 +54,7 @@ from reprobisect.record import Record
 from reprobisect.report import Loaded, records_frame
 from reprobisect.report_cli import FAIL_EXIT, plots_for, write_report
 from reprobisect.report_views import Bisect, ReportData, verdicts
+from reprobisect.sandbox import Confinement
 from reprobisect.store import Store
 
 __all__ = [
@@ -96,6 +97,7 @@ class NightlyRequest:
     fail_on_change: bool = False
     keep_baseline: bool = False
     repo: str = DEEPSPEED_REPO
+    confinement: Confinement = dataclasses.field(default_factory=Confinement)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -260,6 +262,7 @@ class _Night:
             jobs=self.request.jobs,
             timeout=self.request.timeout,
             use_includes=False,
+            confinement=self.request.confinement,
         )
         self.echo(f"\n== deepspeed {target.name}: the nightly slice ==")
         return run_matrix(

@@ -88,12 +88,19 @@ def load_state(state_dir: Path) -> NightlyState:
         msg = f"{path}: key 'baseline_dir' must name a folder inside {state_dir}, got {folder!r}"
         raise ConfigError(msg)
     history = data.get("history") or []
-    state = NightlyState(backend=data.get("backend"), baseline=baseline, since=data.get("since"),
-                         slice=data.get("slice") or {}, history=tuple(h for h in history if isinstance(h, dict)),
-                         baseline_dir=folder)
+    state = NightlyState(
+        backend=data.get("backend"),
+        baseline=baseline,
+        since=data.get("since"),
+        slice=data.get("slice") or {},
+        history=tuple(h for h in history if isinstance(h, dict)),
+        baseline_dir=folder,
+    )
     if baseline is not None and not (baseline_root(state_dir, state) / "records").is_dir():
-        msg = (f"{path}: baseline {baseline} but no records under {baseline_root(state_dir, state) / 'records'}; "
-               "the state folder is incomplete: restore it whole, or re-seed with --baseline-release")
+        msg = (
+            f"{path}: baseline {baseline} but no records under {baseline_root(state_dir, state) / 'records'}; "
+            "the state folder is incomplete: restore it whole, or re-seed with --baseline-release"
+        )
         raise ConfigError(msg)
     return state
 

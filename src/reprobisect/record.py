@@ -83,6 +83,7 @@ class Record:
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
     fix_kind: str = "args"
     matrix_cell: str | None = None
+    sandbox: str = "none"  # how the run was confined (see sandbox.py); "none": unconfined, or before sandboxes
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> str:
@@ -171,8 +172,10 @@ def _conforms(value: object, hint: Any) -> bool:
     if hint is str:
         return isinstance(value, str)
     if hint is StepTime:
-        return isinstance(value, dict) and value.keys() == _STEP_TYPES.keys() and all(
-            _conforms(value[key], kind) for key, kind in _STEP_TYPES.items()
+        return (
+            isinstance(value, dict)
+            and value.keys() == _STEP_TYPES.keys()
+            and all(_conforms(value[key], kind) for key, kind in _STEP_TYPES.items())
         )
     if origin is list:
         return isinstance(value, list) and all(_conforms(item, args[0]) for item in value)

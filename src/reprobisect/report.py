@@ -51,26 +51,28 @@ def runs_frame(records: Sequence[Record]) -> pd.DataFrame:
     for r in records:
         sig = r.signature or {}
         gpu_peak = r.peak_gpu_memory_bytes
-        rows.append({
-            "cell": r.cell.get("id"),
-            "form": r.form,
-            "fix": r.fix,
-            "precision": r.precision,
-            "outcome": r.outcome,
-            "signature_id": sig.get("id", ""),
-            "signature": sig.get("text", ""),
-            "failing_step": "" if r.failing_step is None else str(r.failing_step),
-            "median_step_ms": None if r.step_median_seconds is None else round(r.step_median_seconds * 1000, 1),
-            "peak_mem_mib": round((gpu_peak if gpu_peak else (r.peak_rss_bytes or 0)) / _MIB) or None,
-            "peak_mem_kind": "gpu" if gpu_peak else "rss",
-            "wall_s": round(r.wall_seconds, 1),
-            "torch": _version(r, "torch"),
-            "deepspeed": _version(r, "deepspeed"),
-            "lightning": _version(r, "lightning"),
-            "versions_source": r.versions_source,
-            "repeat": r.repeat,
-            "log": r.log_path,
-        })
+        rows.append(
+            {
+                "cell": r.cell.get("id"),
+                "form": r.form,
+                "fix": r.fix,
+                "precision": r.precision,
+                "outcome": r.outcome,
+                "signature_id": sig.get("id", ""),
+                "signature": sig.get("text", ""),
+                "failing_step": "" if r.failing_step is None else str(r.failing_step),
+                "median_step_ms": None if r.step_median_seconds is None else round(r.step_median_seconds * 1000, 1),
+                "peak_mem_mib": round((gpu_peak if gpu_peak else (r.peak_rss_bytes or 0)) / _MIB) or None,
+                "peak_mem_kind": "gpu" if gpu_peak else "rss",
+                "wall_s": round(r.wall_seconds, 1),
+                "torch": _version(r, "torch"),
+                "deepspeed": _version(r, "deepspeed"),
+                "lightning": _version(r, "lightning"),
+                "versions_source": r.versions_source,
+                "repeat": r.repeat,
+                "log": r.log_path,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -99,8 +101,22 @@ def markdown_summary(records: Sequence[Record], *, title: str, command: str) -> 
     if gpu:
         env += f"; GPU {gpu.get('name')} (driver {gpu.get('driver')}, CUDA {gpu.get('cuda')})"
     lines += [f"Environment: {env}. Cell `{first.cell.get('id')}`.", ""]
-    table = frame[["form", "fix", "precision", "outcome", "signature_id", "failing_step", "median_step_ms",
-                   "peak_mem_mib", "wall_s", "torch", "deepspeed", "lightning"]]
+    table = frame[
+        [
+            "form",
+            "fix",
+            "precision",
+            "outcome",
+            "signature_id",
+            "failing_step",
+            "median_step_ms",
+            "peak_mem_mib",
+            "wall_s",
+            "torch",
+            "deepspeed",
+            "lightning",
+        ]
+    ]
     lines += [table.to_markdown(index=False), ""]
     signatures = {r.signature["id"]: r for r in records if r.signature}
     if signatures:
@@ -215,25 +231,42 @@ def _row(item: Loaded) -> dict[str, Any]:
     first = r.first_step_seconds
     memory = r.peak_gpu_memory_bytes or r.peak_rss_bytes
     return {
-        "run_id": r.run_id, "repro": r.repro, "cell": r.cell["id"], "form": r.form, "fix": r.fix,
-        "precision": r.precision, "repeat": r.repeat,
+        "run_id": r.run_id,
+        "repro": r.repro,
+        "cell": r.cell["id"],
+        "form": r.form,
+        "fix": r.fix,
+        "precision": r.precision,
+        "repeat": r.repeat,
         **{axis: _pin(r, axis) for axis in AXES},
         "torch_source": str(r.cell.get("torch_source", "")),
-        "outcome": r.outcome, "glyph": Outcome(r.outcome).glyph,
-        "signature_id": str(sig.get("id", "")), "signature": str(sig.get("text", "")),
-        "known_signature": r.known_signature or "", "upstream": ", ".join(r.upstream),
+        "outcome": r.outcome,
+        "glyph": Outcome(r.outcome).glyph,
+        "signature_id": str(sig.get("id", "")),
+        "signature": str(sig.get("text", "")),
+        "known_signature": r.known_signature or "",
+        "upstream": ", ".join(r.upstream),
         "failing_step": "" if r.failing_step is None else str(r.failing_step),
-        "exit_code": r.exit_code, "timed_out": r.timed_out,
-        "n_steps": len(r.steps), "step_ms": steps,
+        "exit_code": r.exit_code,
+        "timed_out": r.timed_out,
+        "n_steps": len(r.steps),
+        "step_ms": steps,
         "median_step_ms": statistics.median(steps) if steps else None,
-        "p10_step_ms": _quantile(steps, 0.10), "p90_step_ms": _quantile(steps, 0.90),
+        "p10_step_ms": _quantile(steps, 0.10),
+        "p90_step_ms": _quantile(steps, 0.90),
         "first_step_ms": None if first is None else first * 1000,
-        "setup_s": r.setup_seconds, "wall_s": r.wall_seconds,
+        "setup_s": r.setup_seconds,
+        "wall_s": r.wall_seconds,
         "peak_mem_mib": None if not memory else memory / _MIB,
         "peak_mem_kind": "gpu" if r.peak_gpu_memory_bytes else "rss",
-        "python": r.python or "", "platform": r.platform or "", "gpu": str((r.gpu or {}).get("name", "")),
-        "harness_version": r.harness_version, "started_at": r.started_at,
-        "log": r.log_path, "log_file": str(item.root / r.log_path), "source": str(item.root),
+        "python": r.python or "",
+        "platform": r.platform or "",
+        "gpu": str((r.gpu or {}).get("name", "")),
+        "harness_version": r.harness_version,
+        "started_at": r.started_at,
+        "log": r.log_path,
+        "log_file": str(item.root / r.log_path),
+        "source": str(item.root),
         "record_file": str(item.path),
     }
 
@@ -255,11 +288,43 @@ def records_frame(loaded: Sequence[Loaded]) -> pd.DataFrame:
 def _row_columns() -> tuple[str, ...]:
     """Column order of the long frame, also for an empty one (so views and files keep their shape)."""
     return (
-        "run_id", "repro", "cell", "form", "fix", "precision", "repeat", *AXES, "torch_source", "outcome",
-        "glyph", "signature_id", "signature", "known_signature", "upstream", "failing_step", "exit_code",
-        "timed_out", "n_steps", "step_ms", "median_step_ms", "p10_step_ms", "p90_step_ms", "first_step_ms",
-        "setup_s", "wall_s", "peak_mem_mib", "peak_mem_kind", "python", "platform", "gpu", "harness_version",
-        "started_at", "log", "log_file", "source", "record_file",
+        "run_id",
+        "repro",
+        "cell",
+        "form",
+        "fix",
+        "precision",
+        "repeat",
+        *AXES,
+        "torch_source",
+        "outcome",
+        "glyph",
+        "signature_id",
+        "signature",
+        "known_signature",
+        "upstream",
+        "failing_step",
+        "exit_code",
+        "timed_out",
+        "n_steps",
+        "step_ms",
+        "median_step_ms",
+        "p10_step_ms",
+        "p90_step_ms",
+        "first_step_ms",
+        "setup_s",
+        "wall_s",
+        "peak_mem_mib",
+        "peak_mem_kind",
+        "python",
+        "platform",
+        "gpu",
+        "harness_version",
+        "started_at",
+        "log",
+        "log_file",
+        "source",
+        "record_file",
     )
 
 

@@ -33,15 +33,31 @@ _FAIL_KINDS = {"regression": "timing-regression", "new-failure": "new-failure"}
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reprobisect report", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("reports"), help="records root (default: reports)")
-    parser.add_argument("--merge", type=Path, nargs="+", default=[], metavar="DIR",
-                        help="more records roots (other machines) merged into one report; a run_id seen twice once")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="DIR",
+        help="more records roots (other machines) merged into one report; a run_id seen twice once",
+    )
     parser.add_argument("--baseline", type=Path, help="records root to compare with")
-    parser.add_argument("--threshold", type=float, default=1.10,
-                        help="median step-time ratio above which a slow-down may count (default 1.10)")
-    parser.add_argument("--noise-k", type=float, default=3.0,
-                        help="a slow-down must also exceed k × the measured noise (default 3)")
-    parser.add_argument("--fail-on", action="append", choices=sorted(_FAIL_KINDS), default=[],
-                        help="exit 1 when the baseline comparison finds this (repeatable)")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=1.10,
+        help="median step-time ratio above which a slow-down may count (default 1.10)",
+    )
+    parser.add_argument(
+        "--noise-k", type=float, default=3.0, help="a slow-down must also exceed k × the measured noise (default 3)"
+    )
+    parser.add_argument(
+        "--fail-on",
+        action="append",
+        choices=sorted(_FAIL_KINDS),
+        default=[],
+        help="exit 1 when the baseline comparison finds this (repeatable)",
+    )
     parser.add_argument("--dest", type=Path, help="where the report files go (default: OUT/report)")
     parser.add_argument("--markdown", action="store_true", help="print the whole Markdown, not a summary")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
@@ -111,15 +127,19 @@ def write_report(data: ReportData, dest: Path) -> list[Path]:
 def _summary(data: ReportData, written: Sequence[Path]) -> str:
     frame = data.frame
     counts = frame["outcome"].value_counts()
-    lines = [f"{len(frame)} runs in {frame['cell'].nunique()} cell(s): "
-             + ", ".join(f"{n} {outcome}" for outcome, n in counts.items())]
+    lines = [
+        f"{len(frame)} runs in {frame['cell'].nunique()} cell(s): "
+        + ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
+    ]
     if data.skipped:
         lines.append(f"{len(data.skipped)} unreadable file(s) skipped (see the warnings above)")
     if data.comparison is not None:
         flagged = ", ".join(f"{n} {k}" for k, n in data.comparison.counts().items() if n) or "nothing"
         lines.append(f"Compared with {data.baseline}: {flagged}")
-        lines += [f"  {r['kind']}: {r['cell']} {r['form']} {r['fix']}: {r['baseline']} → {r['current']} {r['detail']}"
-                  for r in data.comparison.changes.to_dict("records")]
+        lines += [
+            f"  {r['kind']}: {r['cell']} {r['form']} {r['fix']}: {r['baseline']} → {r['current']} {r['detail']}"
+            for r in data.comparison.changes.to_dict("records")
+        ]
     lines.append("Wrote " + ", ".join(str(p) for p in written))
     return "\n".join(lines)
 
@@ -149,9 +169,15 @@ def _run(args: argparse.Namespace) -> int:
             msg = f"--baseline {args.baseline}: no readable records under {args.baseline / 'records'}"
             raise NothingToDoError(msg)
         comparison = compare(frame, base_frame, threshold=args.threshold, k=args.noise_k)
-    data = ReportData(frame=frame, sources=sources, bisects=bisects, comparison=comparison,
-                      baseline=args.baseline.resolve() if args.baseline else None, skipped=skipped,
-                      plots=plots_for(frame))
+    data = ReportData(
+        frame=frame,
+        sources=sources,
+        bisects=bisects,
+        comparison=comparison,
+        baseline=args.baseline.resolve() if args.baseline else None,
+        skipped=skipped,
+        plots=plots_for(frame),
+    )
     dest = args.dest or args.out / "report"
     written = write_report(data, dest)
     print(report_markdown(data) if args.markdown else _summary(data, written))

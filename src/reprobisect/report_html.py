@@ -70,7 +70,7 @@ def traceback_text(log: str, max_lines: int = 80) -> str:
     if not heads:
         return ""
     block: list[str] = []
-    for line in lines[heads[-1]:]:
+    for line in lines[heads[-1] :]:
         block.append(line)
         body = line.split("]: ", 1)[-1] if line.startswith("[rank") else line
         if len(block) > 1 and body and not body.startswith((" ", "\t", "^", "~")):
@@ -105,9 +105,11 @@ def _matrix(data: ReportData, repro: str, form: str) -> str:
                 continue
             more = "".join(f' <a class="rep" href="#run-{_e(r)}">r{i}</a>' for i, r in enumerate(verdict.run_ids))
             flaky = " flaky" if verdict.flaky else ""
-            tds.append(f'<td class="o o-{verdict.outcome}{flaky}" data-sort="{_SEVERITY[verdict.outcome]}" '
-                       f'title="{_e(verdict.outcome)}"><a href="#run-{_e(verdict.run_ids[0])}">{_e(verdict.label)}'
-                       f"</a>{more if len(verdict.run_ids) > 1 else ''}</td>")
+            tds.append(
+                f'<td class="o o-{verdict.outcome}{flaky}" data-sort="{_SEVERITY[verdict.outcome]}" '
+                f'title="{_e(verdict.outcome)}"><a href="#run-{_e(verdict.run_ids[0])}">{_e(verdict.label)}'
+                f"</a>{more if len(verdict.run_ids) > 1 else ''}</td>"
+            )
         rows.append(f"<tr>{''.join(tds)}</tr>")
     head = [" · ".join(varying_axes(frame)) or "cell", *fixes]
     return _table(head, rows, cls="sortable matrix")
@@ -119,8 +121,10 @@ def _signatures(part: pd.DataFrame) -> str:
     for row in sigs.to_dict("records"):
         known = f" — known <code>{_e(row['known_signature'])}</code>" if row["known_signature"] else ""
         upstream = f" ({_e(row['upstream'])})" if row["upstream"] else ""
-        items.append(f'<li><code class="o-{_e(row["outcome"])}">{_e(row["signature_id"])}</code> '
-                     f"{_e(row['signature'])}{known}{upstream}</li>")
+        items.append(
+            f'<li><code class="o-{_e(row["outcome"])}">{_e(row["signature_id"])}</code> '
+            f"{_e(row['signature'])}{known}{upstream}</li>"
+        )
     return f"<ul class=sigs>{''.join(items)}</ul>" if items else ""
 
 
@@ -128,9 +132,11 @@ def _matrices(data: ReportData) -> str:
     out = []
     for (repro, form), part in data.frame.groupby(["repro", "form"], sort=True):
         precision = ", ".join(sorted(set(part["precision"])))
-        out.append(f'<section><h2 id="m-{_e(repro)}-{_e(form)}">{_e(repro)} · {_e(form)} ({_e(precision)})</h2>'
-                   f"{_matrix(data, str(repro), str(form))}<p class=legend>{_e(LEGEND)}</p>{_signatures(part)}"
-                   "</section>")
+        out.append(
+            f'<section><h2 id="m-{_e(repro)}-{_e(form)}">{_e(repro)} · {_e(form)} ({_e(precision)})</h2>'
+            f"{_matrix(data, str(repro), str(form))}<p class=legend>{_e(LEGEND)}</p>{_signatures(part)}"
+            "</section>"
+        )
     return "".join(out)
 
 
@@ -140,31 +146,58 @@ def _comparison(data: ReportData) -> str:
         return ""
     flagged = ", ".join(f"{n} {k}" for k, n in comp.counts().items() if n) or "nothing"
     labels = cell_labels(data.frame)
-    rows = [f'<tr class="ch-{_e(r["kind"])}">{_td(r["kind"])}{_td(labels.get(r["cell"], r["cell"]))}{_td(r["form"])}'
-            f'{_td(r["fix"])}{_td(r["baseline"])}{_td(r["current"])}{_td(r["detail"])}</tr>'
-            for r in comp.changes.to_dict("records")]
-    timing = [f'<tr class="{"regression" if r["regression"] else ""}">{_td(labels.get(r["cell"], r["cell"]))}'
-              f'{_td(r["form"])}{_td(r["fix"])}{_td(r["baseline_ms"])}{_td(r["current_ms"])}'
-              f'{_td(round(r["ratio"], 3))}{_td(r["step_noise_ms"])}{_td(r["repeat_noise_ms"])}{_td(r["band_ms"])}'
-              f'{_td("yes" if r["regression"] else "no")}</tr>' for r in comp.timings.to_dict("records")]
+    rows = [
+        f'<tr class="ch-{_e(r["kind"])}">{_td(r["kind"])}{_td(labels.get(r["cell"], r["cell"]))}{_td(r["form"])}'
+        f"{_td(r['fix'])}{_td(r['baseline'])}{_td(r['current'])}{_td(r['detail'])}</tr>"
+        for r in comp.changes.to_dict("records")
+    ]
+    timing = [
+        f'<tr class="{"regression" if r["regression"] else ""}">{_td(labels.get(r["cell"], r["cell"]))}'
+        f"{_td(r['form'])}{_td(r['fix'])}{_td(r['baseline_ms'])}{_td(r['current_ms'])}"
+        f"{_td(round(r['ratio'], 3))}{_td(r['step_noise_ms'])}{_td(r['repeat_noise_ms'])}{_td(r['band_ms'])}"
+        f"{_td('yes' if r['regression'] else 'no')}</tr>"
+        for r in comp.timings.to_dict("records")
+    ]
     overall = comp.overall_ratio
-    moved = (f"<p class=warn>Every timed run moved: median ratio ×{overall:.2f}. A busier or different machine "
-             "slows every run alike; compare timings made under the same conditions.</p>"
-             if overall is not None and not 1 / comp.threshold <= overall <= comp.threshold else "")
-    return (f'<section><h2 id="comparison">Compared with baseline <code>{_e(data.baseline)}</code></h2>'
-            f"<p>Flagged: <strong>{_e(flagged)}</strong>. A slow-down counts when the median step time ratio "
-            f"&gt; {comp.threshold:.2f} and the difference &gt; {comp.k:g} × (step noise + repeat noise). "
-            f"Not compared: {len(comp.only_baseline)} only in the baseline, {len(comp.only_current)} only now.</p>"
-            + moved
-            + (_table(["change", "cell", "form", "fix", "baseline", "current", "detail"], rows) if rows else "")
-            + "<details><summary>Every timing compared</summary>"
-            + _table(["cell", "form", "fix", "baseline ms", "current ms", "ratio", "step noise ms",
-                      "repeat noise ms", "band ms", "regression"], timing) + "</details></section>")
+    moved = (
+        f"<p class=warn>Every timed run moved: median ratio ×{overall:.2f}. A busier or different machine "
+        "slows every run alike; compare timings made under the same conditions.</p>"
+        if overall is not None and not 1 / comp.threshold <= overall <= comp.threshold
+        else ""
+    )
+    return (
+        f'<section><h2 id="comparison">Compared with baseline <code>{_e(data.baseline)}</code></h2>'
+        f"<p>Flagged: <strong>{_e(flagged)}</strong>. A slow-down counts when the median step time ratio "
+        f"&gt; {comp.threshold:.2f} and the difference &gt; {comp.k:g} × (step noise + repeat noise). "
+        f"Not compared: {len(comp.only_baseline)} only in the baseline, {len(comp.only_current)} only now.</p>"
+        + moved
+        + (_table(["change", "cell", "form", "fix", "baseline", "current", "detail"], rows) if rows else "")
+        + "<details><summary>Every timing compared</summary>"
+        + _table(
+            [
+                "cell",
+                "form",
+                "fix",
+                "baseline ms",
+                "current ms",
+                "ratio",
+                "step noise ms",
+                "repeat noise ms",
+                "band ms",
+                "regression",
+            ],
+            timing,
+        )
+        + "</details></section>"
+    )
 
 
 def _plots(data: ReportData) -> str:
-    figures = [f'<figure><img alt="{_e(name)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-               f"<figcaption>{_e(name)}</figcaption></figure>" for name, png in data.plots.items()]
+    figures = [
+        f'<figure><img alt="{_e(name)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+        f"<figcaption>{_e(name)}</figcaption></figure>"
+        for name, png in data.plots.items()
+    ]
     return f'<section><h2 id="plots">Plots</h2>{"".join(figures)}</section>' if figures else ""
 
 
@@ -174,11 +207,25 @@ def _steps(data: ReportData) -> str:
     if stats.empty:
         return ""
     labels = cell_labels(data.frame)
-    rows = [f"<tr>{_td(labels[r['cell']], sort=r['cell'])}{_td(r['form'])}{_td(r['fix'])}{_td(r['runs'])}"
-            f"{_td(r['steps'])}{_td(r['median_ms'])}{_td(r['p10_ms'])}{_td(r['p90_ms'])}{_td(r['runs_cv_pct'])}"
-            f"{_td(r['first_step_ms'])}{_td(r['peak_mem_mib'])}</tr>" for r in stats.to_dict("records")]
-    head = ["cell", "form", "fix", "runs", "steps", "median ms", "p10 ms", "p90 ms", "runs' CV %", "first step ms",
-            "peak MiB"]
+    rows = [
+        f"<tr>{_td(labels[r['cell']], sort=r['cell'])}{_td(r['form'])}{_td(r['fix'])}{_td(r['runs'])}"
+        f"{_td(r['steps'])}{_td(r['median_ms'])}{_td(r['p10_ms'])}{_td(r['p90_ms'])}{_td(r['runs_cv_pct'])}"
+        f"{_td(r['first_step_ms'])}{_td(r['peak_mem_mib'])}</tr>"
+        for r in stats.to_dict("records")
+    ]
+    head = [
+        "cell",
+        "form",
+        "fix",
+        "runs",
+        "steps",
+        "median ms",
+        "p10 ms",
+        "p90 ms",
+        "runs' CV %",
+        "first step ms",
+        "peak MiB",
+    ]
     return f'<section><h2 id="steps">Step times ({WARM_UP_NOTE})</h2>{_table(head, rows)}</section>'
 
 
@@ -188,16 +235,21 @@ def _side(side: Any) -> str:
         return _e(side)
     outcome = str(side.get("outcome", "?"))
     glyph = Outcome(outcome).glyph + " " if outcome in Outcome.__members__ else ""
-    return (f'<span class="o o-{_e(outcome)}" title="{_e(side.get("signature") or "")}">{_e(glyph)}{_e(outcome)} '
-            f'<code>{_e(side.get("signature_id") or "")}</code></span>')
+    return (
+        f'<span class="o o-{_e(outcome)}" title="{_e(side.get("signature") or "")}">{_e(glyph)}{_e(outcome)} '
+        f"<code>{_e(side.get('signature_id') or '')}</code></span>"
+    )
 
 
 def _bisect(bisect: Bisect) -> str:
     """A bisect's range and each transition as ``last → first: from → to``."""
     head, *_ = transition_lines(bisect)
     summary = head.removeprefix("- ").replace("**", "").replace("`", "")
-    rows = "".join(f"<li>last <strong>{_e(t.get('last'))}</strong> → first <strong>{_e(t.get('first'))}</strong>: "
-                   f"{_side(t.get('from'))} → {_side(t.get('to'))}</li>" for t in bisect.data["transitions"])
+    rows = "".join(
+        f"<li>last <strong>{_e(t.get('last'))}</strong> → first <strong>{_e(t.get('first'))}</strong>: "
+        f"{_side(t.get('from'))} → {_side(t.get('to'))}</li>"
+        for t in bisect.data["transitions"]
+    )
     return f"<li>{_e(summary)}<ul>{rows or '<li>no transition: one outcome over the whole range</li>'}</ul></li>"
 
 
@@ -208,8 +260,10 @@ def _extras(data: ReportData) -> str:
         out.append(f'<section><h2 id="transitions">Transitions (bisect)</h2><ul class=bisects>{items}</ul></section>')
     errors = env_errors(data.frame)
     if not errors.empty:
-        items = "".join(f"<li>{_e(r['cell'])} · {_e(r['form'])} · {_e(r['fix'])}: "
-                        f"{_e(r['known_signature'] or r['signature'])}</li>" for r in errors.to_dict("records"))
+        items = "".join(
+            f"<li>{_e(r['cell'])} · {_e(r['form'])} · {_e(r['fix'])}: {_e(r['known_signature'] or r['signature'])}</li>"
+            for r in errors.to_dict("records")
+        )
         out.append(f'<section><h2 id="env-errors">Cells that could not run (ENV_ERROR)</h2><ul>{items}</ul></section>')
     if data.skipped:
         items = "".join(f"<li>{_e(s)}</li>" for s in data.skipped)
@@ -221,13 +275,28 @@ def _runs(frame: pd.DataFrame) -> str:
     labels = cell_labels(frame)
     rows = []
     for r in frame.sort_values([*KEY, "repeat"]).to_dict("records"):
-        rows.append(f'<tr>{_td(r["run_id"])}{_td(labels[r["cell"]], sort=r["cell"])}{_td(r["form"])}{_td(r["fix"])}'
-                    f'{_td(r["repeat"])}<td class="o o-{_e(r["outcome"])}" data-sort="{_SEVERITY[r["outcome"]]}">'
-                    f'<a href="#run-{_e(r["run_id"])}">{_e(r["glyph"])} {_e(r["outcome"])}</a></td>'
-                    f'{_td(r["signature_id"])}{_td(r["failing_step"])}{_td(r["median_step_ms"])}'
-                    f'{_td(r["p90_step_ms"])}{_td(r["first_step_ms"])}{_td(r["peak_mem_mib"])}{_td(r["wall_s"])}</tr>')
-    head = ["run", "cell", "form", "fix", "repeat", "outcome", "signature", "failing step", "median ms", "p90 ms",
-            "first step ms", "peak MiB", "wall s"]
+        rows.append(
+            f"<tr>{_td(r['run_id'])}{_td(labels[r['cell']], sort=r['cell'])}{_td(r['form'])}{_td(r['fix'])}"
+            f'{_td(r["repeat"])}<td class="o o-{_e(r["outcome"])}" data-sort="{_SEVERITY[r["outcome"]]}">'
+            f'<a href="#run-{_e(r["run_id"])}">{_e(r["glyph"])} {_e(r["outcome"])}</a></td>'
+            f"{_td(r['signature_id'])}{_td(r['failing_step'])}{_td(r['median_step_ms'])}"
+            f"{_td(r['p90_step_ms'])}{_td(r['first_step_ms'])}{_td(r['peak_mem_mib'])}{_td(r['wall_s'])}</tr>"
+        )
+    head = [
+        "run",
+        "cell",
+        "form",
+        "fix",
+        "repeat",
+        "outcome",
+        "signature",
+        "failing step",
+        "median ms",
+        "p90 ms",
+        "first step ms",
+        "peak MiB",
+        "wall s",
+    ]
     return f'<section><h2 id="runs">Runs</h2>{_table(head, rows)}</section>'
 
 
@@ -236,21 +305,23 @@ def _run_details(r: dict[str, Any]) -> str:
     traceback = traceback_text(tail) or "(no Python traceback in the log)"
     command = reproduce_command(r["repro"], r, r["form"], r["fix"])
     shown = min(total, LOG_TAIL_LINES)
-    return (f'<details id="run-{_e(r["run_id"])}" class="run"><summary><span class="o o-{_e(r["outcome"])}">'
-            f'{_e(r["glyph"])} {_e(r["outcome"])}</span> {_e(r["cell"])} · {_e(r["form"])} · {_e(r["fix"])} · '
-            f'r{_e(r["repeat"])} <code>{_e(r["signature_id"])}</code></summary>'
-            f"<p>Reproduce: <code>{_e(command)}</code></p>"
-            f'<p>Signature: {_e(r["signature"] or "none")}</p><p>Record: <code>{_e(r["record_file"])}</code>; '
-            f'log: <code>{_e(r["log_file"])}</code></p>'
-            f"<h4>Traceback</h4><pre>{_e(traceback)}</pre>"
-            f"<h4>Log (last {shown} of {total} lines)</h4><pre class=log>{_e(tail)}</pre></details>")
+    return (
+        f'<details id="run-{_e(r["run_id"])}" class="run"><summary><span class="o o-{_e(r["outcome"])}">'
+        f"{_e(r['glyph'])} {_e(r['outcome'])}</span> {_e(r['cell'])} · {_e(r['form'])} · {_e(r['fix'])} · "
+        f"r{_e(r['repeat'])} <code>{_e(r['signature_id'])}</code></summary>"
+        f"<p>Reproduce: <code>{_e(command)}</code></p>"
+        f"<p>Signature: {_e(r['signature'] or 'none')}</p><p>Record: <code>{_e(r['record_file'])}</code>; "
+        f"log: <code>{_e(r['log_file'])}</code></p>"
+        f"<h4>Traceback</h4><pre>{_e(traceback)}</pre>"
+        f"<h4>Log (last {shown} of {total} lines)</h4><pre class=log>{_e(tail)}</pre></details>"
+    )
 
 
 def _details(frame: pd.DataFrame) -> str:
-    runs: list[dict[str, Any]] = [{str(k): v for k, v in r.items()}
-                                  for r in frame.sort_values([*KEY, "repeat"]).to_dict("records")]
-    return (f'<section><h2 id="details">Tracebacks and logs</h2>{"".join(_run_details(r) for r in runs)}'
-            "</section>")
+    runs: list[dict[str, Any]] = [
+        {str(k): v for k, v in r.items()} for r in frame.sort_values([*KEY, "repeat"]).to_dict("records")
+    ]
+    return f'<section><h2 id="details">Tracebacks and logs</h2>{"".join(_run_details(r) for r in runs)}</section>'
 
 
 def report_html(data: ReportData, *, title: str | None = None) -> str:
@@ -260,28 +331,47 @@ def report_html(data: ReportData, *, title: str | None = None) -> str:
     if frame.empty:
         body = "<p>No readable records were found.</p>" + _extras(data)
     else:
-        sections = (_matrices(data) + _comparison(data) + _extras(data) + _plots(data) + _steps(data)
-                    + _runs(frame) + _details(frame))
-        body = (f'<p class=env><strong>Environment</strong>: {_e(environment_line(frame))}</p>'
-                f"<p>{len(frame)} runs in {frame['cell'].nunique()} cell(s) from "
-                f"{_e(', '.join(str(s) for s in data.sources))}.</p>" + _nav(sections) + sections)
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_css()}</style></head>'
-            f"<body><h1>{_e(title)}</h1>{body}<script>{_JS}</script></body></html>\n")
+        sections = (
+            _matrices(data)
+            + _comparison(data)
+            + _extras(data)
+            + _plots(data)
+            + _steps(data)
+            + _runs(frame)
+            + _details(frame)
+        )
+        body = (
+            f"<p class=env><strong>Environment</strong>: {_e(environment_line(frame))}</p>"
+            f"<p>{len(frame)} runs in {frame['cell'].nunique()} cell(s) from "
+            f"{_e(', '.join(str(s) for s in data.sources))}.</p>" + _nav(sections) + sections
+        )
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_css()}</style></head>'
+        f"<body><h1>{_e(title)}</h1>{body}<script>{_JS}</script></body></html>\n"
+    )
 
 
 def _nav(sections: str) -> str:
     """Links to the sections this page has (a report without a baseline has no comparison)."""
-    names = {"comparison": "comparison", "transitions": "transitions", "env-errors": "ENV_ERROR",
-             "skipped": "skipped files", "plots": "plots", "steps": "step times", "runs": "runs",
-             "details": "tracebacks and logs"}
+    names = {
+        "comparison": "comparison",
+        "transitions": "transitions",
+        "env-errors": "ENV_ERROR",
+        "skipped": "skipped files",
+        "plots": "plots",
+        "steps": "step times",
+        "runs": "runs",
+        "details": "tracebacks and logs",
+    }
     links = " · ".join(f'<a href="#{k}">{v}</a>' for k, v in names.items() if f'id="{k}"' in sections)
     return f"<nav>{links}</nav>"
 
 
 def _css() -> str:
-    colours = "".join(f".o-{o}{{background:{light};border-left:4px solid {strong}}}"
-                      for o, (strong, light) in OUTCOME_COLOURS.items())
+    colours = "".join(
+        f".o-{o}{{background:{light};border-left:4px solid {strong}}}" for o, (strong, light) in OUTCOME_COLOURS.items()
+    )
     return _CSS + colours
 
 

@@ -25,8 +25,12 @@ from reprobisect.report_views import OUTCOME_COLOURS, fix_order, release_key, ve
 __all__ = ["outcome_band", "step_time_plot"]
 
 _SHORT = {  # words, not glyphs: the default font lacks some of the table glyphs
-    Outcome.PASS.value: "pass", Outcome.REPRODUCED.value: "repro", Outcome.OTHER_FAILURE.value: "other",
-    Outcome.TIMEOUT.value: "timeout", Outcome.CRASH.value: "crash", Outcome.ENV_ERROR.value: "env",
+    Outcome.PASS.value: "pass",
+    Outcome.REPRODUCED.value: "repro",
+    Outcome.OTHER_FAILURE.value: "other",
+    Outcome.TIMEOUT.value: "timeout",
+    Outcome.CRASH.value: "crash",
+    Outcome.ENV_ERROR.value: "env",
 }
 
 
@@ -110,19 +114,32 @@ def outcome_band(frame: pd.DataFrame, axis: str) -> bytes:
     releases = sorted(set(frame[axis]), key=release_key)
     folded = verdicts(frame)
     rows = sorted({(r, fo) for r, fo in zip(frame["repro"], frame["form"], strict=True)})
-    labels = [(repro, form, fix) for repro, form in rows
-              for fix in fix_order(frame.loc[(frame["repro"] == repro) & (frame["form"] == form), "fix"])]
+    labels = [
+        (repro, form, fix)
+        for repro, form in rows
+        for fix in fix_order(frame.loc[(frame["repro"] == repro) & (frame["form"] == form), "fix"])
+    ]
     figure, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(releases) + 3), 0.4 * len(labels) + 1.2))
     for y, (repro, form, fix) in enumerate(labels):
         for x, release in enumerate(releases):
-            part = frame[(frame["repro"] == repro) & (frame["form"] == form) & (frame["fix"] == fix)
-                         & (frame[axis] == release)]
+            part = frame[
+                (frame["repro"] == repro) & (frame["form"] == form) & (frame["fix"] == fix) & (frame[axis] == release)
+            ]
             if part.empty:
                 continue
             verdict = folded[(repro, str(part["cell"].iloc[0]), form, fix)]
             strong, _ = OUTCOME_COLOURS[verdict.outcome]
-            ax.add_patch(Rectangle((x - 0.48, y - 0.45), 0.96, 0.9, facecolor=strong, linewidth=0,
-                                   edgecolor="white", hatch="///" if verdict.flaky else None))
+            ax.add_patch(
+                Rectangle(
+                    (x - 0.48, y - 0.45),
+                    0.96,
+                    0.9,
+                    facecolor=strong,
+                    linewidth=0,
+                    edgecolor="white",
+                    hatch="///" if verdict.flaky else None,
+                )
+            )
             text = _SHORT[verdict.outcome] + (f"\n{verdict.signature_id}" if verdict.signature_id else "")
             text += f" ({verdict.agree}/{verdict.runs})" if verdict.flaky else ""
             ax.text(x, y, text, ha="center", va="center", fontsize=6.5, color="white", linespacing=1.1)
@@ -134,7 +151,12 @@ def outcome_band(frame: pd.DataFrame, axis: str) -> bytes:
     _axis_style(ax, releases, axis)
     ax.grid(visible=False)
     present = [o for o in OUTCOME_COLOURS if (frame["outcome"] == o).any()]
-    ax.legend(handles=[Patch(color=OUTCOME_COLOURS[o][0], label=o) for o in present], fontsize=7,
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.legend(
+        handles=[Patch(color=OUTCOME_COLOURS[o][0], label=o) for o in present],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+    )
     ax.set_title(f"Outcome per release along {axis}", fontsize=10)
     return _png(figure)

