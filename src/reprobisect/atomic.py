@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from reprobisect.errors import StorageError
+from reprobisect.redact import redact
 
 __all__ = ["atomic_path", "write_atomic"]
 
@@ -48,8 +49,8 @@ def atomic_path(path: Path, *, what: str = "this file") -> Iterator[Path]:
 
 
 def write_atomic(path: Path, data: str | bytes, *, what: str = "this file") -> Path:
-    """Write ``data`` (text as UTF-8) to ``path`` atomically; returns ``path``."""
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    """Write ``data`` (text as UTF-8, credentials in URLs redacted) to ``path`` atomically; returns ``path``."""
+    payload = redact(data).encode("utf-8") if isinstance(data, str) else data
     with atomic_path(path, what=what) as tmp:
         tmp.write_bytes(payload)
     return path

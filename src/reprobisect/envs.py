@@ -271,10 +271,11 @@ def _ensure_env_locked(
     start = time.perf_counter()
     if marker.is_file() and (path / "bin" / "python").exists():
         try:
-            if json.loads(marker.read_text())["fingerprint"] == fingerprint:
+            built = json.loads(marker.read_text())
+            if built["fingerprint"] == fingerprint and built.get("tree") == tree_digest(path):
                 return CellEnv(cell=cell, path=path, reused=True, build_seconds=time.perf_counter() - start)
-        except (ValueError, KeyError):
-            pass
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass  # a changed cell (a run or a hand wrote into it), or an unreadable marker: built again
     if path.exists():
         shutil.rmtree(path)
     if on_build is not None:
@@ -286,8 +287,36 @@ def _ensure_env_locked(
     except EnvBuildError:
         marker.unlink(missing_ok=True)
         raise
-    marker.write_text(json.dumps({"fingerprint": fingerprint, "cell": cell.to_dict()}, indent=2))
+    marker.write_text(
+        json.dumps({"fingerprint": fingerprint, "tree": tree_digest(path), "cell": cell.to_dict()}, indent=2)
+    )
     return CellEnv(cell=cell, path=path, reused=False, build_seconds=time.perf_counter() - start)
+
+
+_UNHASHED = frozenset({"__pycache__", "torch_extensions", "overlays", MARKER})  # what the harness writes later
+
+
+def tree_digest(path: Path) -> str:
+    """A digest of every file of a cell (name, size, modification time), byte caches and op builds aside.
+
+    Taken when the cell is built and again before it is reused (patch overlays and op builds aside, which the
+    harness writes later): a cell something wrote into since (a
+    ``sitecustomize.py`` planted by an unconfined run, say) no longer matches and is built again, so no run
+    can change the verdict of the runs after it.
+    """
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if d not in _UNHASHED)
+        for name in sorted(files):
+            if name in _UNHASHED or name.endswith(".pyc"):
+                continue
+            file = Path(root) / name
+            try:
+                info = file.lstat()
+            except OSError:
+                continue
+            digest.update(f"{file.relative_to(path)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:20]
 
 
 def _run_logged(cmd: list[str], log: Path, what: str) -> None:

@@ -29,6 +29,7 @@ from reprobisect.matrix import PlannedCell, expand, matches
 from reprobisect.outcome import Outcome
 from reprobisect.patches import prepare_overlay
 from reprobisect.record import Record
+from reprobisect.redact import redact
 from reprobisect.reproduce import detect_cuda, select_fixes, select_forms
 from reprobisect.sandbox import Confinement, Sandbox
 from reprobisect.store import Store
@@ -360,7 +361,7 @@ def _build_envs(units: list[Unit], envs_dir: Path, echo: Echo, jobs: int = 1) ->
             with heartbeat(echo, f"building cell {unit.cell.id}"):
                 env = ensure_env(unit.cell, unit.interpreter, envs_dir, on_build=starting)
         except EnvBuildError as exc:
-            echo(f"cell {unit.cell.id}: build failed, its runs are ENV_ERROR: {str(exc).splitlines()[0]}")
+            echo(f"cell {unit.cell.id}: build failed, its runs are ENV_ERROR: {redact(str(exc).splitlines()[0])}")
             return exc
         echo(f"cell {unit.cell.id}: {'reused' if env.reused else 'built'} in {env.build_seconds:.1f} s")
         return env
@@ -373,7 +374,7 @@ def _build_envs(units: list[Unit], envs_dir: Path, echo: Echo, jobs: int = 1) ->
 def _packages(cell: Cell) -> str:
     """What a cell installs, as a build line says it."""
     torch = "torch from the base interpreter" if cell.torch_source == SYSTEM else f"torch {cell.torch}"
-    return ", ".join([*(f"{name} {pin}" for name, pin in cell.packages.items()), torch])
+    return redact(", ".join([*(f"{name} {pin}" for name, pin in cell.packages.items()), torch]))
 
 
 def _prepare_overlays(

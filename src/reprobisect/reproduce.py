@@ -13,6 +13,7 @@ from reprobisect.console import heartbeat
 from reprobisect.envs import BaseInterpreter, resolve_cell
 from reprobisect.errors import ConfigError, NothingToDoError
 from reprobisect.record import Record
+from reprobisect.redact import redact
 from reprobisect.sandbox import Confinement
 from reprobisect.store import Store
 
@@ -102,7 +103,7 @@ def reproduce(
     else:
         echo(f"Running the {names} form(s) of {repro.name!r}.")
     wanted = {**config.default_cell, **request.pins}
-    echo("Resolving the cell: " + ", ".join(f"{name} {spec}" for name, spec in wanted.items()) + " …")
+    echo("Resolving the cell: " + redact(", ".join(f"{name} {spec}" for name, spec in wanted.items())) + " …")
     with heartbeat(echo, "resolving the cell against the package index"):
         cell = resolve_cell(base, wanted)
     pins = {"torch": cell.torch if cell.torch_source != "system" else "system", **cell.packages}

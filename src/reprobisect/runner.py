@@ -12,7 +12,6 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from reprobisect.errors import StorageError
+from reprobisect.redact import URL_CREDENTIALS
 
 __all__ = [
     "EVENT_MARK",
@@ -68,7 +68,6 @@ _SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY", "_PASSWORD", "_CREDENTIALS")
 _SECRET_PREFIXES = ("AWS_", "GITHUB_", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AZURE_", "GOOGLE_")
 # Words that make any name secret-looking, also under an allowed prefix (DS_HUB_PASSWD, NVIDIA_NGC_APIKEY, ...).
 _SECRET_WORDS = ("TOKEN", "SECRET", "PASSW", "APIKEY", "API_KEY", "AUTH", "CREDENTIAL", "PRIVATE", "COOKIE")
-_URL_CREDENTIALS = re.compile(r"://[^/@\s:]+:[^/@\s]+@")
 
 
 def scrubbed_environ(environ: Mapping[str, str], *, allow: Sequence[str] = ()) -> dict[str, str]:
@@ -96,7 +95,7 @@ def _secret_looking(name: str, value: str) -> bool:
         upper.endswith(_SECRET_SUFFIXES)
         or upper.startswith(_SECRET_PREFIXES)
         or any(word in upper for word in _SECRET_WORDS)
-        or bool(_URL_CREDENTIALS.search(value))
+        or bool(URL_CREDENTIALS.search(value))
     )
 
 

@@ -84,6 +84,18 @@ def test_cell_is_built_once_and_reused(base, envs_dir: Path) -> None:
     assert not json.loads(out.stdout).startswith(str(again.path))
 
 
+def test_a_cell_something_wrote_into_is_built_again(base, envs_dir: Path) -> None:
+    """An unconfined run (or a hand) planted a sitecustomize.py in the cell: the next reuse must not trust it."""
+    cell = resolve_cell(base, {"torch": "system", "deepspeed": OLD_DS, "lightning": LIGHTNING})
+    env = ensure_env(cell, base, envs_dir)
+    site = next(env.path.glob("lib/python*/site-packages"))
+    (site / "sitecustomize.py").write_text("import os; os._exit(0)  # every run 'passes'\n")
+    again = ensure_env(cell, base, envs_dir)
+    assert not again.reused
+    assert not (site / "sitecustomize.py").exists()
+    assert ensure_env(cell, base, envs_dir).reused
+
+
 @pytest.mark.requires_tool(*DEEPSPEED_OPS)
 def test_gan_cpu_forms_on_deepspeed_0_16_4_reproduce_the_report(tmp_path: Path, envs_dir: Path) -> None:
     done = _harness(

@@ -3,6 +3,7 @@ a failed write leaves the old file whole, newer records are not overwritten, log
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import shutil
@@ -80,3 +81,48 @@ def test_inside(tmp_path: Path, rel: str) -> None:
     (tmp_path / "logs" / "link").symlink_to("/tmp")
     assert not inside(tmp_path, rel)
     assert inside(tmp_path, "logs/gan/a.log")
+
+
+def test_the_cells_digest_sees_a_planted_file_but_not_what_the_harness_writes(tmp_path: Path) -> None:
+    from reprobisect.envs import tree_digest
+
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    (site / "deepspeed").mkdir(parents=True)
+    (site / "deepspeed" / "__init__.py").write_text("x = 1\n")
+    before = tree_digest(tmp_path)
+    for harness_owned in (
+        "torch_extensions/op/op.so",
+        "overlays/fix-1/a.py",
+        "lib/python3.11/site-packages/deepspeed/__pycache__/x.pyc",
+    ):
+        (tmp_path / harness_owned).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / harness_owned).write_text("built")
+    assert tree_digest(tmp_path) == before
+    (site / "sitecustomize.py").write_text("import os; os._exit(0)\n")
+    assert tree_digest(tmp_path) != before
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("git+https://me:ghp_TOKEN123@github.com/o/DeepSpeed@main", "git+https://***@github.com/o/DeepSpeed@main"),
+        ("https://ghp_TOKEN123@github.com/o/r.git", "https://***@github.com/o/r.git"),
+        ("git+ssh://git@github.com/o/r.git@v1", "git+ssh://git@github.com/o/r.git@v1"),
+        ("deepspeed 0.16.4 (no URL) user@example.org", "deepspeed 0.16.4 (no URL) user@example.org"),
+    ],
+)
+def test_credentials_in_urls_are_redacted(raw: str, shown: str) -> None:
+    from reprobisect.redact import redact
+
+    assert redact(raw) == shown
+
+
+def test_a_pin_with_a_token_is_stored_redacted_everywhere(tmp_path: Path) -> None:
+    record = _record()
+    pin = "git+https://me:ghp_FAKETOKEN9@github.com/o/DeepSpeed@main"
+    cell = {**record.cell, "packages": {**record.cell["packages"], "deepspeed": pin}}
+    path = Store(tmp_path).write(dataclasses.replace(record, cell=cell))
+    text = path.read_text()
+    assert "ghp_FAKETOKEN9" not in text and "git+https://***@github.com/o/DeepSpeed@main" in text
+    summary = write_atomic(tmp_path / "summary.md", f"Reproduce: `nox -s repro_gan -- --deepspeed {pin}`")
+    assert "ghp_FAKETOKEN9" not in summary.read_text()
