@@ -160,6 +160,7 @@ def _confined(
         Path(os.path.realpath(spec.env.python)).parents[1],  # the interpreter the venv was made from
         *spec.env.base_site_dirs(),
         BOOTSTRAP.parent,
+        spec.form.script,  # the file itself too: its folder may be /tmp or HOME, which are not shown whole
         spec.form.script.parent,
         Path.cwd(),  # the checkout
         *([spec.overlay] if spec.overlay is not None else []),

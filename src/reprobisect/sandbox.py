@@ -59,7 +59,7 @@ class Sandbox:
         readable: Iterable[Path] = (),
         hidden: Iterable[Path] = (),
     ) -> list[str]:
-        """``argv`` run inside the sandbox; ``readable`` are shown again under the private HOME, ``hidden``
+        """``argv`` run inside the sandbox; ``readable`` are shown again under the private HOME and /tmp, ``hidden``
         folders (a checkout's ``.git``, with its credentials) are covered by an empty tmpfs."""
         home = Path(env["HOME"]) if env.get("HOME", "/") not in ("", "/") else Path(PRIVATE_HOME)
         cmd = [
@@ -75,8 +75,9 @@ class Sandbox:
         cmd += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", PRIVATE_TMP, "--tmpfs", str(home)]
         for device in sorted(Path("/dev").glob("nvidia*")):
             cmd += ["--dev-bind", str(device), str(device)]
+        covered = [Path(PRIVATE_TMP), home]  # emptied above: what the run needs there is shown again, read-only
         for path in _existing(readable):
-            if _under(path, home) and path != home:
+            if any(_under(path, root) for root in covered) and path not in covered:
                 cmd += ["--ro-bind", str(path), str(path)]
         for path in _existing(hidden):
             cmd += ["--tmpfs", str(path)]
@@ -104,9 +105,10 @@ class Confinement:
 
 
 def _existing(paths: Iterable[Path]) -> list[Path]:
-    """Resolved, existing, outer folders first (a bind of a folder inside another must come after it)."""
-    found = {Path(p).resolve() for p in paths if Path(p).exists()}
-    return sorted(found, key=lambda p: len(p.parts))
+    """Existing paths as given (absolute) and as resolved (links followed): a run may name either. Outer
+    folders first: a bind of a folder inside another must come after it."""
+    found = {variant for p in paths if Path(p).exists() for variant in (Path(p).absolute(), Path(p).resolve())}
+    return sorted(found, key=lambda p: (len(p.parts), str(p)))
 
 
 def _under(path: Path, folder: Path) -> bool:

@@ -166,3 +166,41 @@ def test_network_off_leaves_a_loopback_of_its_own(tmp_path: Path) -> None:
         server.close()
     assert "outside: connected" in shared and "own loopback: connected" in shared
     assert "outside: refused" in off and "own loopback: connected" in off
+
+
+def test_a_checkout_and_cell_under_tmp_stay_visible(tmp_path: Path) -> None:
+    """/tmp is emptied for the run: a clone in /tmp (CI's, a fresh machine's) must still show its cell and script."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="reprobisect-clone-") as clone:
+        scripts = Path(clone) / "tests" / "resources" / "scripts"
+        shutil.copytree(ROOT / "tests" / "resources" / "scripts", scripts)
+        driver = DRIVER.replace(
+            "from tests.conftest import make_repro",
+            "from tests.conftest import make_repro\nimport tests.conftest as c; c.SCRIPTS = Path(cfg_scripts)",
+        )
+        cfg_line = f"cfg_scripts = {str(scripts)!r}\n"
+        cell = Path(clone) / "cell"
+        (cell / "bin").mkdir(parents=True)
+        (cell / "bin" / "python").symlink_to(sys.executable)
+        cfg = {
+            "cell": str(cell),
+            "script": "passes.py",
+            "args": [],
+            "timeout": 60,
+            "sandbox": True,
+            "network": "on",
+            "out": str(tmp_path / "out"),
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", cfg_line + driver.format(root=str(ROOT)), json.dumps(cfg)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=clone,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result["outcome"] == "PASS", Path(result["log"]).read_text()
