@@ -24,7 +24,7 @@ from reprobisect.events import read_events
 from reprobisect.outcome import Outcome
 from reprobisect.record import Record, StepTime, warm_up_steps
 from reprobisect.runner import ChildSpec, free_port, run_child, scrubbed_environ
-from reprobisect.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox
+from reprobisect.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, link_hops
 from reprobisect.signature import Signature, normalize_message
 from reprobisect.store import Store
 
@@ -158,6 +158,7 @@ def _confined(
     readable = [
         spec.env.path,
         Path(os.path.realpath(spec.env.python)).parents[1],  # the interpreter the venv was made from
+        *(hop.parent for hop in link_hops(spec.env.python)),  # and every venv its python links through
         *spec.env.base_site_dirs(),
         BOOTSTRAP.parent,
         spec.form.script,  # the file itself too: its folder may be /tmp or HOME, which are not shown whole
@@ -187,11 +188,17 @@ def _checked_versions(claimed: Mapping[str, str] | None, spec: RunSpec) -> tuple
     installed = installed_versions(spec.env.python, pinned)
     if claimed is None:
         return installed, "installed"
-    wrong = sorted(n for n in pinned if n in claimed and n in installed and claimed[n] != installed[n])
+    wrong = sorted(n for n in pinned if n in claimed and n in installed and not _same(claimed[n], installed[n]))
     if not wrong:
         return dict(claimed), "imported"
     note = ", ".join(f"{n} {claimed[n]!r} is {installed[n]}" for n in wrong)
     return {**claimed, **{n: installed[n] for n in wrong}}, f"claimed, corrected: {note}"[:300]
+
+
+def _same(claimed: str, installed: str) -> bool:
+    """A claim agrees with the metadata, or adds only a local build label the metadata leaves out: an index's
+    CUDA torch says ``2.14.1+cu130`` when imported and ``2.14.1`` in its metadata."""
+    return claimed == installed or ("+" not in installed and claimed.split("+", 1)[0] == installed)
 
 
 def _failing_step(outcome: Outcome, steps: list[StepTime]) -> int | str | None:

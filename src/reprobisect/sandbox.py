@@ -29,7 +29,16 @@ from typing import Literal
 
 from reprobisect.errors import SandboxError
 
-__all__ = ["NO_SANDBOX", "PRIVATE_HOME", "PRIVATE_TMP", "Confinement", "Sandbox", "find_bwrap", "open_sandbox"]
+__all__ = [
+    "NO_SANDBOX",
+    "PRIVATE_HOME",
+    "PRIVATE_TMP",
+    "Confinement",
+    "Sandbox",
+    "find_bwrap",
+    "link_hops",
+    "open_sandbox",
+]
 
 NO_SANDBOX = "none"
 PRIVATE_TMP = "/tmp"  # noqa: S108 - inside the sandbox: a tmpfs of the run's own, not the host's /tmp
@@ -72,18 +81,17 @@ class Sandbox:
         ]
         if self.network == "off":
             cmd.append("--unshare-net")
-        cmd += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", PRIVATE_TMP, "--tmpfs", str(home)]
+        cmd += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
         for device in sorted(Path("/dev").glob("nvidia*")):
             cmd += ["--dev-bind", str(device), str(device)]
-        covered = [Path(PRIVATE_TMP), home]  # emptied above: what the run needs there is shown again, read-only
-        for path in _existing(readable):
-            if any(_under(path, root) for root in covered) and path not in covered:
-                cmd += ["--ro-bind", str(path), str(path)]
-        for path in _existing(hidden):
-            cmd += ["--tmpfs", str(path)]
-        for path in _existing(writable):
-            cmd += ["--bind", str(path), str(path)]
-        cmd += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--", *argv]
+        covered = [Path(PRIVATE_TMP), home]  # emptied: what the run needs there is shown again, read-only
+        mounts = [(Path(PRIVATE_TMP), "--tmpfs"), (home, "--tmpfs")]
+        mounts += [(p, "--ro-bind") for p in _existing(readable) if _shown_again(p, covered)]
+        mounts += [(p, "--hide") for p in _existing(hidden)]
+        mounts += [(p, "--bind") for p in _existing(writable)]
+        mounts.append((workdir, "--bind"))
+        cmd += _in_mount_order(mounts)
+        cmd += ["--chdir", str(workdir), "--", *argv]
         return cmd
 
 
@@ -109,6 +117,35 @@ def _existing(paths: Iterable[Path]) -> list[Path]:
     folders first: a bind of a folder inside another must come after it."""
     found = {variant for p in paths if Path(p).exists() for variant in (Path(p).absolute(), Path(p).resolve())}
     return sorted(found, key=lambda p: (len(p.parts), str(p)))
+
+
+_MOUNT_RANK = {"--tmpfs": 0, "--ro-bind": 1, "--hide": 2, "--bind": 3}
+
+
+def _shown_again(path: Path, covered: list[Path]) -> bool:
+    return path not in covered and any(_under(path, root) for root in covered)
+
+
+def _in_mount_order(mounts: list[tuple[Path, str]]) -> list[str]:
+    """bwrap arguments for ``mounts``, outer folders first: a later mount covers what an earlier one showed
+    below it. So a HOME inside a shown checkout (a test's fake HOME, a clone holding its own HOME) is emptied
+    after the checkout is shown, and what is shown under HOME comes after HOME is emptied."""
+    args: list[str] = []
+    for path, kind in sorted(mounts, key=lambda m: (len(m[0].parts), _MOUNT_RANK[m[1]], str(m[0]))):
+        args += ["--tmpfs", str(path)] if kind in ("--tmpfs", "--hide") else [kind, str(path), str(path)]
+    return args
+
+
+def link_hops(path: Path) -> list[Path]:
+    """Each link a path goes through to its file, as absolute paths: a cell's ``bin/python`` may link to a
+    base venv's python under /tmp or HOME, which links on to the system's; every hop must stay visible."""
+    hops: list[Path] = []
+    current = Path(os.path.normpath(Path(path).absolute()))
+    while current.is_symlink() and len(hops) < 40:
+        hops.append(current)
+        current = Path(os.path.normpath(current.parent / current.readlink()))
+    hops.append(current)
+    return hops
 
 
 def _under(path: Path, folder: Path) -> bool:

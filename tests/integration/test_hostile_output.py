@@ -92,6 +92,16 @@ def test_forged_versions_are_marked_as_a_claim_and_corrected(pip_pinned_env: Cel
     assert record.versions_source == f"claimed, corrected: pip '0.0.1' is {record.versions['pip']}"
 
 
+def test_a_local_build_label_on_the_installed_version_is_no_forgery(pip_pinned_env: CellEnv, tmp_path: Path) -> None:
+    """torch 2.14.1 from the index says ``2.14.1+cu130`` when imported and ``2.14.1`` in its metadata."""
+    installed = pip_pinned_env.cell.packages["pip"]
+    record = _run(pip_pinned_env, tmp_path, "forged_versions.py", expected=None, args=(f"{installed}+cu130",))
+    assert record.versions_source == "imported"
+    assert record.versions["pip"] == f"{installed}+cu130"
+    other = _run(pip_pinned_env, tmp_path / "other", "forged_versions.py", expected=None, args=("0.0.1+cu130",))
+    assert other.versions_source.startswith("claimed, corrected: pip '0.0.1+cu130'")
+
+
 @pytest.fixture
 def pip_pinned_env(plain_env: CellEnv) -> CellEnv:
     """The plain env with pip (which every interpreter here has) pinned at the version it has."""

@@ -1,0 +1,84 @@
+"""The order of the sandbox's mounts and the links a cell's python goes through (issue #15): found by a
+fresh clone under /tmp, where a test's fake HOME lies inside the checkout that is shown again."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reprobisect.sandbox import Sandbox, link_hops
+
+
+@pytest.fixture
+def under_tmp() -> Iterator[Path]:
+    """A folder in /tmp, which the sandbox empties: what lies there is shown again only when named."""
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="reprobisect-mounts-") as folder:
+        yield Path(folder)
+
+
+def _mounts(argv: list[str]) -> list[tuple[str, str]]:
+    """(kind, path) of each mount after the root's, in the order bwrap applies them."""
+    out, i = [], argv.index("/dev") + 1
+    while argv[i] != "--chdir":
+        kind = argv[i]
+        out.append((kind, argv[i + 1]))
+        i += 2 if kind == "--tmpfs" else 3
+    return [m for m in out if not m[1].startswith("/dev/")]
+
+
+def test_a_home_inside_a_shown_checkout_is_emptied_after_the_checkout_is_shown(under_tmp: Path) -> None:
+    tmp_path = under_tmp
+    checkout = tmp_path / "repo"
+    home = checkout / ".test-tmp" / "home"
+    (home / ".ssh").mkdir(parents=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = Sandbox(bwrap="bwrap", version="0").wrap(
+        ["true"], env={"HOME": str(home)}, workdir=work, readable=[checkout, home / ".ssh"]
+    )
+    mounts = _mounts(argv)
+    assert mounts.index(("--ro-bind", str(checkout))) < mounts.index(("--tmpfs", str(home)))
+    assert mounts.index(("--tmpfs", str(home))) < mounts.index(("--ro-bind", str(home / ".ssh")))
+    assert mounts[0] == ("--tmpfs", "/tmp") and ("--bind", str(work)) in mounts
+
+
+def test_hidden_and_writable_folders_come_after_the_folder_that_shows_them(under_tmp: Path) -> None:
+    tmp_path = under_tmp
+    checkout = tmp_path / "repo"
+    (checkout / ".git").mkdir(parents=True)
+    ops = tmp_path / "cell" / "ops"
+    ops.mkdir(parents=True)
+    argv = Sandbox(bwrap="bwrap", version="0").wrap(
+        ["true"],
+        env={"HOME": "/nonexistent-home"},
+        workdir=tmp_path,
+        readable=[checkout, tmp_path / "cell"],
+        hidden=[checkout / ".git"],
+        writable=[ops],
+    )
+    mounts = _mounts(argv)
+    assert mounts.index(("--ro-bind", str(checkout))) < mounts.index(("--tmpfs", str(checkout / ".git")))
+    assert mounts.index(("--ro-bind", str(tmp_path / "cell"))) < mounts.index(("--bind", str(ops)))
+
+
+def test_link_hops_follow_a_chain_of_venvs(tmp_path: Path) -> None:
+    system = tmp_path / "usr" / "bin" / "python3.11"
+    system.parent.mkdir(parents=True)
+    system.write_text("")
+    (tmp_path / "usr" / "bin" / "python3").symlink_to("python3.11")
+    base = tmp_path / "base" / "bin" / "python"
+    base.parent.mkdir(parents=True)
+    base.symlink_to(tmp_path / "usr" / "bin" / "python3")
+    cell = tmp_path / "cell" / "bin" / "python"
+    cell.parent.mkdir(parents=True)
+    cell.symlink_to(base)
+    assert link_hops(cell) == [cell, base, tmp_path / "usr" / "bin" / "python3", system]
+
+
+def test_link_hops_stop_on_a_loop(tmp_path: Path) -> None:
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    assert len(link_hops(tmp_path / "a")) <= 41
