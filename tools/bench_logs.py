@@ -9,9 +9,9 @@ from __future__ import annotations
 import io
 import time
 
-from reprobisect.classify import classify
-from reprobisect.events import read_events
-from reprobisect.runner import EVENT_MARK, _CappedLog
+from reprobisect.run.classify import classify
+from reprobisect.run.events import read_events
+from reprobisect.run.runner import EVENT_MARK, _CappedLog
 
 MIB = 2**20
 HEAD = "Traceback (most recent call last):\n"

@@ -15,11 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from reprobisect.config import load_config
-from reprobisect.envs import base_interpreter, ensure_env, resolve_cell
-from reprobisect.execute import RunSpec, execute
-from reprobisect.sandbox import Confinement
-from reprobisect.store import Store
+from reprobisect.cells.envs import base_interpreter, ensure_env, resolve_cell
+from reprobisect.config.load import load_config
+from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.sandbox import Confinement
+from reprobisect.run.store import Store
 
 
 def main(base_python: str, runs: int = 5) -> None:

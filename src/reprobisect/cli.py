@@ -14,17 +14,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from reprobisect.atomic import write_atomic
-from reprobisect.config import check_pin, load_config
+from reprobisect.cells.envs import base_interpreter, ensure_env, resolve_cell
+from reprobisect.config.load import check_pin, load_config
 from reprobisect.console import WIDTH, cut, next_step, runs_table, signature_legend
-from reprobisect.envs import base_interpreter, ensure_env, resolve_cell
 from reprobisect.errors import ConfigError, HarnessError
-from reprobisect.matrixrun import MatrixRequest, listed_cells, run_matrix
-from reprobisect.record import Record
-from reprobisect.report import flaky_runs, markdown_summary
-from reprobisect.reproduce import ReproRequest, reproduce
-from reprobisect.sandbox import Confinement
-from reprobisect.store import Store
+from reprobisect.model.record import Record
+from reprobisect.report.load import flaky_runs, markdown_summary
+from reprobisect.run.matrix import MatrixRequest, listed_cells, run_matrix
+from reprobisect.run.reproduce import ReproRequest, reproduce
+from reprobisect.run.sandbox import Confinement
+from reprobisect.run.store import Store
+from reprobisect.util.files import write_atomic
 
 __all__ = ["main"]
 
@@ -376,7 +376,7 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def _cmd_nightly(args: argparse.Namespace) -> int:
-    from reprobisect.nightly import DEEPSPEED_REPO, NightlyRequest, run_nightly
+    from reprobisect.nightly.run import DEEPSPEED_REPO, NightlyRequest, run_nightly
 
     if min(args.jobs, args.max_releases) < 1 or args.max_bisects < 0:
         msg = f"--jobs {args.jobs} / --max-releases {args.max_releases} must be >= 1, --max-bisects >= 0"
@@ -415,7 +415,7 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
 
 
 def _cmd_bisect(args: argparse.Namespace) -> int:
-    from reprobisect.bisectrun import BisectRequest, run_bisect
+    from reprobisect.bisect.probes import BisectRequest, run_bisect
 
     if bool(args.script) == bool(args.repro):
         msg = "bisect needs exactly one of --repro NAME or --script PATH"
@@ -481,9 +481,9 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def _cmd_wheelhouse(args: argparse.Namespace) -> int:
-    from reprobisect.index import IndexCache
-    from reprobisect.matrix import resolve_value
-    from reprobisect.wheelhouse import build_wheelhouse
+    from reprobisect.cells.index import IndexCache
+    from reprobisect.cells.wheelhouse import build_wheelhouse
+    from reprobisect.config.matrix import resolve_value
 
     base = base_interpreter(args.base_python)
     index = IndexCache(args.envs.resolve() / "index-cache.json", base.executable)
@@ -502,7 +502,7 @@ def _cmd_wheelhouse(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from reprobisect.bench import format_bench, run_bench
+    from reprobisect.run.bench import format_bench, run_bench
 
     result = run_bench(
         load_config(args.config),
@@ -541,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Started in the background by a non-interactive shell, SIGINT arrives ignored: Ctrl-C must still stop a run.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if argv[:1] == ["report"]:  # its own parser: records -> runs.parquet/csv, report.md/html, plots, baseline diff
-        from reprobisect.report_cli import main as report_main
+        from reprobisect.commands.report import main as report_main
 
         return report_main(argv[1:])
     args = _parser().parse_args(argv)
@@ -563,7 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_values(args)
         if args.wheelhouse and args.command != "wheelhouse":
-            from reprobisect.wheelhouse import use_wheelhouse
+            from reprobisect.cells.wheelhouse import use_wheelhouse
 
             use_wheelhouse(args.wheelhouse)
         code = handlers[args.command](args)

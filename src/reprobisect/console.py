@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from reprobisect.classify import KnownSignature, find_known, known_signatures
-from reprobisect.outcome import Outcome
-from reprobisect.record import Record
-from reprobisect.signature import Signature
+from reprobisect.model.outcome import Outcome
+from reprobisect.model.record import Record
+from reprobisect.model.signature import Signature
+from reprobisect.run.classify import KnownSignature, find_known, known_signatures
 
 __all__ = [
     "HEARTBEAT_SECONDS",

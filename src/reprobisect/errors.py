@@ -6,6 +6,8 @@ Defining them in one module keeps the exit codes unique and lets the CLI catch t
 from __future__ import annotations
 
 __all__ = [
+    "FAIL_EXIT",
+    "INTERRUPTED_EXIT",
     "BisectInconclusiveError",
     "ConfigError",
     "EnvBuildError",
@@ -15,6 +17,9 @@ __all__ = [
     "SandboxError",
     "StorageError",
 ]
+
+FAIL_EXIT = 1  # a --fail-on condition was met (report, nightly); harness errors keep their own codes (2 and up)
+INTERRUPTED_EXIT = 130  # Ctrl-C or SIGTERM: the shell's 128 + SIGINT
 
 
 class HarnessError(Exception):

@@ -17,9 +17,33 @@ pytestmark = [pytest.mark.slow, pytest.mark.requires_tool(*DEEPSPEED_OPS)]
 
 
 def _bisect(out: Path, envs: Path) -> dict:
-    cmd = [sys.executable, "-m", "reprobisect", "bisect", "--repro", "gan", "--backend", "cpu", "--axis", "deepspeed",
-           "--good", "0.16.3", "--bad", "0.16.6", "--all-transitions", "--lightning", "2.6.6",
-           "--config", str(ROOT / "matrix.yaml"), "--out", str(out), "--envs", str(envs), "--base-python", base_python()]
+    cmd = [
+        sys.executable,
+        "-m",
+        "reprobisect",
+        "bisect",
+        "--repro",
+        "gan",
+        "--backend",
+        "cpu",
+        "--axis",
+        "deepspeed",
+        "--good",
+        "0.16.3",
+        "--bad",
+        "0.16.6",
+        "--all-transitions",
+        "--lightning",
+        "2.6.6",
+        "--config",
+        str(ROOT / "matrix.yaml"),
+        "--out",
+        str(out),
+        "--envs",
+        str(envs),
+        "--base-python",
+        base_python(),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=2400, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     [report] = out.glob("bisect-*.json")

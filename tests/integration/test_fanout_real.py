@@ -11,19 +11,50 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprobisect.envs import base_interpreter, resolve_cell
+from reprobisect.cells.envs import base_interpreter, resolve_cell
 from tests.conftest import ROOT, base_python
 from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
 from tests.system_tools import DEEPSPEED_OPS
 
 pytestmark = [pytest.mark.slow, pytest.mark.requires_tool(*DEEPSPEED_OPS)]
 
-SELECTION = ["--repro", "gan", "--backend", "cpu", "--deepspeed", "0.16.4,0.16.5", "--form", "cpu-deepspeed",
-             "--fix", "none,freeze-d"]
+SELECTION = [
+    "--repro",
+    "gan",
+    "--backend",
+    "cpu",
+    "--deepspeed",
+    "0.16.4,0.16.5",
+    "--form",
+    "cpu-deepspeed",
+    "--fix",
+    "none,freeze-d",
+]
 # What a run is, not when or where it ran: timings, run ids, paths and start times differ between any two runs.
-SAME = ["repro", "cell", "form", "fix", "precision", "repeat", "torch", "deepspeed", "lightning", "torch_source",
-        "outcome", "signature_id", "signature", "known_signature", "upstream", "failing_step", "exit_code",
-        "timed_out", "n_steps", "python", "platform", "harness_version"]
+SAME = [
+    "repro",
+    "cell",
+    "form",
+    "fix",
+    "precision",
+    "repeat",
+    "torch",
+    "deepspeed",
+    "lightning",
+    "torch_source",
+    "outcome",
+    "signature_id",
+    "signature",
+    "known_signature",
+    "upstream",
+    "failing_step",
+    "exit_code",
+    "timed_out",
+    "n_steps",
+    "python",
+    "platform",
+    "harness_version",
+]
 
 
 def _cell_id(deepspeed: str) -> str:
@@ -33,8 +64,18 @@ def _cell_id(deepspeed: str) -> str:
 
 
 def _harness(*args: str, envs: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "reprobisect", *args, "--envs", str(envs), "--base-python", base_python(),
-           "--config", str(ROOT / "matrix.yaml")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "reprobisect",
+        *args,
+        "--envs",
+        str(envs),
+        "--base-python",
+        base_python(),
+        "--config",
+        str(ROOT / "matrix.yaml"),
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False, cwd=ROOT)
 
 
@@ -62,10 +103,32 @@ def test_list_json_cells_run_apart_and_merged_equal_one_matrix_run(tmp_path: Pat
 
     single = _harness("matrix", *SELECTION, "--out", str(tmp_path / "single"), envs=envs_dir)
     assert single.returncode == 0, single.stdout + single.stderr
-    jobs = [subprocess.Popen([sys.executable, "-m", "reprobisect", "matrix", *SELECTION, "--cell", c["cell"],
-                              "--out", str(tmp_path / "cells" / c["cell"]), "--envs", str(envs_dir),
-                              "--base-python", base_python(), "--config", str(ROOT / "matrix.yaml")],
-                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for c in cells]
+    jobs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "reprobisect",
+                "matrix",
+                *SELECTION,
+                "--cell",
+                c["cell"],
+                "--out",
+                str(tmp_path / "cells" / c["cell"]),
+                "--envs",
+                str(envs_dir),
+                "--base-python",
+                base_python(),
+                "--config",
+                str(ROOT / "matrix.yaml"),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for c in cells
+    ]
     for job in jobs:
         output, _ = job.communicate(timeout=1800)
         assert job.returncode == 0, output

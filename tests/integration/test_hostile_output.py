@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from reprobisect.cells.envs import CellEnv
 from reprobisect.console import runs_table, signature_legend
-from reprobisect.envs import CellEnv
-from reprobisect.execute import RunSpec, execute
-from reprobisect.outcome import Outcome
-from reprobisect.record import Record
-from reprobisect.store import Store
+from reprobisect.model.outcome import Outcome
+from reprobisect.model.record import Record
+from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.store import Store
 from tests.conftest import make_repro
 
 
@@ -107,7 +107,7 @@ def pip_pinned_env(plain_env: CellEnv) -> CellEnv:
     """The plain env with pip (which every interpreter here has) pinned at the version it has."""
     import dataclasses
 
-    from reprobisect.execute import installed_versions
+    from reprobisect.run.execute import installed_versions
 
     pip = installed_versions(plain_env.python, ("pip",))["pip"]
     return dataclasses.replace(plain_env, cell=dataclasses.replace(plain_env.cell, packages={"pip": pip}))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reprobisect.record import Record
+from reprobisect.model.record import Record
 from tests.conftest import ROOT, base_python
 from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
 from tests.system_tools import DEEPSPEED_OPS

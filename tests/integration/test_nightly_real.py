@@ -29,9 +29,24 @@ SLICE = ["--backend", "cpu", "--repro", "gan", "--form", "cpu-deepspeed", "--fix
 
 def _night(tmp_path: Path, envs: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "reprobisect", "nightly", *SLICE, *args, "--state", str(tmp_path / "state"),
-           "--out", str(out), "--envs", str(envs), "--base-python", base_python(),
-           "--config", str(ROOT / "matrix.yaml")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "reprobisect",
+        "nightly",
+        *SLICE,
+        *args,
+        "--state",
+        str(tmp_path / "state"),
+        "--out",
+        str(out),
+        "--envs",
+        str(envs),
+        "--base-python",
+        base_python(),
+        "--config",
+        str(ROOT / "matrix.yaml"),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False, cwd=ROOT)
     summary = out / "nightly.json"
     return done, (json.loads(summary.read_text()) if summary.exists() else {})
@@ -73,11 +88,15 @@ def test_three_nights_seed_then_a_new_release_regresses_then_nothing_new(tmp_pat
     assert summary["ran"] == [] and summary["runs_executed"] == 0 and not summary["regressed"]
     history = json.loads((tmp_path / "state" / "state.json").read_text())["history"]
     assert [(h["seeded"], h["ran"], h["regressed"]) for h in history] == [
-        (True, ["0.19.1"], False), (False, ["0.19.2"], True), (False, [], False)]
+        (True, ["0.19.1"], False),
+        (False, ["0.19.2"], True),
+        (False, [], False),
+    ]
 
     repo = _deepspeed_source_repo(tmp_path / "src", "0.19.2")
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     ref, summary = _night(tmp_path, envs_dir, "--deepspeed", "main", "--repo", f"file://{repo}")
     assert ref.returncode == 0, ref.stdout + ref.stderr
     assert summary["refs"] == [f"main@{head[:12]}"] and summary["advanced_to"] is None
@@ -91,13 +110,32 @@ def test_three_nights_seed_then_a_new_release_regresses_then_nothing_new(tmp_pat
 def _deepspeed_source_repo(root: Path, version: str) -> Path:
     """A git repository (branch main, one commit) of a DeepSpeed release's source, from its sdist on the index."""
     root.mkdir()
-    subprocess.run([base_python(), "-m", "pip", "download", f"deepspeed=={version}", "--no-deps", "--no-binary",
-                    ":all:", "--disable-pip-version-check", "-q", "-d", str(root)], check=True, timeout=600)
+    subprocess.run(
+        [
+            base_python(),
+            "-m",
+            "pip",
+            "download",
+            f"deepspeed=={version}",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+            str(root),
+        ],
+        check=True,
+        timeout=600,
+    )
     [sdist] = root.glob("deepspeed-*.tar.gz")
     with tarfile.open(sdist) as archive:
         archive.extractall(root, filter="data")
     repo = root / f"deepspeed-{version}"
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
-                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"DeepSpeed {version} source"]):
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"DeepSpeed {version} source"],
+    ):
         subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
     return repo

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.envs import CellEnv
-from reprobisect.execute import RunSpec, execute
-from reprobisect.outcome import Outcome
-from reprobisect.record import Record
-from reprobisect.store import Store
+from reprobisect.cells.envs import CellEnv
+from reprobisect.model.outcome import Outcome
+from reprobisect.model.record import Record
+from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.store import Store
 from tests.conftest import make_repro
 
 
@@ -251,10 +251,10 @@ import os, signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # pytest may run with SIGINT ignored (a background job)
 sys.path.insert(0, {str(Path(__file__).parents[2])!r})
 from pathlib import Path
-from reprobisect.cells import Cell
-from reprobisect.envs import CellEnv
-from reprobisect.execute import RunSpec, execute
-from reprobisect.store import Store
+from reprobisect.model.cell import Cell
+from reprobisect.cells.envs import CellEnv
+from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.store import Store
 from tests.conftest import make_repro
 path = Path({str(tmp_path)!r}) / "cell"
 (path / "bin").mkdir(parents=True)
@@ -297,7 +297,7 @@ for script, args in (("passes.py", ()), ("sleeps_with_grandchild.py", ({str(tmp_
 @pytest.mark.chaos
 @pytest.mark.parametrize("secret", ["GITHUB_TOKEN", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_SERVICE_PASSWORD"])
 def test_child_environment_has_no_credentials(plain_env: CellEnv, tmp_path: Path, secret: str) -> None:
-    from reprobisect.execute import child_environ
+    from reprobisect.run.execute import child_environ
 
     repro = make_repro("passes.py")
     spec = RunSpec(repro=repro, form=repro.forms["cpu-deepspeed"], fix=repro.fixes["none"], env=plain_env)

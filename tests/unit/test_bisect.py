@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reprobisect.bisect import ProbeResult, all_transitions, first_bad
+from reprobisect.bisect.search import ProbeResult, all_transitions, first_bad
 from reprobisect.errors import BisectInconclusiveError
 
 VERSIONS = [f"0.{i}.0" for i in range(16)]

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reprobisect.config import load_config
+from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
 from tests.conftest import ROOT
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reprobisect.console import WIDTH, cut, heartbeat, next_step, runs_table, signature_legend
-from reprobisect.record import Record
+from reprobisect.model.record import Record
 
 RELEASES = Path(__file__).parents[1] / "resources" / "records" / "releases" / "records" / "gan"
 

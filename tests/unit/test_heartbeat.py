@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from reprobisect.execute import compiling_ops
-from reprobisect.runner import ChildSpec, run_child
+from reprobisect.run.execute import compiling_ops
+from reprobisect.run.runner import ChildSpec, run_child
 
 
 def test_the_runner_beats_while_the_child_runs_and_not_after(tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reprobisect.cli import main
-from reprobisect.config import load_config
+from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
-from reprobisect.nightly import Target, pinned_ref
+from reprobisect.nightly.run import Target, pinned_ref
 from tests.conftest import ROOT
 
 MINIMAL = """\

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.atomic import atomic_path, write_atomic
 from reprobisect.errors import StorageError
-from reprobisect.record import Record
-from reprobisect.report import SkippedFileWarning, load_records
-from reprobisect.store import Store, inside
+from reprobisect.model.record import Record
+from reprobisect.report.load import SkippedFileWarning, load_records
+from reprobisect.run.store import Store, inside
+from reprobisect.util.files import atomic_path, write_atomic
 
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"
 
@@ -84,7 +84,7 @@ def test_inside(tmp_path: Path, rel: str) -> None:
 
 
 def test_the_cells_digest_sees_a_planted_file_but_not_what_the_harness_writes(tmp_path: Path) -> None:
-    from reprobisect.envs import tree_digest
+    from reprobisect.cells.envs import tree_digest
 
     site = tmp_path / "lib" / "python3.11" / "site-packages"
     (site / "deepspeed").mkdir(parents=True)
@@ -112,7 +112,7 @@ def test_the_cells_digest_sees_a_planted_file_but_not_what_the_harness_writes(tm
     ],
 )
 def test_credentials_in_urls_are_redacted(raw: str, shown: str) -> None:
-    from reprobisect.redact import redact
+    from reprobisect.util.redact import redact
 
     assert redact(raw) == shown
 

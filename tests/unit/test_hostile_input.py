@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reprobisect.classify import classify
 from reprobisect.errors import RecordError
-from reprobisect.events import read_events
-from reprobisect.outcome import Outcome
-from reprobisect.record import Record
-from reprobisect.runner import EVENT_MARK
-from reprobisect.signature import last_traceback
+from reprobisect.model.outcome import Outcome
+from reprobisect.model.record import Record
+from reprobisect.model.signature import last_traceback
+from reprobisect.run.classify import classify
+from reprobisect.run.events import read_events
+from reprobisect.run.runner import EVENT_MARK
 
 RECORD = next((Path(__file__).parents[1] / "resources" / "records" / "baseline" / "records").rglob("*__r0.json"))
 
@@ -61,20 +61,22 @@ def test_no_failing_run_is_a_pass_whatever_it_printed(log: str, exit_code: int) 
 
 
 def test_deep_and_huge_lines_are_ignored() -> None:
-    log = "\n".join([
-        EVENT_MARK + "[" * 200_000 + "]" * 200_000,
-        EVENT_MARK + '{"event": "config", "deep": ' + "[" * 600 + "]" * 600 + "}",
-        EVENT_MARK + '{"event": "step", "step": 0, "seconds": 1e999}',
-        EVENT_MARK + '{"event": "step", "step": 1, "seconds": NaN}',
-    ])
+    log = "\n".join(
+        [
+            EVENT_MARK + "[" * 200_000 + "]" * 200_000,
+            EVENT_MARK + '{"event": "config", "deep": ' + "[" * 600 + "]" * 600 + "}",
+            EVENT_MARK + '{"event": "step", "step": 0, "seconds": 1e999}',
+            EVENT_MARK + '{"event": "step", "step": 1, "seconds": NaN}',
+        ]
+    )
     parsed = read_events(log)
     assert parsed.steps == [] and parsed.config == {} and parsed.ignored == 4
 
 
 def test_the_traceback_scan_is_linear_in_the_number_of_heads() -> None:
     # 20k unfinished "Traceback" heads, then one real traceback: each block is read up to the next head only
-    heads = "Traceback (most recent call last):\n  File \"/x.py\", line 1, in f\n" * 20_000
-    parsed = last_traceback(heads + "Traceback (most recent call last):\n  File \"/x.py\", line 2, in g\nValueError: v\n")
+    heads = 'Traceback (most recent call last):\n  File "/x.py", line 1, in f\n' * 20_000
+    parsed = last_traceback(heads + 'Traceback (most recent call last):\n  File "/x.py", line 2, in g\nValueError: v\n')
     assert parsed is not None and parsed.exception == "ValueError"
 
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reprobisect.report import load_records, records_frame
-from reprobisect.report_markdown import fit_limit, md_safe, report_markdown
-from reprobisect.report_views import ReportData
+from reprobisect.report.load import load_records, records_frame
+from reprobisect.report.markdown import fit_limit, md_safe, report_markdown
+from reprobisect.report.views import ReportData
 
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"
 

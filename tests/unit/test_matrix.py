@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from reprobisect.config.matrix import CompatibilityRule, MatrixSpec, expand, matches, resolve_value
 from reprobisect.errors import ConfigError
-from reprobisect.matrix import CompatibilityRule, MatrixSpec, expand, matches, resolve_value
 
 RELEASES = {
     "deepspeed": ["0.15.4", "0.16.0", "0.16.4", "0.17.0", "0.18.2", "0.19.8", "0.20.0rc1"],
@@ -86,8 +86,7 @@ def test_compatibility_rule_keeps_the_cell_with_its_reason() -> None:
 def test_a_git_ref_is_not_blocked_by_a_version_range_it_cannot_be_judged_by() -> None:
     rule = CompatibilityRule(when={"lightning": ">=2.6"}, require={"deepspeed": ">=0.16"}, reason="too old")
     ref = "git+https://github.com/deepspeedai/DeepSpeed@0123456789abcdef0123456789abcdef01234567"
-    spec = MatrixSpec(axes={"torch": ("system",), "deepspeed": (ref, "0.15.4"), "lightning": ("2.6.6",)},
-                      rules=(rule,))
+    spec = MatrixSpec(axes={"torch": ("system",), "deepspeed": (ref, "0.15.4"), "lightning": ("2.6.6",)}, rules=(rule,))
     blocked = {c.pins["deepspeed"]: c.blocked for c in expand(spec, available, system_versions={"torch": "2.13.0"})}
     assert blocked == {ref: None, "0.15.4": "too old"}
 

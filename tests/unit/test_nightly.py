@@ -9,13 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprobisect.cells import id_without
-from reprobisect.compare import compare
-from reprobisect.config import load_config
+from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
-from reprobisect.nightly import DEEPSPEED_REPO, masked, new_releases, regressed_keys, target_of
-from reprobisect.nightly_markdown import MARKER, NightNews, issue_body, title_of
-from reprobisect.nightly_state import NightlyState, load_state, save_state
+from reprobisect.model.cell import id_without
+from reprobisect.nightly.markdown import MARKER, NightNews, issue_body, title_of
+from reprobisect.nightly.run import DEEPSPEED_REPO, masked, new_releases, regressed_keys, target_of
+from reprobisect.nightly.state import NightlyState, load_state, save_state
+from reprobisect.report.compare import compare
 from tests.conftest import ROOT
 
 AVAILABLE = ["0.16.4", "0.16.5", "0.17.0rc1", "0.17.0", "0.18.0.dev1", "0.18.2", "0.19.8"]
@@ -43,24 +43,51 @@ def test_cell_ids_lose_exactly_the_deepspeed_part() -> None:
     assert id_without(cell, "deepspeed", "0.16.4") == "torch-2.13.0+cpu_lightning-2.6.6"
     assert id_without("torch-2.13.0+cpu_deepspeed-0.16.45_lightning-2.6.6", "deepspeed", "0.16.4").count("0.16.45")
     assert id_without("torch-2.13.0+cpu_deepspeed-git.main", "deepspeed", f"git+{DEEPSPEED_REPO}@main") == (
-        "torch-2.13.0+cpu")
+        "torch-2.13.0+cpu"
+    )
 
 
 def _night(rows: list[tuple[str, str, str, str]], release: str) -> pd.DataFrame:
     """A frame of runs of one release: (fix, outcome, signature_id, cell suffix)."""
-    return pd.DataFrame([
-        {"run_id": f"{release}-{fix}", "repro": "gan", "cell": f"torch-2.13.0+cpu_deepspeed-{release}_lightning-{lightning}",
-         "form": "cpu-deepspeed", "fix": fix, "outcome": outcome, "signature_id": sig, "step_ms": [],
-         "deepspeed": release}
-        for fix, outcome, sig, lightning in rows
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "run_id": f"{release}-{fix}",
+                "repro": "gan",
+                "cell": f"torch-2.13.0+cpu_deepspeed-{release}_lightning-{lightning}",
+                "form": "cpu-deepspeed",
+                "fix": fix,
+                "outcome": outcome,
+                "signature_id": sig,
+                "step_ms": [],
+                "deepspeed": release,
+            }
+            for fix, outcome, sig, lightning in rows
+        ]
+    )
 
 
 def test_regressions_are_runs_that_passed_on_the_baseline_and_no_longer_pass() -> None:
-    before = masked(_night([("none", "PASS", "", "2.6.6"), ("freeze-d", "PASS", "", "2.6.6"),
-                            ("zero-stage-0", "OTHER_FAILURE", "aaa", "2.6.6")], "0.19.1"))
-    after = masked(_night([("none", "OTHER_FAILURE", "bbb", "2.6.6"), ("freeze-d", "PASS", "", "2.6.6"),
-                           ("zero-stage-0", "OTHER_FAILURE", "bbb", "2.6.6")], "0.19.2"))
+    before = masked(
+        _night(
+            [
+                ("none", "PASS", "", "2.6.6"),
+                ("freeze-d", "PASS", "", "2.6.6"),
+                ("zero-stage-0", "OTHER_FAILURE", "aaa", "2.6.6"),
+            ],
+            "0.19.1",
+        )
+    )
+    after = masked(
+        _night(
+            [
+                ("none", "OTHER_FAILURE", "bbb", "2.6.6"),
+                ("freeze-d", "PASS", "", "2.6.6"),
+                ("zero-stage-0", "OTHER_FAILURE", "bbb", "2.6.6"),
+            ],
+            "0.19.2",
+        )
+    )
     assert regressed_keys(before, after) == [("gan", "torch-2.13.0+cpu_lightning-2.6.6", "cpu-deepspeed", "none")]
     kinds = dict(zip(compare(after, before).changes["fix"], compare(after, before).changes["kind"], strict=True))
     assert kinds == {"none": "new-failure", "zero-stage-0": "signature-changed"}
@@ -76,8 +103,13 @@ def test_runs_of_another_lightning_do_not_meet_the_baseline() -> None:
 def test_state_round_trips_and_bad_state_names_the_file(tmp_path: Path) -> None:
     assert load_state(tmp_path) == NightlyState()
     (tmp_path / "baseline" / "records").mkdir(parents=True)
-    state = NightlyState(backend="cpu", baseline="0.19.1", since="2026-12-01T00:00:00+00:00",
-                         slice={"axes": {"torch": "system"}, "repros": ["gan"]}, history=({"at": "x"},))
+    state = NightlyState(
+        backend="cpu",
+        baseline="0.19.1",
+        since="2026-12-01T00:00:00+00:00",
+        slice={"axes": {"torch": "system"}, "repros": ["gan"]},
+        history=({"at": "x"},),
+    )
     save_state(tmp_path, state)
     assert load_state(tmp_path) == state
     (tmp_path / "state.json").write_text("{not json", encoding="utf-8")
@@ -109,12 +141,26 @@ def test_titles_say_what_happened_first() -> None:
     assert "0.19.1 is the new baseline" in title_of(seeded)
     before = masked(_night([("none", "PASS", "", "2.6.6")], "0.19.1"))
     after = masked(_night([("none", "OTHER_FAILURE", "bbb", "2.6.6")], "0.19.2"))
-    news = NightNews(at="t", backend="cpu", baseline="0.19.1", since=None, ran=["0.19.2"],
-                     comparisons={"0.19.2": compare(after, before)}, regressed={"0.19.2": regressed_keys(before, after)})
+    news = NightNews(
+        at="t",
+        backend="cpu",
+        baseline="0.19.1",
+        since=None,
+        ran=["0.19.2"],
+        comparisons={"0.19.2": compare(after, before)},
+        regressed={"0.19.2": regressed_keys(before, after)},
+    )
     assert title_of(news) == "Nightly (cpu): deepspeed 0.19.2 regressed 1 run(s) that passed on 0.19.1"
     assert news.is_regression and news.is_change
-    same = NightNews(at="t", backend="cpu", baseline="0.19.1", since=None, ran=["0.19.2"],
-                     comparisons={"0.19.2": compare(before, before)}, regressed={"0.19.2": []})
+    same = NightNews(
+        at="t",
+        backend="cpu",
+        baseline="0.19.1",
+        since=None,
+        ran=["0.19.2"],
+        comparisons={"0.19.2": compare(before, before)},
+        regressed={"0.19.2": []},
+    )
     assert title_of(same) == "Nightly (cpu): deepspeed 0.19.2 behaves like 0.19.1"
     assert not same.is_regression and not same.is_change
 
@@ -122,8 +168,15 @@ def test_titles_say_what_happened_first() -> None:
 def test_the_issue_body_carries_the_marker_and_the_regression_row() -> None:
     before = masked(_night([("none", "PASS", "", "2.6.6")], "0.19.1"))
     after = masked(_night([("none", "OTHER_FAILURE", "bbb", "2.6.6")], "0.19.2"))
-    news = NightNews(at="t", backend="cuda", baseline="0.19.1", since=None, ran=["0.19.2"],
-                     comparisons={"0.19.2": compare(after, before)}, regressed={"0.19.2": regressed_keys(before, after)})
+    news = NightNews(
+        at="t",
+        backend="cuda",
+        baseline="0.19.1",
+        since=None,
+        ran=["0.19.2"],
+        comparisons={"0.19.2": compare(after, before)},
+        regressed={"0.19.2": regressed_keys(before, after)},
+    )
     body = issue_body(news, None)
     assert body.startswith(MARKER.format(backend="cuda"))
     assert "| **regression** | 0.19.2 | gan | cpu-deepspeed | none | ✓ | ! bbb | new-failure |" in body
@@ -140,12 +193,15 @@ def test_matrix_yaml_has_a_nightly_slice_without_deepspeed() -> None:
     assert set(config.nightly.repros) == {"gan", "zero3"}
 
 
-@pytest.mark.parametrize(("nightly", "message"), [
-    ({"axes": {"deepspeed": "0.16.4"}, "repros": ["gan"]}, "nightly.axes.deepspeed: leave it out"),
-    ({"axes": {"torhc": "system"}, "repros": ["gan"]}, "nightly.axes.torhc: not an axis"),
-    ({"axes": {}, "repros": ["gna"]}, "nightly.repros: repro: unknown 'gna'.*Perhaps you meant 'gan'"),
-    ({"axes": {}}, "nightly"),
-])
+@pytest.mark.parametrize(
+    ("nightly", "message"),
+    [
+        ({"axes": {"deepspeed": "0.16.4"}, "repros": ["gan"]}, "nightly.axes.deepspeed: leave it out"),
+        ({"axes": {"torhc": "system"}, "repros": ["gan"]}, "nightly.axes.torhc: not an axis"),
+        ({"axes": {}, "repros": ["gna"]}, "nightly.repros: repro: unknown 'gna'.*Perhaps you meant 'gan'"),
+        ({"axes": {}}, "nightly"),
+    ],
+)
 def test_bad_nightly_sections_name_the_key(tmp_path: Path, nightly: dict, message: str) -> None:
     import yaml
 
@@ -170,7 +226,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def test_a_ref_is_pinned_to_the_commit_it_names_tonight(tmp_path: Path) -> None:
-    from reprobisect.nightly import pinned_ref
+    from reprobisect.nightly.run import pinned_ref
 
     repo = tmp_path / "DeepSpeed"
     repo.mkdir()
@@ -193,8 +249,15 @@ def test_a_ref_is_pinned_to_the_commit_it_names_tonight(tmp_path: Path) -> None:
 def test_a_slower_run_is_reported_but_is_no_outcome_change() -> None:
     before = masked(_night([("none", "PASS", "", "2.6.6")], "0.19.7")).assign(step_ms=[[30.0, 31.0, 30.5, 30.2]])
     after = masked(_night([("none", "PASS", "", "2.6.6")], "0.19.8")).assign(step_ms=[[45.0, 46.0, 45.5, 45.2]])
-    news = NightNews(at="t", backend="cpu", baseline="0.19.7", since=None, ran=["0.19.8"],
-                     comparisons={"0.19.8": compare(after, before)}, regressed={"0.19.8": regressed_keys(before, after)})
+    news = NightNews(
+        at="t",
+        backend="cpu",
+        baseline="0.19.7",
+        since=None,
+        ran=["0.19.8"],
+        comparisons={"0.19.8": compare(after, before)},
+        regressed={"0.19.8": regressed_keys(before, after)},
+    )
     assert news.slower() == 1 and not news.is_change and not news.is_regression
     assert title_of(news) == "Nightly (cpu): deepspeed 0.19.8 behaves like 0.19.7; 1 run(s) slower"
     assert "timing-regression median step 30.4 → 45.4 ms" in issue_body(news, None)
@@ -207,20 +270,43 @@ def test_a_baseline_of_other_pins_is_refused_before_anything_runs(tmp_path: Path
 
     state = tmp_path / "state"
     (state / "baseline" / "records").mkdir(parents=True)
-    save_state(state, NightlyState(backend="cpu", baseline="0.19.1",
-                                   slice={"axes": {"python": "system", "torch": "system", "lightning": "2.5.0"},
-                                          "repros": ["gan"]}))
-    done = subprocess.run([sys.executable, "-m", "reprobisect", "nightly", "--backend", "cpu", "--state", str(state),
-                           "--out", str(tmp_path / "out"), "--config", str(ROOT / "matrix.yaml"),
-                           "--envs", str(tmp_path / "envs")], capture_output=True, text=True, check=False,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    save_state(
+        state,
+        NightlyState(
+            backend="cpu",
+            baseline="0.19.1",
+            slice={"axes": {"python": "system", "torch": "system", "lightning": "2.5.0"}, "repros": ["gan"]},
+        ),
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reprobisect",
+            "nightly",
+            "--backend",
+            "cpu",
+            "--state",
+            str(state),
+            "--out",
+            str(tmp_path / "out"),
+            "--config",
+            str(ROOT / "matrix.yaml"),
+            "--envs",
+            str(tmp_path / "envs"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     assert done.returncode == 2, done.stderr
     assert '"lightning": "2.5.0"' in done.stderr and "re-seed with --baseline-release" in done.stderr
     assert not (tmp_path / "out").exists()
 
 
 def test_bisections_of_two_fixes_over_one_range_write_two_files() -> None:
-    from reprobisect.bisectrun import BisectRequest, bisect_slug
+    from reprobisect.bisect.probes import BisectRequest, bisect_slug
 
     def name(fix: str) -> str:
         request = BisectRequest(repro="gan", axis="deepspeed", good="0.19.1", bad="0.19.2", fix=fix)
@@ -231,7 +317,7 @@ def test_bisections_of_two_fixes_over_one_range_write_two_files() -> None:
 
 
 def test_a_new_baseline_is_named_only_once_it_is_whole(tmp_path: Path) -> None:
-    from reprobisect.nightly_state import baseline_root, commit_state, stage_baseline
+    from reprobisect.nightly.state import baseline_root, commit_state, stage_baseline
 
     old = NightlyState(backend="cpu", baseline="0.19.1", baseline_dir="baseline-0.19.1-x")
     (tmp_path / "baseline-0.19.1-x" / "records" / "gan").mkdir(parents=True)

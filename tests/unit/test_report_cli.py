@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprobisect.report_cli import FAIL_EXIT, main
+from reprobisect.commands.report import main
+from reprobisect.errors import FAIL_EXIT
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 
@@ -17,8 +18,14 @@ def test_writes_every_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     dest = tmp_path / "report"
     assert main(["--out", str(RECORDS / "releases"), "--merge", str(RECORDS / "bisect"), "--dest", str(dest)]) == 0
     names = {p.name for p in dest.iterdir()}
-    assert {"runs.parquet", "runs.csv", "report.md", "report.html", "steps-deepspeed.png",
-            "outcomes-deepspeed.png"} <= names
+    assert {
+        "runs.parquet",
+        "runs.csv",
+        "report.md",
+        "report.html",
+        "steps-deepspeed.png",
+        "outcomes-deepspeed.png",
+    } <= names
     assert len(pd.read_parquet(dest / "runs.parquet")) == 36 + 4
     out = capsys.readouterr().out
     assert out.startswith("40 runs in 5 cell(s)")
@@ -36,11 +43,18 @@ def test_markdown_flag_prints_the_markdown(tmp_path: Path, capsys: pytest.Captur
     assert capsys.readouterr().out.startswith("# reprobisect report: gan")
 
 
-@pytest.mark.parametrize(("fail_on", "expected"), [
-    ([], 0), (["regression"], FAIL_EXIT), (["new-failure"], FAIL_EXIT), (["regression", "new-failure"], FAIL_EXIT),
-])
-def test_fail_on_with_the_real_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str], fail_on: list[str],
-                                        expected: int) -> None:
+@pytest.mark.parametrize(
+    ("fail_on", "expected"),
+    [
+        ([], 0),
+        (["regression"], FAIL_EXIT),
+        (["new-failure"], FAIL_EXIT),
+        (["regression", "new-failure"], FAIL_EXIT),
+    ],
+)
+def test_fail_on_with_the_real_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fail_on: list[str], expected: int
+) -> None:
     argv = ["--out", str(RECORDS / "current"), "--baseline", str(RECORDS / "baseline"), "--dest", str(tmp_path)]
     assert main([*argv, *(x for name in fail_on for x in ("--fail-on", name))]) == expected
     out = capsys.readouterr().out
@@ -50,14 +64,34 @@ def test_fail_on_with_the_real_baseline(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_a_rerun_against_its_baseline_passes_every_fail_on(tmp_path: Path) -> None:
-    argv = ["--out", str(RECORDS / "rerun"), "--baseline", str(RECORDS / "baseline"), "--dest", str(tmp_path),
-            "--fail-on", "regression", "--fail-on", "new-failure"]
+    argv = [
+        "--out",
+        str(RECORDS / "rerun"),
+        "--baseline",
+        str(RECORDS / "baseline"),
+        "--dest",
+        str(tmp_path),
+        "--fail-on",
+        "regression",
+        "--fail-on",
+        "new-failure",
+    ]
     assert main(argv) == 0
 
 
 def test_a_higher_threshold_lets_the_slow_down_pass(tmp_path: Path) -> None:
-    argv = ["--out", str(RECORDS / "current"), "--baseline", str(RECORDS / "baseline"), "--dest", str(tmp_path),
-            "--threshold", "3", "--fail-on", "regression"]
+    argv = [
+        "--out",
+        str(RECORDS / "current"),
+        "--baseline",
+        str(RECORDS / "baseline"),
+        "--dest",
+        str(tmp_path),
+        "--threshold",
+        "3",
+        "--fail-on",
+        "regression",
+    ]
     assert main(argv) == 0
 
 
@@ -81,11 +115,21 @@ def test_errors_name_the_folder(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_a_real_bisect_shows_its_transition(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--out", str(RECORDS / "releases"), "--merge", str(RECORDS / "bisect"), "--dest", str(tmp_path),
-            "--markdown"]
+    argv = [
+        "--out",
+        str(RECORDS / "releases"),
+        "--merge",
+        str(RECORDS / "bisect"),
+        "--dest",
+        str(tmp_path),
+        "--markdown",
+    ]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert ("last `0.16.4` → first `0.16.5`: ✗ REPRODUCED `36b244a365` → ! OTHER_FAILURE `e149c29f78`") in text
     assert "4 runs over 7 releases" in text
     assert "| 0.16.5 " in text  # the bisect's probes are runs like any other
-    assert "bisect-gan-cpu-deepspeed-deepspeed-0.16.4-0.17.0-all-transitions.json" in (tmp_path / "report.html").read_text()
+    assert (
+        "bisect-gan-cpu-deepspeed-deepspeed-0.16.4-0.17.0-all-transitions.json"
+        in (tmp_path / "report.html").read_text()
+    )

@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprobisect.compare import CHANGE_KINDS, compare, timing_check
-from reprobisect.report import Loaded, load_records, records_frame
+from reprobisect.report.compare import CHANGE_KINDS, compare, timing_check
+from reprobisect.report.load import Loaded, load_records, records_frame
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 
@@ -34,8 +34,13 @@ def test_the_broken_fix_and_the_slowed_run_are_flagged_and_nothing_else() -> Non
     slow = comparison.timings.set_index("fix").loc["no-overlap-comm"]
     assert slow["ratio"] > 1.5  # 2 × 10 ms of sleep on a ~25 ms step
     assert slow["current_ms"] - slow["baseline_ms"] > slow["band_ms"]
-    assert comparison.counts() == {"new-failure": 1, "fixed": 0, "outcome-changed": 0, "signature-changed": 0,
-                                   "timing-regression": 1}
+    assert comparison.counts() == {
+        "new-failure": 1,
+        "fixed": 0,
+        "outcome-changed": 0,
+        "signature-changed": 0,
+        "timing-regression": 1,
+    }
 
 
 def test_a_plain_rerun_in_another_session_flags_nothing() -> None:
@@ -58,8 +63,10 @@ def test_runs_on_one_side_only_are_listed_not_flagged() -> None:
 
 
 def _retag(items: list[Loaded], fix: str, **changes: object) -> list[Loaded]:
-    return [dataclasses.replace(i, record=dataclasses.replace(i.record, **changes)) if i.record.fix == fix else i
-            for i in items]
+    return [
+        dataclasses.replace(i, record=dataclasses.replace(i.record, **changes)) if i.record.fix == fix else i
+        for i in items
+    ]
 
 
 def test_signature_and_outcome_changes_are_named() -> None:
@@ -68,8 +75,11 @@ def test_signature_and_outcome_changes_are_named() -> None:
     now = _retag(now, "buffer-dtype-half", outcome="OTHER_FAILURE")
     now = _retag(now, "zero-stage-0", outcome="ENV_ERROR", steps=[])
     kinds = compare(records_frame(now), records_frame(base)).changes.set_index("fix")["kind"].to_dict()
-    assert kinds == {"none": "signature-changed", "buffer-dtype-half": "outcome-changed",
-                     "zero-stage-0": "outcome-changed"}
+    assert kinds == {
+        "none": "signature-changed",
+        "buffer-dtype-half": "outcome-changed",
+        "zero-stage-0": "outcome-changed",
+    }
     assert set(kinds.values()) <= set(CHANGE_KINDS)
 
 

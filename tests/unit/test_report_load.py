@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from reprobisect.console import runs_table
-from reprobisect.record import Record
-from reprobisect.report import (
+from reprobisect.model.record import Record
+from reprobisect.report.load import (
     AXES,
     SkippedFileWarning,
     load_records,
@@ -35,7 +35,11 @@ def test_real_records_become_one_row_per_run() -> None:
     assert (row["outcome"], row["glyph"], row["signature_id"]) == ("REPRODUCED", "✗", "36b244a365")
     assert row["known_signature"] == "zero-ipg-buffer-none"
     assert (row["torch"], row["deepspeed"], row["lightning"], row["torch_source"]) == (
-        "2.13.0+cpu", "0.16.4", "2.6.6", "system")
+        "2.13.0+cpu",
+        "0.16.4",
+        "2.6.6",
+        "system",
+    )
     assert Path(row["log_file"]).is_file()
 
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.compare import compare
-from reprobisect.report import load_records, records_frame
-from reprobisect.report_html import log_tail, report_html, traceback_text
-from reprobisect.report_markdown import report_markdown
-from reprobisect.report_plots import outcome_band, step_time_plot
-from reprobisect.report_views import Bisect, ReportData
+from reprobisect.report.compare import compare
+from reprobisect.report.html import log_tail, report_html, traceback_text
+from reprobisect.report.load import load_records, records_frame
+from reprobisect.report.markdown import report_markdown
+from reprobisect.report.plots import outcome_band, step_time_plot
+from reprobisect.report.views import Bisect, ReportData
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -23,17 +23,36 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def _data(*names: str, baseline: str | None = None, **extra: object) -> ReportData:
     frame = records_frame(load_records([RECORDS / n for n in names]))
     comparison = compare(frame, records_frame(load_records([RECORDS / baseline]))) if baseline else None
-    return ReportData(frame=frame, sources=[RECORDS / n for n in names], comparison=comparison,
-                      baseline=RECORDS / baseline if baseline else None, **extra)  # type: ignore[arg-type]
+    return ReportData(
+        frame=frame,
+        sources=[RECORDS / n for n in names],
+        comparison=comparison,
+        baseline=RECORDS / baseline if baseline else None,
+        **extra,
+    )  # type: ignore[arg-type]
 
 
 def _bisect() -> Bisect:
-    data = {"repro": "gan", "form": "cpu-deepspeed", "precision": "bf16", "axis": "deepspeed", "cell": {},
-            "range": {"good": "0.16.4", "bad": "0.19.8", "versions": []}, "runs": 6, "releases_in_range": 14,
-            "probes": [], "skipped": [{"version": "0.17.2", "why": "ENV_ERROR: x"}], "transitions": [
-                {"last": "0.16.9", "first": "0.17.0",
-                 "from": {"outcome": "REPRODUCED", "signature_id": "36b244a365", "signature": "t"},
-                 "to": {"outcome": "OTHER_FAILURE", "signature_id": "e149c29f78", "signature": "u"}}]}
+    data = {
+        "repro": "gan",
+        "form": "cpu-deepspeed",
+        "precision": "bf16",
+        "axis": "deepspeed",
+        "cell": {},
+        "range": {"good": "0.16.4", "bad": "0.19.8", "versions": []},
+        "runs": 6,
+        "releases_in_range": 14,
+        "probes": [],
+        "skipped": [{"version": "0.17.2", "why": "ENV_ERROR: x"}],
+        "transitions": [
+            {
+                "last": "0.16.9",
+                "first": "0.17.0",
+                "from": {"outcome": "REPRODUCED", "signature_id": "36b244a365", "signature": "t"},
+                "to": {"outcome": "OTHER_FAILURE", "signature_id": "e149c29f78", "signature": "u"},
+            }
+        ],
+    }
     return Bisect(path=Path("bisect-gan-deepspeed.json"), data=data)
 
 
@@ -85,10 +104,16 @@ def test_html_escapes_what_logs_and_records_say(tmp_path: Path) -> None:
     (item, *_) = load_records([RECORDS / "baseline"])
     log = tmp_path / "logs" / "evil.log"
     log.parent.mkdir(parents=True)
-    log.write_text("<script>alert(1)</script>\nTraceback (most recent call last):\n"
-                   '  File "x.py", line 1, in <module>\nValueError: <b>bold</b> & co\n')
-    record = dataclasses.replace(item.record, log_path="logs/evil.log", fix="<img src=x>",
-                                 signature={"id": "0123456789", "text": "ValueError: <b>bold</b>"})
+    log.write_text(
+        "<script>alert(1)</script>\nTraceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\nValueError: <b>bold</b> & co\n'
+    )
+    record = dataclasses.replace(
+        item.record,
+        log_path="logs/evil.log",
+        fix="<img src=x>",
+        signature={"id": "0123456789", "text": "ValueError: <b>bold</b>"},
+    )
     frame = records_frame([dataclasses.replace(item, record=record, root=tmp_path)])
     page = report_html(ReportData(frame=frame, sources=[tmp_path]))
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -98,8 +123,10 @@ def test_html_escapes_what_logs_and_records_say(tmp_path: Path) -> None:
 
 def test_log_tail_and_traceback(tmp_path: Path) -> None:
     log = tmp_path / "run.log"
-    log.write_text("\n".join(f"line {i}" for i in range(500)) + "\nTraceback (most recent call last):\n"
-                   '  File "a.py", line 3, in f\n    g()\nRuntimeError: boom\n@@repro {"event": "exit"}\n')
+    log.write_text(
+        "\n".join(f"line {i}" for i in range(500)) + "\nTraceback (most recent call last):\n"
+        '  File "a.py", line 3, in f\n    g()\nRuntimeError: boom\n@@repro {"event": "exit"}\n'
+    )
     tail, total = log_tail(log)
     assert total == 505 and len(tail.splitlines()) == 200 and tail.endswith('"exit"}')
     assert traceback_text(tail).splitlines()[-1] == "RuntimeError: boom"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprobisect.report import Loaded, SkippedFileWarning, load_records, records_frame
-from reprobisect.report_views import (
+from reprobisect.report.load import Loaded, SkippedFileWarning, load_records, records_frame
+from reprobisect.report.views import (
     cell_labels,
     env_errors,
     first_releases,
@@ -40,8 +40,14 @@ def frame(loaded: list[Loaded]) -> pd.DataFrame:
 def test_matrix_rows_are_releases_in_order_and_cells_carry_glyph_and_signature(frame: pd.DataFrame) -> None:
     matrix = outcome_matrix(frame, "gan", "cpu-deepspeed")
     assert list(matrix.index) == ["0.16.4", "0.17.0", "0.19.8"]
-    assert list(matrix.columns) == ["none", "buffer-dtype-half", "freeze-d", "no-overlap-comm", "single-engine",
-                                    "zero-stage-0"]
+    assert list(matrix.columns) == [
+        "none",
+        "buffer-dtype-half",
+        "freeze-d",
+        "no-overlap-comm",
+        "single-engine",
+        "zero-stage-0",
+    ]
     assert matrix.loc["0.16.4", "none"] == "✗ 36b244a365"
     assert matrix.loc["0.17.0", "none"] == "! e149c29f78"
     assert matrix.loc["0.16.4", "freeze-d"] == "✓"
@@ -79,8 +85,12 @@ def test_repeats_that_disagree_are_shown_as_flaky() -> None:
 
 def test_env_errors_give_their_reason(loaded: list[Loaded]) -> None:
     item = loaded[0]
-    broken = dataclasses.replace(item.record, outcome="ENV_ERROR", known_signature="lightning-needs-deepspeed-0.16",
-                                 signature={"id": "0123456789", "text": "ImportError: PyTorch >= N requires DeepSpeed"})
+    broken = dataclasses.replace(
+        item.record,
+        outcome="ENV_ERROR",
+        known_signature="lightning-needs-deepspeed-0.16",
+        signature={"id": "0123456789", "text": "ImportError: PyTorch >= N requires DeepSpeed"},
+    )
     errors = env_errors(records_frame([dataclasses.replace(item, record=broken), loaded[1]]))
     assert len(errors) == 1
     assert errors.loc[0, "known_signature"] == "lightning-needs-deepspeed-0.16"
@@ -90,15 +100,22 @@ def test_env_errors_give_their_reason(loaded: list[Loaded]) -> None:
 def test_reproduce_command_omits_torch_when_it_comes_from_the_system(frame: pd.DataFrame) -> None:
     row = frame.iloc[0]
     assert reproduce_command("gan", row, "cpu-deepspeed", "none") == (
-        "nox -s repro_gan -- --deepspeed 0.16.4 --lightning 2.6.6 --form cpu-deepspeed --fix none")
+        "nox -s repro_gan -- --deepspeed 0.16.4 --lightning 2.6.6 --form cpu-deepspeed --fix none"
+    )
     pinned = {"torch_source": "pinned", "torch": "2.4.1", "deepspeed": "0.15.4", "lightning": ""}
     assert reproduce_command("zero3", pinned, "cuda", "bf16") == (
-        "nox -s repro_zero3 -- --torch 2.4.1 --deepspeed 0.15.4 --form cuda --fix bf16")
+        "nox -s repro_zero3 -- --torch 2.4.1 --deepspeed 0.15.4 --form cuda --fix bf16"
+    )
 
 
 def test_ordering_helpers() -> None:
     assert sorted(["0.9.0", "0.16.4", "0.16.10", "weird", "0.17.0rc1"], key=release_key) == [
-        "0.9.0", "0.16.4", "0.16.10", "0.17.0rc1", "weird"]
+        "0.9.0",
+        "0.16.4",
+        "0.16.10",
+        "0.17.0rc1",
+        "weird",
+    ]
     assert fix_order(["zero-stage-0", "none", "freeze-d", "none"]) == ["none", "freeze-d", "zero-stage-0"]
 
 
@@ -115,11 +132,26 @@ def _bisect(tmp_path: Path, name: str, data: object) -> None:
 
 
 def test_bisect_files_are_read_and_broken_ones_skipped(tmp_path: Path) -> None:
-    good = {"repro": "gan", "form": "cpu-deepspeed", "precision": "bf16", "axis": "deepspeed", "cell": {},
-            "range": ["0.16.4", "0.19.8"], "runs": 5, "releases_in_range": 12, "probes": [], "skipped": [],
-            "transitions": [{"last": "0.16.9", "first": "0.17.0",
-                             "from": {"outcome": "REPRODUCED", "signature_id": "36b244a365", "signature": "t"},
-                             "to": {"outcome": "OTHER_FAILURE", "signature_id": "e149c29f78", "signature": "u"}}]}
+    good = {
+        "repro": "gan",
+        "form": "cpu-deepspeed",
+        "precision": "bf16",
+        "axis": "deepspeed",
+        "cell": {},
+        "range": ["0.16.4", "0.19.8"],
+        "runs": 5,
+        "releases_in_range": 12,
+        "probes": [],
+        "skipped": [],
+        "transitions": [
+            {
+                "last": "0.16.9",
+                "first": "0.17.0",
+                "from": {"outcome": "REPRODUCED", "signature_id": "36b244a365", "signature": "t"},
+                "to": {"outcome": "OTHER_FAILURE", "signature_id": "e149c29f78", "signature": "u"},
+            }
+        ],
+    }
     _bisect(tmp_path, "bisect-gan.json", good)
     _bisect(tmp_path, "bisect-old.json", {"repro": "gan"})
     (tmp_path / "bisect-cut.json").write_text('{"repro": "gan", "tra', encoding="utf-8")

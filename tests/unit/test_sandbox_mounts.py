@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.sandbox import Sandbox, link_hops
+from reprobisect.run.sandbox import Sandbox, link_hops
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.signature import Signature, frame_name, last_traceback, normalize_message, signature_from_log
+from reprobisect.model.signature import Signature, frame_name, last_traceback, normalize_message, signature_from_log
 
 # Tracebacks as reporters pasted them into the two upstream issues (each file names its issue).
 SEEDS = Path(__file__).parents[1] / "resources" / "seeds"

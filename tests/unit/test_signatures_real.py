@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.classify import classify, find_known
-from reprobisect.signature import signature_from_log
+from reprobisect.model.signature import signature_from_log
+from reprobisect.run.classify import classify, find_known
 from tests.conftest import TRACEBACKS
 
 FIXTURES = sorted(TRACEBACKS.glob("*.log"))
@@ -36,15 +36,23 @@ def test_every_captured_traceback_has_a_signature_without_paths_or_line_numbers(
 
 
 def test_the_report_signature_on_0_16_4_in_both_forms_fp32_bf16_and_full_size() -> None:
-    for name in ("gan_deepspeed_zero1__ds-0.16.4__nofix.log", "gan_deepspeed_zero1__ds-0.16.4__nofix-fp32.log",
-                 "gan_fabric_zero1__ds-0.16.4__nofix.log", "gan_fabric_zero1__ds-0.16.4__nofix-fullsize.log"):
+    for name in (
+        "gan_deepspeed_zero1__ds-0.16.4__nofix.log",
+        "gan_deepspeed_zero1__ds-0.16.4__nofix-fp32.log",
+        "gan_fabric_zero1__ds-0.16.4__nofix.log",
+        "gan_fabric_zero1__ds-0.16.4__nofix-fullsize.log",
+    ):
         assert _sig(name).id == REPORT_ID, name
 
 
 @pytest.mark.parametrize(
     ("version", "known"),
-    [("0.16.4", "zero-ipg-buffer-none"), ("0.17.0", None), ("0.18.2", "zero-epilogue-none-iterable"),
-     ("0.19.8", "buffers-fp32-batchnorm")],
+    [
+        ("0.16.4", "zero-ipg-buffer-none"),
+        ("0.17.0", None),
+        ("0.18.2", "zero-epilogue-none-iterable"),
+        ("0.19.8", "buffers-fp32-batchnorm"),
+    ],
 )
 def test_the_symptom_drifts_but_both_forms_agree_per_release(version: str, known: str | None) -> None:
     fabric = _sig(f"gan_fabric_zero1__ds-{version}__nofix.log")

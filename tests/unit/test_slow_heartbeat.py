@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.slow_heartbeat import NAME
 
-DEMO = '''
+DEMO = """
 import sys, time
 import pytest
 
@@ -34,7 +34,7 @@ def test_slow_fails():
 
 def test_fast_after():
     pass
-'''
+"""
 
 
 def _run(tmp_path: Path, *args: str) -> list[tuple[float, str]]:
@@ -43,8 +43,9 @@ def _run(tmp_path: Path, *args: str) -> list[tuple[float, str]]:
     (tmp_path / "test_demo.py").write_text(DEMO)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}  # pytest pads result lines to it
     cmd = [sys.executable, "-m", "pytest", "-p", "tests.slow_heartbeat", "-p", "no:cacheprovider", *args]
-    with subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True) as proc:
+    with subprocess.Popen(
+        cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
         assert proc.stdout is not None
         start = time.monotonic()
         lines = [(time.monotonic() - start, line.rstrip("\n")) for line in proc.stdout]
@@ -67,14 +68,18 @@ def test_slow_tests_print_a_start_line_and_a_line_a_second_live_fast_ones_nothin
         r"slow test started: test_demo.py::test_slow_fails\n"
         r"… test_demo.py::test_slow_fails still running, 0.5 s\n"
         r"(… test_demo.py::test_slow_fails still running, \d+(\.5)? s\n)*",
-        "".join(f"{line}\n" for line in ours)), ours
+        "".join(f"{line}\n" for line in ours),
+    ), ours
     # they arrive while the test runs, not with the results at the end (over a second later)
     arrived = {line: at for at, line in lines}
     assert arrived["… test_demo.py::test_slow still running, 0.5 s"] < lines[-1][0] - 0.5
     # pytest's own lines are whole: results follow the file name (or the test's location) as usual
     if verbosity == "":
         assert [line for line in text if line.startswith("test_demo.py")][:3] == [
-            "test_demo.py .", "test_demo.py .", "test_demo.py F.                                                          [100%]"]
+            "test_demo.py .",
+            "test_demo.py .",
+            "test_demo.py F.                                                          [100%]",
+        ]
     if verbosity == "-v":
         assert "test_demo.py::test_slow PASSED                                           [ 50%]" in text
     # capturing is unchanged: a passing test's output is not shown, a failing one's has no heartbeat in it

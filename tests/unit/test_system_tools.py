@@ -89,17 +89,38 @@ def test_a_pytest_run_without_jq_says_so_first_and_skips_the_jq_tests(tmp_path: 
     """In the header; under -q, which prints no header, as the first line."""
     env = {**os.environ, "PATH": _path_without(tmp_path, "jq"), "CI": ""}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *quiet, "-rs", "tests/workflows/test_scripts.py",
-         "-k", "creates_the_issue or first_night"],
-        capture_output=True, text=True, timeout=300, check=False, cwd=ROOT, env=env,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            *quiet,
+            "-rs",
+            "tests/workflows/test_scripts.py",
+            "-k",
+            "creates_the_issue or first_night",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+        env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    line = "missing jq (.github/scripts/nightly-issue.sh reads nightly.json with it): apt-get install jq (Debian/Ubuntu)"
+    line = (
+        "missing jq (.github/scripts/nightly-issue.sh reads nightly.json with it): apt-get install jq (Debian/Ubuntu)"
+    )
     lines = done.stdout.splitlines()
     assert [x for x in lines if x.startswith("missing ")] == [
-        f"{line}; the nightly-issue.sh tests in tests/workflows/test_scripts.py skip"]
+        f"{line}; the nightly-issue.sh tests in tests/workflows/test_scripts.py skip"
+    ]
     if quiet:
         assert lines[0].startswith(line)
     assert "1 passed, 1 skipped" in done.stdout
-    assert re.search(rf"^SKIPPED \[1\] tests/workflows/test_scripts\.py:\d+: {re.escape(TOOLS['jq'].need)}$",
-                     done.stdout, re.MULTILINE), done.stdout
+    assert re.search(
+        rf"^SKIPPED \[1\] tests/workflows/test_scripts\.py:\d+: {re.escape(TOOLS['jq'].need)}$",
+        done.stdout,
+        re.MULTILINE,
+    ), done.stdout

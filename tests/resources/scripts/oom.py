@@ -1,4 +1,5 @@
 """Moves itself into a memory cgroup limited to 256 MiB (argv[1]), then allocates until the kernel kills it."""
+
 import sys
 from pathlib import Path
 

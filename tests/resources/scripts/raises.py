@@ -1,4 +1,5 @@
 """Fails in step 1 with the GAN report's error, raised from a module laid out like DeepSpeed's."""
+
 import json
 import sys
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Connects to 127.0.0.1:PORT (argv[1]) outside, and to a server of its own on its loopback; prints both."""
+
 import socket
 import sys
 

@@ -1,4 +1,5 @@
 """A grandchild moves to its own process group (named by argv[1]); the parent then hangs until its timeout."""
+
 import subprocess
 import sys
 import time

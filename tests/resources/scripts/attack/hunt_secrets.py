@@ -1,4 +1,5 @@
 """Looks everywhere a pasted script could for its runner's secrets, and prints what it finds."""
+
 import os
 import sys
 from pathlib import Path

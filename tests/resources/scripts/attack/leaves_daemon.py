@@ -1,4 +1,5 @@
 """Starts a double-forked setsid daemon (named by argv[1] on its command line), then exits 0 at once."""
+
 import os
 import sys
 

@@ -1,4 +1,5 @@
 """Tries to rewrite each path given (records, its cell's site-packages), then passes if nothing could be written."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Floods 64 MiB of long @@repro lines (each 60 KiB: under the line limit), then passes."""
+
 import sys
 
 line = b"@@repro " + b'{"event": "note", "pad": "' + b"y" * 60_000 + b'"}\n'

@@ -1,4 +1,5 @@
 """Writes 68 MiB without a newline (and event-looking text inside it), then passes."""
+
 import sys
 
 chunk = ("x" * 1000 + "@@repro {}") * 64

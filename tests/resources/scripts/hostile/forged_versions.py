@@ -1,5 +1,6 @@
 """Passes, after claiming (in an exit event of its own, then leaving without the bootstrap's) another pip:
 the version given as its argument, else 0.0.1."""
+
 import json
 import os
 import sys

@@ -1,4 +1,5 @@
 """Passes, after printing every kind of malformed @@repro event line (issue #16)."""
+
 import json
 import sys
 

@@ -1,4 +1,5 @@
 """Prints a handled traceback (the GAN report's), then dies by SIGSEGV: a CRASH, whatever was printed."""
+
 import os
 import signal
 import sys

@@ -1,0 +1,253 @@
+"""``reprobisect bisect``: probes are ordinary matrix runs, so a second bisection reuses every record."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.version import Version
+
+from reprobisect.bisect.search import BisectResult, ProbeResult, Transition, all_transitions, estimate, first_bad
+from reprobisect.cells.envs import BaseInterpreter
+from reprobisect.cells.index import IndexCache
+from reprobisect.config.load import Config
+from reprobisect.errors import ConfigError
+from reprobisect.model.record import Record
+from reprobisect.model.verdict import fold_repeats
+from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix, script_repro
+from reprobisect.run.sandbox import Confinement
+from reprobisect.run.store import Store
+from reprobisect.util.echo import Echo
+from reprobisect.util.files import write_atomic
+
+__all__ = ["BisectRequest", "bisect_slug", "git_revisions", "releases_between", "run_bisect"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BisectRequest:
+    """A bisection as asked for on the command line."""
+
+    repro: str | None
+    axis: str
+    good: str
+    bad: str
+    script: Path | None = None
+    expect_signature: str | None = None
+    shim: bool = False
+    backend: Literal["auto", "cuda", "cpu"] = "auto"
+    form: str | None = None
+    fix: str = "none"
+    target: str | None = None
+    any_failure: bool = False
+    all_transitions: bool = False
+    repeat: int = 1
+    prereleases: bool = False
+    pins: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    git: Path | None = None
+    fresh: bool = False
+    timeout: float | None = None
+    confinement: Confinement = dataclasses.field(default_factory=Confinement)
+
+
+def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prereleases: bool) -> list[str]:
+    """Releases of ``axis`` from ``good`` to ``bad`` inclusive, oldest first, as the index lists them."""
+    low, high = sorted((Version(good), Version(bad)))
+    releases = [
+        v
+        for v in index.versions(axis, prereleases=prereleases)
+        if low <= Version(v) <= high and (prereleases or not Version(v).is_prerelease)
+    ]
+    for end in (good, bad):
+        if end not in releases:
+            msg = f"--good/--bad {end!r}: not a release of {axis} on the configured index"
+            raise ConfigError(msg)
+    return releases
+
+
+def git_revisions(repo: Path, good: str, bad: str) -> list[str]:
+    """Commits from ``good`` to ``bad`` along the ancestry path, oldest first, as full hashes."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            msg = f"--git {repo}: git {' '.join(args)} failed: {done.stderr.strip()}"
+            raise ConfigError(msg)
+        return done.stdout.strip()
+
+    start, end = (
+        git("rev-parse", "--verify", "--end-of-options", good),
+        git("rev-parse", "--verify", "--end-of-options", bad),
+    )
+    between = git("rev-list", "--ancestry-path", "--reverse", f"{start}..{end}").split()
+    return [start, *between]
+
+
+def _probe_result(version: str, records: list[Record]) -> ProbeResult:
+    verdict = fold_repeats((r.outcome, (r.signature or {}).get("id") or "") for r in records)
+    sig_id = verdict.signature_id or None
+    text = next(((r.signature or {}).get("text") for r in records if (r.signature or {}).get("id") == sig_id), None)
+    return ProbeResult(
+        version=version,
+        outcome=verdict.outcome,
+        signature_id=sig_id,
+        signature=text,
+        flaky=verdict.flaky,
+        runs=verdict.runs,
+    )
+
+
+def _target(config: Config, request: BisectRequest) -> Callable[[ProbeResult], bool]:
+    """What counts as bad: the target signature id, any failure, or (default) the repro's expected signature."""
+    if request.any_failure:
+        return lambda p: p.outcome in ("REPRODUCED", "OTHER_FAILURE", "CRASH")
+    if request.target:
+        target = request.target
+        return lambda p: p.signature_id == target
+    expected = request.expect_signature if request.script else config.repro(request.repro or "").expected_signature
+    if expected is None:
+        msg = "no target signature: pass --signature ID or --any-failure (the repro has no expected_signature)"
+        raise ConfigError(msg)
+    return lambda p: p.outcome == "REPRODUCED"  # classification already matched the expected signature
+
+
+def run_bisect(
+    config: Config,
+    request: BisectRequest,
+    *,
+    base: BaseInterpreter,
+    store: Store,
+    envs_dir: Path,
+    environ: Mapping[str, str],
+    echo: Echo = print,
+) -> tuple[BisectResult, dict[str, Any], Path]:
+    """Search, write ``<out>/bisect-<id>.json`` and return the result, the report and its path."""
+    index = IndexCache(envs_dir / "index-cache.json", base.executable)
+    repo = request.git.resolve() if request.git is not None else None
+    if repo is not None:
+        versions = git_revisions(repo, request.good, request.bad)
+    else:
+        versions = releases_between(index, request.axis, request.good, request.bad, prereleases=request.prereleases)
+
+    def value(version: str) -> str:
+        return f"git+file://{repo}@{version}" if repo is not None else version
+
+    repro = (
+        script_repro(request.script, expect=request.expect_signature, shim=request.shim)
+        if request.script
+        else config.repro(request.repro or "")
+    )
+    form = request.form or _default_form(list(repro.forms), request.backend)
+    held = {**config.default_cell, **request.pins}
+    held.pop(request.axis, None)
+    stats = RunStats()
+
+    def probe(version: str) -> ProbeResult:
+        axes = {name: (spec,) for name, spec in held.items()}
+        axes[request.axis] = (value(version),)
+        matrix = MatrixRequest(
+            repros=() if request.script else (repro.name,),
+            script=request.script,
+            expect_signature=request.expect_signature,
+            shim=request.shim,
+            backend=request.backend,
+            axes=axes,
+            forms=(form,),
+            fixes=(request.fix,),
+            repeat=request.repeat,
+            fresh=request.fresh,
+            timeout=request.timeout,
+            use_includes=False,
+            confinement=request.confinement,
+        )
+        records = run_matrix(
+            config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=lambda _: None, stats=stats
+        )
+        return _probe_result(version[:12] if request.git else version, records)
+
+    mode = "all-transitions" if request.all_transitions else "first-bad"
+    echo(
+        f"Bisecting {repro.name} ({form}, fix {request.fix}) over {len(versions)} {request.axis} "
+        f"{'commits' if request.git else 'releases'} {versions[0][:12]} … {versions[-1][:12]} ({mode}); "
+        f"about {estimate(len(versions))} probes for one transition"
+    )
+    short = [v[:12] for v in versions] if request.git else versions
+
+    def probe_by_short(version: str) -> ProbeResult:
+        return probe(versions[short.index(version)])
+
+    if request.all_transitions:
+        result = all_transitions(short, probe_by_short, log=echo)
+    else:
+        result = first_bad(short, probe_by_short, _target(config, request), log=echo)
+    report = _report(config, request, repro.name, form, versions, result, stats, held)
+    path = store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
+    write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
+    return result, report, path
+
+
+def _default_form(forms: list[str], backend: str) -> str:
+    """The pure-DeepSpeed form on the CPU (fastest, no shim), the cuda form on a GPU."""
+    order = ["cuda"] if backend == "cuda" else ["cpu-deepspeed", "cpu-shim"]
+    if backend == "auto":
+        order = ["cpu-deepspeed", "cpu-shim", "cuda"]
+    for name in order:
+        if name in forms:
+            return name
+    return next(iter(forms))
+
+
+def bisect_slug(repro: str, form: str, request: BisectRequest, mode: str) -> str:
+    """The result file's name: one per repro, form, fix, axis, range and mode (the fix only when not 'none',
+    so the names of unmodified-repro bisections stay as they were)."""
+    fix = "" if request.fix == "none" else f"-{request.fix}"
+    raw = f"{repro}-{form}{fix}-{request.axis}-{request.good[:12]}-{request.bad[:12]}-{mode}"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", raw)
+
+
+def _transition(t: Transition) -> dict[str, Any]:
+    return {
+        "last": t.last,
+        "first": t.first,
+        "from": t.before.describe(),
+        "to": t.after.describe(),
+        "skipped_between": list(t.skipped_between),
+    }
+
+
+def _report(
+    config: Config,
+    request: BisectRequest,
+    repro: str,
+    form: str,
+    versions: list[str],
+    result: BisectResult,
+    stats: RunStats,
+    held: Mapping[str, str],
+) -> dict[str, Any]:
+    precision = config.repros[repro].forms[form].precision if repro in config.repros else "as written"  # type: ignore[index]
+    return {
+        "repro": repro,
+        "form": form,
+        "precision": precision,
+        "axis": request.axis,
+        "fix": request.fix,
+        "mode": "all-transitions" if request.all_transitions else "first-bad",
+        "target": None
+        if request.all_transitions
+        else (request.target or ("any-failure" if request.any_failure else "expected")),
+        "cell": dict(held),
+        "git": str(request.git) if request.git else None,
+        "range": {"good": request.good, "bad": request.bad, "versions": versions},
+        "transitions": [_transition(t) for t in result.transitions],
+        "probes": [{"version": p.version, **p.describe(), "flaky": p.flaky, "runs": p.runs} for p in result.probes],
+        "skipped": [{"version": p.version, "why": p.skipped} for p in result.skipped],
+        "runs": stats.executed,
+        "reused": stats.reused,
+        "probes_made": len(result.probes),
+        "releases_in_range": len(versions),
+    }

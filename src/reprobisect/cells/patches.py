@@ -1,0 +1,101 @@
+"""Apply a patch fix to a private copy of an installed package, inside one cell.
+
+The patched copy lives in ``<cell>/overlays/<fix>-<hash>/`` and is put first on the child's
+PYTHONPATH for that fix's runs only: the cell's own site-packages stay untouched, so every other run
+of the cell sees the released code. A patch that does not apply is an error before anything runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path, PurePosixPath
+
+from reprobisect.cells.envs import CellEnv
+from reprobisect.errors import ConfigError
+from reprobisect.model.repro import Fix
+
+__all__ = ["patched_paths", "prepare_overlay"]
+
+_TARGET = re.compile(r"^\+\+\+ (?P<path>\S+)")
+
+
+def patched_paths(patch: Path, strip: int) -> list[PurePosixPath]:
+    """Files a unified diff changes, relative to the folder it applies in (after ``patch -p<strip>``)."""
+    paths = []
+    for line in patch.read_text(encoding="utf-8", errors="replace").splitlines():
+        match = _TARGET.match(line)
+        if match and match["path"] != "/dev/null":
+            parts = PurePosixPath(match["path"]).parts[strip:]
+            if parts:
+                paths.append(PurePosixPath(*parts))
+    if not paths:
+        msg = f"{patch}: no '+++ ' file headers; is it a unified diff (git diff / diff -u)?"
+        raise ConfigError(msg)
+    return paths
+
+
+def _package_dirs(python: Path, tops: set[str]) -> dict[str, Path]:
+    code = (
+        "import importlib.util, json, sys, os\n"
+        "out = {}\n"
+        "for name in sys.argv[1:]:\n"
+        "    spec = importlib.util.find_spec(name)\n"
+        "    if spec and spec.submodule_search_locations:\n"
+        "        out[name] = list(spec.submodule_search_locations)[0]\n"
+        "print(json.dumps(out))\n"
+    )
+    done = subprocess.run(
+        [str(python), "-c", code, *sorted(tops)], capture_output=True, text=True, timeout=120, check=False
+    )
+    found = json.loads(done.stdout or "{}") if done.returncode == 0 else {}
+    return {name: Path(path) for name, path in found.items()}
+
+
+def _patch(overlay: Path, fix: Fix, *, dry_run: bool) -> subprocess.CompletedProcess[str]:
+    assert fix.patch is not None
+    cmd = ["patch", f"-p{fix.patch_strip}", "--batch", "--forward", "-d", str(overlay), "-i", str(fix.patch)]
+    if dry_run:
+        cmd.append("--dry-run")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def prepare_overlay(env: CellEnv, fix: Fix) -> Path:
+    """The folder to put first on PYTHONPATH for this fix's runs in this cell (made once, then reused)."""
+    if fix.patch is None:
+        msg = f"fix {fix.name!r} has no patch"
+        raise ValueError(msg)
+    digest = hashlib.sha256(fix.patch.read_bytes()).hexdigest()[:10]
+    overlay = env.path / "overlays" / f"{fix.name}-{digest}"
+    if (overlay / ".applied").is_file():
+        return overlay
+    tops = {path.parts[0] for path in patched_paths(fix.patch, fix.patch_strip)}
+    dirs = _package_dirs(env.python, tops)
+    missing = sorted(tops - set(dirs))
+    if missing:
+        msg = (
+            f"{fix.patch}: patches {missing[0]!r}, which is not an importable package in cell {env.cell.id}; "
+            f"check the fix's strip (now {fix.patch_strip}) so paths start at the package folder"
+        )
+        raise ConfigError(msg)
+    if overlay.exists():
+        shutil.rmtree(overlay)
+    overlay.mkdir(parents=True)
+    for top, source in dirs.items():
+        shutil.copytree(source, overlay / top, ignore=shutil.ignore_patterns("__pycache__"))
+    check = _patch(overlay, fix, dry_run=True)
+    if check.returncode != 0:
+        shutil.rmtree(overlay)
+        detail = (check.stdout + check.stderr).strip().splitlines()
+        msg = f"{fix.patch}: does not apply to cell {env.cell.id}: " + " / ".join(detail[-4:])
+        raise ConfigError(msg)
+    applied = _patch(overlay, fix, dry_run=False)
+    if applied.returncode != 0:
+        shutil.rmtree(overlay)
+        msg = f"{fix.patch}: patch failed after a clean dry run: {applied.stdout.strip()[-400:]}"
+        raise ConfigError(msg)
+    (overlay / ".applied").write_text(digest)
+    return overlay

@@ -1,0 +1,171 @@
+"""``reprobisect report``: records → runs.parquet, runs.csv, report.md, report.html and PNG plots.
+
+Reads every record under ``--out`` (and each ``--merge`` folder, e.g. one per machine), optionally
+compares them with a ``--baseline`` folder, and exits non-zero when ``--fail-on`` names a change found.
+Unreadable record files are skipped with a warning naming them; the report is still written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError, NothingToDoError
+from reprobisect.report.compare import Comparison, compare
+from reprobisect.report.load import SkippedFileWarning, load_records, records_frame
+from reprobisect.report.markdown import report_markdown
+from reprobisect.report.views import Bisect, ReportData, load_bisects
+from reprobisect.report.write import plots_for, write_report
+
+__all__ = ["FAIL_EXIT", "main", "plots_for", "write_report"]
+
+_FAIL_KINDS = {"regression": "timing-regression", "new-failure": "new-failure"}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="reprobisect report", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("reports"), help="records root (default: reports)")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="DIR",
+        help="more records roots (other machines) merged into one report; a run_id seen twice once",
+    )
+    parser.add_argument("--baseline", type=Path, help="records root to compare with")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=1.10,
+        help="median step-time ratio above which a slow-down may count (default 1.10)",
+    )
+    parser.add_argument(
+        "--noise-k", type=float, default=3.0, help="a slow-down must also exceed k × the measured noise (default 3)"
+    )
+    parser.add_argument(
+        "--fail-on",
+        action="append",
+        choices=sorted(_FAIL_KINDS),
+        default=[],
+        help="exit 1 when the baseline comparison finds this (repeatable)",
+    )
+    parser.add_argument("--dest", type=Path, help="where the report files go (default: OUT/report)")
+    parser.add_argument("--markdown", action="store_true", help="print the whole Markdown, not a summary")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
+    return parser
+
+
+def _load(roots: Sequence[Path]) -> tuple[pd.DataFrame, list[str], list[Path]]:
+    """Records of ``roots`` as a long frame, plus the warnings of skipped files (also printed)."""
+    missing = [root for root in roots if not root.is_dir()]
+    if missing:
+        msg = f"{missing[0]}: no such records folder (expected {missing[0] / 'records'}/…/*.json)"
+        raise ConfigError(msg)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SkippedFileWarning)
+        frame = records_frame(load_records(roots))
+    skipped = []
+    for warning in caught:
+        if issubclass(warning.category, SkippedFileWarning):
+            skipped.append(str(warning.message))
+            print(f"reprobisect report: warning: {warning.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return frame, skipped, [root.resolve() for root in roots]
+
+
+def _bisects(roots: Sequence[Path], skipped: list[str]) -> list[Bisect]:
+    """Bisect result files of ``roots``; unreadable ones are added to ``skipped`` and printed."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SkippedFileWarning)
+        found = load_bisects(roots)
+    for warning in caught:
+        skipped.append(str(warning.message))
+        print(f"reprobisect report: warning: {warning.message}", file=sys.stderr)
+    return found
+
+
+def _summary(data: ReportData, written: Sequence[Path]) -> str:
+    frame = data.frame
+    counts = frame["outcome"].value_counts()
+    lines = [
+        f"{len(frame)} runs in {frame['cell'].nunique()} cell(s): "
+        + ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
+    ]
+    if data.skipped:
+        lines.append(f"{len(data.skipped)} unreadable file(s) skipped (see the warnings above)")
+    if data.comparison is not None:
+        flagged = ", ".join(f"{n} {k}" for k, n in data.comparison.counts().items() if n) or "nothing"
+        lines.append(f"Compared with {data.baseline}: {flagged}")
+        lines += [
+            f"  {r['kind']}: {r['cell']} {r['form']} {r['fix']}: {r['baseline']} → {r['current']} {r['detail']}"
+            for r in data.comparison.changes.to_dict("records")
+        ]
+    lines.append("Wrote " + ", ".join(str(p) for p in written))
+    return "\n".join(lines)
+
+
+def _failed(comparison: Comparison | None, fail_on: Sequence[str]) -> list[str]:
+    if comparison is None:
+        return []
+    counts = comparison.counts()
+    return [name for name in fail_on if counts[_FAIL_KINDS[name]]]
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.fail_on and args.baseline is None:
+        msg = f"--fail-on {args.fail_on[0]} needs --baseline DIR to compare with"
+        raise ConfigError(msg)
+    roots = [args.out, *args.merge]
+    frame, skipped, sources = _load(roots)
+    if frame.empty:
+        msg = f"no readable records under {', '.join(str(r / 'records') for r in roots)}"
+        raise NothingToDoError(msg)
+    bisects = _bisects(roots, skipped)
+    comparison = None
+    if args.baseline is not None:
+        base_frame, base_skipped, _ = _load([args.baseline])
+        skipped += base_skipped
+        if base_frame.empty:  # comparing with nothing would pass every --fail-on silently
+            msg = f"--baseline {args.baseline}: no readable records under {args.baseline / 'records'}"
+            raise NothingToDoError(msg)
+        comparison = compare(frame, base_frame, threshold=args.threshold, k=args.noise_k)
+    data = ReportData(
+        frame=frame,
+        sources=sources,
+        bisects=bisects,
+        comparison=comparison,
+        baseline=args.baseline.resolve() if args.baseline else None,
+        skipped=skipped,
+        plots=plots_for(frame),
+    )
+    dest = args.dest or args.out / "report"
+    written = write_report(data, dest)
+    print(report_markdown(data) if args.markdown else _summary(data, written))
+    failed = _failed(comparison, args.fail_on)
+    if failed:
+        print(f"reprobisect report: failing on {', '.join(failed)}", file=sys.stderr)
+        return FAIL_EXIT
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; harness errors print one line and exit with their own code."""
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except HarnessError as exc:
+        if args.debug:
+            raise
+        print(f"reprobisect report: error: {exc}", file=sys.stderr)
+        return exc.return_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,534 @@
+"""``reprobisect nightly``: what changed since last night, for each DeepSpeed release newer than the baseline.
+
+One night:
+
+1. Read the state folder (``nightly_state``): the baseline release and its records.
+2. Ask the configured index for DeepSpeed releases newer than the baseline (or take the one release or
+   git ref given with ``--deepspeed``). Nothing new: say so, exit 0.
+3. Run the nightly slice of the matrix (``nightly:`` in matrix.yaml: every repro listed, every form of
+   the backend, every fix) on each new release; the baseline's records are copied beside them, so a
+   second night, a resumed night and the bisection reuse every identical run.
+4. Compare each release with the baseline on (repro, form, fix), the cell's other pins being equal.
+5. Where an outcome changed, bisect between the baseline and that release (``--all-transitions``), so the
+   report names the first release with each change even when several came out at once.
+6. Write the report, an issue-ready Markdown body (``nightly.md``) and ``nightly.json``; advance the
+   baseline to the newest release run; exit 1 when a run that passed on the baseline no longer passes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+from packaging.version import InvalidVersion, Version
+
+from reprobisect.bisect.probes import BisectRequest, run_bisect
+from reprobisect.cells.envs import BaseInterpreter
+from reprobisect.cells.index import IndexCache
+from reprobisect.config.load import Config
+from reprobisect.errors import FAIL_EXIT, ConfigError
+from reprobisect.model.cell import id_without
+from reprobisect.model.outcome import Outcome
+from reprobisect.model.record import Record
+from reprobisect.nightly.markdown import NightNews, issue_body, title_of
+from reprobisect.nightly.state import (
+    NightlyState,
+    baseline_records,
+    baseline_root,
+    commit_state,
+    copy_runs,
+    load_state,
+    stage_baseline,
+)
+from reprobisect.report.compare import Comparison, compare
+from reprobisect.report.load import Loaded, records_frame
+from reprobisect.report.verdicts import Key, verdicts
+from reprobisect.report.views import Bisect, ReportData
+from reprobisect.report.write import plots_for, write_report
+from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
+from reprobisect.run.sandbox import Confinement
+from reprobisect.run.store import Store
+from reprobisect.util.echo import Echo
+from reprobisect.util.files import write_atomic
+
+__all__ = [
+    "DEEPSPEED_REPO",
+    "NightlyRequest",
+    "NightlyResult",
+    "Target",
+    "masked",
+    "new_releases",
+    "pinned_ref",
+    "regressed_keys",
+    "run_nightly",
+    "target_of",
+]
+
+DEEPSPEED_REPO = "https://github.com/deepspeedai/DeepSpeed"
+AXIS = "deepspeed"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NightlyRequest:
+    """One night as asked for on the command line."""
+
+    state: Path
+    out: Path
+    backend: Literal["auto", "cuda", "cpu"] = "auto"
+    deepspeed: str | None = None
+    up_to: str | None = None
+    baseline_release: str | None = None
+    pins: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    repros: tuple[str, ...] = ()
+    forms: tuple[str, ...] = ()
+    fixes: tuple[str, ...] = ()
+    jobs: int = 1
+    timeout: float | None = None
+    max_releases: int = 3
+    max_bisects: int = 3
+    fail_on_change: bool = False
+    keep_baseline: bool = False
+    repo: str = DEEPSPEED_REPO
+    confinement: Confinement = dataclasses.field(default_factory=Confinement)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NightlyResult:
+    """What the night found; ``exit_code`` is 1 on a regression (or any change with --fail-on-change)."""
+
+    title: str
+    new_releases: list[str]
+    ran: list[str]
+    regressed: bool
+    changed: bool
+    exit_code: int
+    markdown: Path
+    summary: Path
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Target:
+    """What tonight runs: a release on the index, or a git ref of DeepSpeed's repository (a VCS cell)."""
+
+    kind: Literal["release", "ref"]
+    name: str
+    spec: str
+
+
+def new_releases(available: Sequence[str], baseline: str, *, up_to: str | None = None) -> list[str]:
+    """Final releases newer than ``baseline`` (and not newer than ``up_to``), oldest first."""
+    low = Version(baseline)
+    high = Version(up_to) if up_to else None
+    found = []
+    for raw in available:
+        try:
+            version = Version(raw)
+        except InvalidVersion:
+            continue
+        if version.is_prerelease or version.is_devrelease or version <= low or (high is not None and version > high):
+            continue
+        found.append(raw)
+    return sorted(found, key=Version)
+
+
+def target_of(value: str, available: Sequence[str], *, repo: str = DEEPSPEED_REPO) -> Target:
+    """``0.18.3`` is a release (it must be on the index); ``main``, a tag (``v0.18.3``) or a hash is a ref of ``repo``.
+
+    A full VCS URL (``git+https://…@ref``, ``git+file://…@ref``) is taken as it is.
+    """
+    if value in available:
+        return Target(kind="release", name=value, spec=value)
+    if value.startswith("git+"):
+        return Target(kind="ref", name=value.rsplit("@", 1)[-1] if "@" in value else "HEAD", spec=value)
+    try:
+        Version(value)
+        number = value[:1].isdigit()  # v0.16.4 parses too, but it is a tag
+    except InvalidVersion:
+        number = False
+    if not number:
+        return Target(kind="ref", name=value, spec=f"git+{repo}@{value}")
+    newest = available[-1] if available else "none"
+    msg = (
+        f"--deepspeed {value}: not a release of deepspeed on the configured index (newest: {newest}); "
+        "give a listed release or a git ref such as main"
+    )
+    raise ConfigError(msg)
+
+
+def pinned_ref(target: Target) -> Target:
+    """A ref target with its ref replaced by the commit it names now (``git ls-remote``).
+
+    A cell is reused while its pins are unchanged: pinned to ``main`` it would be built once and never
+    again, so each night would test the first night's commit. Pinned to the commit, a moved branch is a
+    new cell, and the record says exactly what ran.
+    """
+    if target.kind != "ref":
+        return target
+    url, _, ref = target.spec.removeprefix("git+").rpartition("@")
+    if re.fullmatch(r"[0-9a-f]{40}", ref):
+        return target
+    if url.startswith("-") or not re.fullmatch(r"[A-Za-z0-9._/+-]+", ref) or ref.startswith("-"):
+        msg = (
+            f"--deepspeed {target.name}: {url!r} @ {ref!r} is not a repository URL and a branch, tag or hash "
+            "(a URL such as https://github.com/deepspeedai/DeepSpeed.git, a ref of letters, digits, '.', '_', '/', '-')"
+        )
+        raise ConfigError(msg)
+    try:
+        done = subprocess.run(
+            ["git", "ls-remote", "--", url, ref, f"{ref}^{{}}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        msg = f"--deepspeed {target.name}: cannot ask {url} which commit it is ({exc})"
+        raise ConfigError(msg) from exc
+    lines = [line.split("\t") for line in done.stdout.splitlines() if "\t" in line]
+    if done.returncode != 0 or not lines:
+        why = done.stderr.strip().splitlines()[-1:] or ["no such branch or tag"]
+        msg = f"--deepspeed {target.name}: {url} has no branch or tag {ref!r} ({why[0]}); give a branch, tag or hash"
+        raise ConfigError(msg)
+    peeled = [sha for sha, name in lines if name.endswith("^{}")]
+    sha = (peeled or [lines[0][0]])[0]
+    return Target(kind="ref", name=f"{target.name}@{sha[:12]}", spec=f"git+{url}@{sha}")
+
+
+def masked(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each cell id stripped of its DeepSpeed part, so two releases' runs share keys."""
+    cells = [id_without(cell, AXIS, spec) for cell, spec in zip(frame["cell"], frame[AXIS], strict=True)]
+    return frame.assign(cell=cells)
+
+
+def regressed_keys(baseline: pd.DataFrame, current: pd.DataFrame) -> list[Key]:
+    """(repro, cell, form, fix) keys that passed on the baseline and do not pass now (masked frames)."""
+    before, after = verdicts(baseline), verdicts(current)
+    return sorted(
+        k
+        for k, v in after.items()
+        if k in before and before[k].outcome == Outcome.PASS.value and v.outcome != Outcome.PASS.value
+    )
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _slice(config: Config, request: NightlyRequest) -> dict[str, Any]:
+    """What tonight runs besides DeepSpeed; kept in the state to notice a changed slice."""
+    if config.nightly is None:
+        msg = f"{config.path}: no 'nightly:' section (the slice to run each new release through)"
+        raise ConfigError(msg)
+    axes = {**config.nightly.axes, **{k: v for k, v in request.pins.items() if k != AXIS}}
+    return {"axes": axes, "repros": list(request.repros or config.nightly.repros)}
+
+
+class _Night:
+    """One night's run: the shared pieces every step needs."""
+
+    def __init__(
+        self,
+        config: Config,
+        request: NightlyRequest,
+        *,
+        base: BaseInterpreter,
+        envs_dir: Path,
+        environ: Mapping[str, str],
+        echo: Echo,
+    ) -> None:
+        self.config, self.request, self.base = config, request, base
+        self.envs_dir, self.environ, self.echo = envs_dir, environ, echo
+        self.store = Store(request.out)
+        self.stats = RunStats()
+        self.slice = _slice(config, request)
+
+    def run_slice(self, target: Target) -> list[Record]:
+        axes = {name: (value,) for name, value in self.slice["axes"].items()}
+        axes[AXIS] = (target.spec,)
+        matrix = MatrixRequest(
+            repros=tuple(self.slice["repros"]),
+            backend=self.request.backend,
+            axes=axes,
+            forms=self.request.forms,
+            fixes=self.request.fixes,
+            jobs=self.request.jobs,
+            timeout=self.request.timeout,
+            use_includes=False,
+            confinement=self.request.confinement,
+        )
+        self.echo(f"\n== deepspeed {target.name}: the nightly slice ==")
+        return run_matrix(
+            self.config,
+            matrix,
+            base=self.base,
+            store=self.store,
+            envs_dir=self.envs_dir,
+            environ=self.environ,
+            echo=self.echo,
+            stats=self.stats,
+        )
+
+    def loaded(self, records: Sequence[Record]) -> list[Loaded]:
+        root = self.store.root
+        return [
+            Loaded(record=r, root=root, path=self.store.record_path(r.repro, r.cell["id"], r.form, r.fix, r.repeat))
+            for r in records
+        ]
+
+    def bisect(self, key: Key, good: str, bad: str) -> Bisect:
+        repro, _, form, fix = key
+        request = BisectRequest(
+            repro=repro,
+            axis=AXIS,
+            good=good,
+            bad=bad,
+            backend=self.request.backend,
+            form=form,
+            fix=fix,
+            all_transitions=True,
+            pins=self.slice["axes"],
+            timeout=self.request.timeout,
+        )
+        self.echo(f"\n== bisect {repro} {form} {fix}: deepspeed {good} .. {bad} ==")
+        _, report, path = run_bisect(
+            self.config,
+            request,
+            base=self.base,
+            store=self.store,
+            envs_dir=self.envs_dir,
+            environ=self.environ,
+            echo=self.echo,
+        )
+        return Bisect(path=path, data=report)
+
+
+def _bisect_order(comparisons: Mapping[str, Comparison], regressed: Mapping[str, list[Key]]) -> list[tuple[Key, str]]:
+    """Changed keys with the newest release each changed in; regressions first, then the unmodified repros."""
+    newest: dict[Key, str] = {}
+    for release, comp in comparisons.items():
+        outcome_changes = comp.changes[comp.changes["kind"] != "timing-regression"]
+        for row in outcome_changes.to_dict("records"):
+            newest[(row["repro"], row["cell"], row["form"], row["fix"])] = release  # releases come oldest first
+    bad = {k for keys in regressed.values() for k in keys}
+    return sorted(newest.items(), key=lambda item: (item[0] not in bad, item[0][3] != "none", item[0]))
+
+
+def _check_slice(state: NightlyState, night: _Night, request: NightlyRequest) -> None:
+    if state.backend and request.backend != "auto" and state.backend != request.backend:
+        msg = (
+            f"{request.state}: this state was made with --backend {state.backend}, not {request.backend}; "
+            "give each backend its own --state folder"
+        )
+        raise ConfigError(msg)
+    # Other pins would make every key differ; fewer repros, forms or fixes only compare fewer runs.
+    if state.slice and state.slice.get("axes") != night.slice["axes"]:
+        msg = (
+            f"{request.state}: the baseline was run with pins {json.dumps(state.slice.get('axes'))}, tonight's "
+            f"are {json.dumps(night.slice['axes'])}; re-seed with --baseline-release RELEASE (or restore the pins)"
+        )
+        raise ConfigError(msg)
+
+
+def _write_outputs(out: Path, news: NightNews, report: ReportData | None) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    if report is not None:
+        write_report(report, out / "report")
+    markdown, summary = out / "nightly.md", out / "nightly.json"
+    write_atomic(markdown, issue_body(news, report), what="the nightly issue body")
+    write_atomic(summary, json.dumps(news.summary(), indent=2, sort_keys=True) + "\n", what="the nightly summary")
+    return markdown, summary
+
+
+def _resolved_backend(records: Sequence[Record], request: NightlyRequest) -> str:
+    if request.backend != "auto":
+        return request.backend
+    return "cuda" if {r.form for r in records} == {"cuda"} else "cpu"
+
+
+def _close(
+    night: _Night,
+    news: NightNews,
+    report: ReportData | None,
+    after: NightlyState,
+    new_baseline: Sequence[Record] | None,
+) -> NightlyResult:
+    """Every night ends here: outputs written, the new baseline staged, then the state committed.
+
+    ``after`` is the state to keep (its history and baseline folder are filled in here); ``new_baseline``
+    holds the records that become the baseline, None when the baseline stays.
+    """
+    request = night.request
+    if report is None:
+        shutil.rmtree(request.out / "report", ignore_errors=True)  # an earlier night's report would read as tonight's
+    markdown, summary = _write_outputs(request.out, news, report)
+    folder = after.baseline_dir
+    if new_baseline is not None and after.baseline is not None:
+        folder = stage_baseline(request.state, new_baseline, night.store.root, after.baseline)
+    commit_state(
+        request.state, dataclasses.replace(after, history=(*after.history, news.history()), baseline_dir=folder)
+    )
+    if report is not None:
+        night.echo("\n" + news.terminal_summary() + f"\nWrote {markdown}, {summary} and {request.out / 'report'}")
+    failed = news.is_regression or (request.fail_on_change and news.is_change)
+    return NightlyResult(
+        title=title_of(news),
+        new_releases=news.new_releases,
+        ran=news.ran,
+        regressed=news.is_regression,
+        changed=news.is_change,
+        exit_code=FAIL_EXIT if failed else 0,
+        markdown=markdown,
+        summary=summary,
+    )
+
+
+def run_nightly(
+    config: Config,
+    request: NightlyRequest,
+    *,
+    base: BaseInterpreter,
+    envs_dir: Path,
+    environ: Mapping[str, str],
+    echo: Echo = print,
+) -> NightlyResult:
+    """One night: find new releases, run, compare, bisect changes, write the body, advance the baseline."""
+    night = _Night(config, request, base=base, envs_dir=envs_dir, environ=environ, echo=echo)
+    state = load_state(request.state)
+    if not request.baseline_release:
+        _check_slice(state, night, request)
+    index = IndexCache(envs_dir.resolve() / "index-cache.json", base.executable)
+    available = index.versions(AXIS, refresh=True)
+    if request.baseline_release or state.baseline is None:
+        return _seed(night, state, available, echo)
+    baseline = state.baseline
+    if request.deepspeed:
+        targets = [pinned_ref(target_of(request.deepspeed, available, repo=request.repo))]
+        fresh = [t.name for t in targets if t.kind == "release" and Version(t.name) > Version(baseline)]
+        skipped: list[str] = []
+    else:
+        fresh = new_releases(available, baseline, up_to=request.up_to)
+        skipped = fresh[: -request.max_releases] if len(fresh) > request.max_releases else []
+        targets = [Target(kind="release", name=v, spec=v) for v in fresh if v not in skipped]
+    news = NightNews(
+        at=_now(),
+        backend=state.backend or request.backend,
+        baseline=baseline,
+        since=state.since,
+        new_releases=fresh,
+        skipped=skipped,
+        newest=available[-1] if available else None,
+        up_to=request.up_to,
+    )
+    if not targets:
+        echo(
+            f"No DeepSpeed release newer than the baseline {baseline} (baseline since {state.since}; newest on the "
+            f"index: {news.newest}{f', up to {request.up_to}' if request.up_to else ''}). Nothing to run."
+        )
+        return _close(night, news, None, state, None)
+    echo(
+        f"Baseline deepspeed {baseline} (since {state.since}); tonight: "
+        + ", ".join(t.name for t in targets)
+        + (f"; not run (older new releases): {', '.join(skipped)}" if skipped else "")
+    )
+    base_records = baseline_records(request.state, state)
+    copy_runs(base_records, baseline_root(request.state, state), night.store.root)
+    base_frame = masked(records_frame(night.loaded(base_records)))
+    runs: dict[str, list[Record]] = {}
+    comparisons: dict[str, Comparison] = {}
+    regressed: dict[str, list[Key]] = {}
+    for target in targets:
+        runs[target.name] = night.run_slice(target)
+        current = masked(records_frame(night.loaded(runs[target.name])))
+        comparisons[target.name] = compare(current, base_frame)
+        regressed[target.name] = regressed_keys(base_frame, current)
+    news = dataclasses.replace(
+        news,
+        ran=[t.name for t in targets],
+        refs=[t.name for t in targets if t.kind == "ref"],
+        comparisons=comparisons,
+        regressed=regressed,
+    )
+    bisects = _bisects(night, news, targets, baseline)
+    news = dataclasses.replace(
+        news, bisects=bisects, runs_executed=night.stats.executed, runs_reused=night.stats.reused
+    )
+    newest = targets[-1]
+    all_runs = [r for records in runs.values() for r in records]
+    frame = records_frame(night.loaded([*base_records, *all_runs]))
+    report = ReportData(
+        frame=frame,
+        sources=[night.store.root],
+        bisects=bisects,
+        comparison=comparisons[newest.name],
+        baseline=baseline_root(request.state, state).resolve(),
+        plots=plots_for(frame),
+    )
+    # A release or ref asked for by hand is compared, never made the baseline: the nightly's own order stays.
+    advance = not request.keep_baseline and not request.deepspeed
+    news = dataclasses.replace(news, advanced_to=newest.name if advance else None)
+    after = dataclasses.replace(state, backend=state.backend or _resolved_backend(all_runs, request), slice=night.slice)
+    if advance:
+        after = dataclasses.replace(after, baseline=newest.name, since=news.at)
+    return _close(night, news, report, after, runs[newest.name] if advance else None)
+
+
+def _bisects(night: _Night, news: NightNews, targets: Sequence[Target], baseline: str) -> list[Bisect]:
+    """Bisect the changed keys (at most --max-bisects) between the baseline and the release they changed in."""
+    releases = {t.name for t in targets if t.kind == "release"}
+    order = [(key, release) for key, release in _bisect_order(news.comparisons, news.regressed) if release in releases]
+    done: list[Bisect] = []
+    for key, release in order[: night.request.max_bisects]:
+        done.append(night.bisect(key, baseline, release))
+    if len(order) > night.request.max_bisects:
+        night.echo(
+            f"{len(order) - night.request.max_bisects} more changed run(s) not bisected (--max-bisects "
+            f"{night.request.max_bisects})"
+        )
+    return done
+
+
+def _seed(night: _Night, state: NightlyState, available: Sequence[str], echo: Echo) -> NightlyResult:
+    """The first night (or --baseline-release): run the slice on one release and make it the baseline."""
+    request = night.request
+    if request.baseline_release:
+        release = target_of(request.baseline_release, available, repo=request.repo)
+        if release.kind != "release":
+            msg = f"--baseline-release {request.baseline_release}: the baseline must be a release on the index"
+            raise ConfigError(msg)
+        name = release.name
+    else:
+        candidates = [
+            v
+            for v in available
+            if not Version(v).is_prerelease and (not request.up_to or Version(v) <= Version(request.up_to))
+        ]
+        if not candidates:
+            msg = f"--up-to {request.up_to}: no deepspeed release on the configured index is that old"
+            raise ConfigError(msg)
+        name = candidates[-1]
+        echo(f"No baseline in {request.state}: the newest release, deepspeed {name}, becomes the baseline.")
+    records = night.run_slice(Target(kind="release", name=name, spec=name))
+    news = NightNews(
+        at=_now(),
+        backend=_resolved_backend(records, request),
+        baseline=name,
+        since=None,
+        seeded=True,
+        ran=[name],
+        advanced_to=name,
+        runs_executed=night.stats.executed,
+        runs_reused=night.stats.reused,
+        newest=available[-1] if available else None,
+    )
+    frame = records_frame(night.loaded(records))
+    report = ReportData(frame=frame, sources=[night.store.root], plots=plots_for(frame))
+    after = NightlyState(backend=news.backend, baseline=name, since=news.at, slice=night.slice, history=state.history)
+    return _close(night, news, report, after, records)

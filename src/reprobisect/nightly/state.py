@@ -1,0 +1,164 @@
+"""The nightly's memory between runs: one folder that a CI workflow carries from night to night.
+
+``<state>/state.json`` names the baseline DeepSpeed release, when it became the baseline, the slice it
+was run with, a short history of nights and the folder (``baseline-<release>-<time>/``) that holds the
+baseline release's records and logs, laid out like any ``--out`` folder, so that tonight's runs are
+compared with real records (outcomes, signatures and step times), not with a summary. Nothing lives only
+in memory: a workflow uploads the folder as an artifact and downloads it the next night.
+
+A new baseline is written beside the old one, then ``state.json`` is replaced atomically to name it, and
+only then is the old folder removed: a night stopped at any point leaves a state that names a whole folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from reprobisect.errors import ConfigError, StorageError
+from reprobisect.model.record import Record
+from reprobisect.run.store import Store, inside
+from reprobisect.util.files import write_atomic
+
+__all__ = [
+    "HISTORY_KEPT",
+    "STATE_SCHEMA",
+    "NightlyState",
+    "baseline_records",
+    "baseline_root",
+    "commit_state",
+    "copy_runs",
+    "load_state",
+    "save_state",
+    "stage_baseline",
+]
+
+STATE_SCHEMA = 1
+STATE_FILE = "state.json"
+BASELINE_DIR = "baseline"
+HISTORY_KEPT = 90  # nights; older entries are dropped so the artifact stays small
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NightlyState:
+    """What the last night left: the baseline release (None before the first night) and the history."""
+
+    backend: str | None = None
+    baseline: str | None = None
+    since: str | None = None
+    slice: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    history: tuple[Mapping[str, Any], ...] = ()
+    baseline_dir: str = BASELINE_DIR
+
+    def to_json(self) -> str:
+        """Stable, readable JSON."""
+        data = {"schema": STATE_SCHEMA, **dataclasses.asdict(self), "history": list(self.history)[-HISTORY_KEPT:]}
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def baseline_root(state_dir: Path, state: NightlyState) -> Path:
+    """The records root (``records/``, ``logs/``) of the baseline release."""
+    return state_dir / state.baseline_dir
+
+
+def load_state(state_dir: Path) -> NightlyState:
+    """The state in ``state_dir``; an empty state when there is none yet (the first night)."""
+    path = state_dir / STATE_FILE
+    if not path.exists():
+        return NightlyState()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        msg = f"{path}: not readable JSON ({exc}); delete the folder to start again from the newest release"
+        raise ConfigError(msg) from exc
+    if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        msg = f"{path}: key 'schema' is {found!r}, this harness reads {STATE_SCHEMA}"
+        raise ConfigError(msg)
+    baseline, folder = data.get("baseline"), data.get("baseline_dir", BASELINE_DIR)
+    if baseline is not None and not isinstance(baseline, str):
+        msg = f"{path}: key 'baseline' must be a release string or null, got {baseline!r}"
+        raise ConfigError(msg)
+    if not isinstance(folder, str) or not folder or Path(folder).name != folder:
+        msg = f"{path}: key 'baseline_dir' must name a folder inside {state_dir}, got {folder!r}"
+        raise ConfigError(msg)
+    history = data.get("history") or []
+    state = NightlyState(
+        backend=data.get("backend"),
+        baseline=baseline,
+        since=data.get("since"),
+        slice=data.get("slice") or {},
+        history=tuple(h for h in history if isinstance(h, dict)),
+        baseline_dir=folder,
+    )
+    if baseline is not None and not (baseline_root(state_dir, state) / "records").is_dir():
+        msg = (
+            f"{path}: baseline {baseline} but no records under {baseline_root(state_dir, state) / 'records'}; "
+            "the state folder is incomplete: restore it whole, or re-seed with --baseline-release"
+        )
+        raise ConfigError(msg)
+    return state
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    write_atomic(path, text, what="the nightly state")
+
+
+def save_state(state_dir: Path, state: NightlyState) -> Path:
+    """Write ``state.json`` atomically; returns its path."""
+    path = state_dir / STATE_FILE
+    _write_atomic(path, state.to_json())
+    return path
+
+
+def copy_runs(records: Iterable[Record], source_root: Path, dest_root: Path) -> None:
+    """Copy the record files (and their logs, when present) of ``records`` from one records root to another."""
+    for record in records:
+        stored = Store(source_root).record_path(record.repro, record.cell["id"], record.form, record.fix, record.repeat)
+        logs = [Path(record.log_path)] if inside(source_root, record.log_path) else []  # never a file outside
+        for rel in (stored.relative_to(source_root.resolve()), *logs):
+            src = source_root.resolve() / rel
+            if src.is_file() and src.resolve() != (dest_root / rel).resolve():
+                (dest_root / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest_root / rel)
+
+
+def stage_baseline(state_dir: Path, records: Iterable[Record], source_root: Path, release: str) -> str:
+    """Copy ``records`` (stored under ``source_root``) into a new baseline folder beside the current one.
+
+    Returns the folder's name, for ``state.json``; nothing names it until ``commit_state`` does.
+    """
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%f")
+    name = f"{BASELINE_DIR}-{release}-{stamp}"
+    staging = state_dir / f".{name}.tmp"
+    try:
+        staging.mkdir(parents=True)
+        copy_runs(records, source_root, staging)
+        (staging / "records").mkdir(exist_ok=True)  # a slice whose every run was unrunnable still has a folder
+        staging.rename(state_dir / name)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        msg = f"{state_dir}: cannot write the new baseline's records ({exc.strerror or exc}); the state is intact"
+        raise StorageError(msg) from exc
+    return name
+
+
+def commit_state(state_dir: Path, state: NightlyState) -> Path:
+    """Write ``state.json`` (atomically), then remove every baseline folder it no longer names."""
+    path = save_state(state_dir, state)
+    for folder in state_dir.iterdir():
+        stale = folder.name.startswith((BASELINE_DIR, f".{BASELINE_DIR}")) and folder.name != state.baseline_dir
+        if folder.is_dir() and stale:
+            shutil.rmtree(folder, ignore_errors=True)
+    return path
+
+
+def baseline_records(state_dir: Path, state: NightlyState) -> list[Record]:
+    """Every record of the baseline; an unreadable one raises RecordError naming the file."""
+    root = baseline_root(state_dir, state) / "records"
+    return [Record.load(path) for path in sorted(root.rglob("*.json")) if not path.name.startswith(".")]

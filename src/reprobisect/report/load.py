@@ -1,0 +1,342 @@
+"""Tables and Markdown from records; report modules are the only ones that import pandas.
+
+``runs_frame``/``runs_table``/``markdown_summary`` serve one repro session. ``load_records`` and
+``records_frame`` serve the report: every record file under one or more output folders, one row per run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from reprobisect.errors import RecordError
+from reprobisect.model.outcome import Outcome
+from reprobisect.model.record import Record, warm_up_steps
+from reprobisect.model.verdict import fold_repeats
+from reprobisect.run.store import inside
+from reprobisect.util.files import atomic_path
+
+__all__ = [
+    "AXES",
+    "Loaded",
+    "SkippedFileWarning",
+    "load_records",
+    "markdown_summary",
+    "records_frame",
+    "runs_frame",
+    "step_times_ms",
+    "write_frame",
+]
+
+AXES = ("torch", "deepspeed", "lightning")
+_MIB = 1024 * 1024
+
+
+def _version(record: Record, name: str) -> str:
+    """The version the run imported; the cell's pin in parentheses when the run never imported it."""
+    if name in record.versions:
+        return record.versions[name]
+    pinned = record.cell.get("packages", {}).get(name)
+    return f"({pinned})" if pinned else ""
+
+
+def runs_frame(records: Sequence[Record]) -> pd.DataFrame:
+    """One row per run with the columns a maintainer reads first."""
+    rows = []
+    for r in records:
+        sig = r.signature or {}
+        gpu_peak = r.peak_gpu_memory_bytes
+        rows.append(
+            {
+                "cell": r.cell.get("id"),
+                "form": r.form,
+                "fix": r.fix,
+                "precision": r.precision,
+                "outcome": r.outcome,
+                "signature_id": sig.get("id", ""),
+                "signature": sig.get("text", ""),
+                "failing_step": "" if r.failing_step is None else str(r.failing_step),
+                "median_step_ms": None if r.step_median_seconds is None else round(r.step_median_seconds * 1000, 1),
+                "peak_mem_mib": round((gpu_peak if gpu_peak else (r.peak_rss_bytes or 0)) / _MIB) or None,
+                "peak_mem_kind": "gpu" if gpu_peak else "rss",
+                "wall_s": round(r.wall_seconds, 1),
+                "torch": _version(r, "torch"),
+                "deepspeed": _version(r, "deepspeed"),
+                "lightning": _version(r, "lightning"),
+                "versions_source": r.versions_source,
+                "repeat": r.repeat,
+                "log": r.log_path,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def flaky_runs(records: Sequence[Record]) -> list[str]:
+    """Lines naming each cell × form × fix whose repeats disagree (outcome or signature): not to be trusted."""
+    groups: dict[tuple[str, str, str, str], list[Record]] = {}
+    for r in records:
+        groups.setdefault((str(r.cell.get("id")), r.repro, r.form, r.fix), []).append(r)
+    lines = []
+    for (cell, repro, form, fix), runs in groups.items():
+        verdict = fold_repeats((r.outcome, (r.signature or {}).get("id") or "") for r in runs)
+        if len(verdict.states) > 1:
+            states = " | ".join(verdict.states)
+            lines.append(f"FLAKY {cell} {repro} {form} {fix}: {len(runs)} runs disagree: {states}")
+    return lines
+
+
+def markdown_summary(records: Sequence[Record], *, title: str, command: str) -> str:
+    """Issue-ready Markdown: environment, the table, the signatures in full, and the command."""
+    frame = runs_frame(records)
+    lines = [f"## {title}", "", f"Reproduce: `{command}`", ""]
+    if frame.empty:
+        return "\n".join([*lines, "(no runs)", ""])
+    first = records[0]
+    gpu = first.gpu or {}
+    env = f"python {first.python}; {first.platform or 'platform unknown'}"
+    if gpu:
+        env += f"; GPU {gpu.get('name')} (driver {gpu.get('driver')}, CUDA {gpu.get('cuda')})"
+    lines += [f"Environment: {env}. Cell `{first.cell.get('id')}`.", ""]
+    table = frame[
+        [
+            "form",
+            "fix",
+            "precision",
+            "outcome",
+            "signature_id",
+            "failing_step",
+            "median_step_ms",
+            "peak_mem_mib",
+            "wall_s",
+            "torch",
+            "deepspeed",
+            "lightning",
+        ]
+    ]
+    lines += [table.to_markdown(index=False), ""]
+    signatures = {r.signature["id"]: r for r in records if r.signature}
+    if signatures:
+        lines += ["Signatures:", ""]
+        for sig_id, r in signatures.items():
+            assert r.signature is not None
+            frames = " → ".join(r.signature.get("frames", []))
+            upstream = ", ".join(r.upstream) or "none"
+            known = f" (known: `{r.known_signature}`; upstream {upstream})" if r.known_signature else ""
+            lines.append(f"- `{sig_id}` {r.signature['text']}{known}" + (f"<br>frames: {frames}" if frames else ""))
+        lines.append("")
+    return "\n".join(lines)
+
+
+class SkippedFileWarning(UserWarning):
+    """A record (or bisect) file could not be read and was left out of the report; the message names it."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Loaded:
+    """A record and where it came from: logs are relative to ``root``, which differs per merged machine."""
+
+    record: Record
+    root: Path
+    path: Path
+
+
+def _check(record: Record, path: Path) -> None:
+    """Reject records that parse but that no view could use, so one odd file cannot crash the report."""
+    cell: object = record.cell  # JSON may hold anything whatever the annotations say
+    signature: object = record.signature
+    if record.outcome not in Outcome.__members__:
+        msg = f"{path}: outcome {record.outcome!r} is not one of {', '.join(Outcome.__members__)}"
+        raise RecordError(msg)
+    if not isinstance(cell, dict) or not isinstance(cell.get("id"), str):
+        msg = f"{path}: key 'cell' must be an object with an 'id', got {cell!r:.80}"
+        raise RecordError(msg)
+    if not isinstance(cell.get("packages", {}), dict) or not isinstance(record.log_path, str):
+        msg = f"{path}: key 'cell.packages' must be an object and 'log_path' a string"
+        raise RecordError(msg)
+    if signature is not None and not isinstance(signature, dict):
+        msg = f"{path}: key 'signature' must be an object or null, got {signature!r:.80}"
+        raise RecordError(msg)
+
+
+def _load_one(path: Path) -> Record | None:
+    try:
+        record = Record.load(path)
+        _check(record, path)
+    except RecordError as exc:
+        warnings.warn(f"skipping {exc}", SkippedFileWarning, stacklevel=3)
+        return None
+    except (TypeError, ValueError, AttributeError) as exc:  # a record that parses into nonsense
+        warnings.warn(f"skipping {path}: malformed record ({exc})", SkippedFileWarning, stacklevel=3)
+        return None
+    return record
+
+
+def load_records(roots: Sequence[Path]) -> list[Loaded]:
+    """Every readable record under ``<root>/records/`` of each root; a run seen twice (same run_id) once.
+
+    Malformed, truncated and other-schema files are skipped with a SkippedFileWarning naming the file:
+    a report of the runs that did finish beats no report.
+    """
+    loaded: list[Loaded] = []
+    seen: set[str] = set()
+    for root in roots:
+        base = root.resolve()
+        for path in sorted((base / "records").rglob("*.json")):
+            if path.name.startswith("."):  # an atomic write's temporary file
+                continue
+            record = _load_one(path)
+            if record is None or record.run_id in seen:
+                continue
+            if not inside(base, record.log_path):
+                msg = f"skipping {path}: its log_path {record.log_path!r:.120} is outside {base}; left out"
+                warnings.warn(msg, SkippedFileWarning, stacklevel=2)
+                continue
+            seen.add(record.run_id)
+            loaded.append(Loaded(record=record, root=base, path=path))
+    return loaded
+
+
+def step_times_ms(record: Record) -> list[float]:
+    """Completed steps in ms, the warm-up steps always left out (``warm_up_steps``): a one-step run has none.
+
+    (The record's ``step_median_seconds`` keeps the warm-up step of a one-step run; a report comparing
+    releases must not set one cold step against others' warm ones.)
+    """
+    return [s.seconds * 1000 for s in record.steps[warm_up_steps(len(record.steps)) :] if s.ok]
+
+
+def _quantile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return float(statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1])
+
+
+def _pin(record: Record, axis: str) -> str:
+    """The cell's pin on one axis: what a bisect or the matrix varied, whatever the run imported."""
+    if axis == "torch":
+        return str(record.cell.get("torch", ""))
+    return str(record.cell.get("packages", {}).get(axis, ""))
+
+
+def _row(item: Loaded) -> dict[str, Any]:
+    r = item.record
+    sig = r.signature or {}
+    steps = step_times_ms(r)
+    first = r.first_step_seconds
+    memory = r.peak_gpu_memory_bytes or r.peak_rss_bytes
+    return {
+        "run_id": r.run_id,
+        "repro": r.repro,
+        "cell": r.cell["id"],
+        "form": r.form,
+        "fix": r.fix,
+        "precision": r.precision,
+        "repeat": r.repeat,
+        **{axis: _pin(r, axis) for axis in AXES},
+        "torch_source": str(r.cell.get("torch_source", "")),
+        "outcome": r.outcome,
+        "glyph": Outcome(r.outcome).glyph,
+        "signature_id": str(sig.get("id", "")),
+        "signature": str(sig.get("text", "")),
+        "known_signature": r.known_signature or "",
+        "upstream": ", ".join(r.upstream),
+        "failing_step": "" if r.failing_step is None else str(r.failing_step),
+        "exit_code": r.exit_code,
+        "timed_out": r.timed_out,
+        "n_steps": len(r.steps),
+        "step_ms": steps,
+        "median_step_ms": statistics.median(steps) if steps else None,
+        "p10_step_ms": _quantile(steps, 0.10),
+        "p90_step_ms": _quantile(steps, 0.90),
+        "first_step_ms": None if first is None else first * 1000,
+        "setup_s": r.setup_seconds,
+        "wall_s": r.wall_seconds,
+        "peak_mem_mib": None if not memory else memory / _MIB,
+        "peak_mem_kind": "gpu" if r.peak_gpu_memory_bytes else "rss",
+        "python": r.python or "",
+        "platform": r.platform or "",
+        "gpu": str((r.gpu or {}).get("name", "")),
+        "harness_version": r.harness_version,
+        "started_at": r.started_at,
+        "log": r.log_path,
+        "log_file": str(item.root / r.log_path),
+        "source": str(item.root),
+        "record_file": str(item.path),
+    }
+
+
+_FLOATS = ("median_step_ms", "p10_step_ms", "p90_step_ms", "first_step_ms", "setup_s", "wall_s", "peak_mem_mib")
+
+
+def records_frame(loaded: Sequence[Loaded]) -> pd.DataFrame:
+    """The long frame: one row per run, axis columns from the cell's pins, per-step times as a list."""
+    frame = pd.DataFrame([_row(item) for item in loaded], columns=list(_row_columns()))
+    for column in _FLOATS:
+        frame[column] = frame[column].astype("float64")
+    frame["exit_code"] = frame["exit_code"].astype("Int64")
+    frame["repeat"] = frame["repeat"].astype("int64")
+    frame["n_steps"] = frame["n_steps"].astype("int64")
+    return frame
+
+
+def _row_columns() -> tuple[str, ...]:
+    """Column order of the long frame, also for an empty one (so views and files keep their shape)."""
+    return (
+        "run_id",
+        "repro",
+        "cell",
+        "form",
+        "fix",
+        "precision",
+        "repeat",
+        *AXES,
+        "torch_source",
+        "outcome",
+        "glyph",
+        "signature_id",
+        "signature",
+        "known_signature",
+        "upstream",
+        "failing_step",
+        "exit_code",
+        "timed_out",
+        "n_steps",
+        "step_ms",
+        "median_step_ms",
+        "p10_step_ms",
+        "p90_step_ms",
+        "first_step_ms",
+        "setup_s",
+        "wall_s",
+        "peak_mem_mib",
+        "peak_mem_kind",
+        "python",
+        "platform",
+        "gpu",
+        "harness_version",
+        "started_at",
+        "log",
+        "log_file",
+        "source",
+        "record_file",
+    )
+
+
+def write_frame(frame: pd.DataFrame, dest: Path) -> list[Path]:
+    """runs.parquet (step times as a list column) and runs.csv (step times space-separated)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    parquet, csv = dest / "runs.parquet", dest / "runs.csv"
+    with atomic_path(parquet, what="the runs table") as tmp:
+        frame.to_parquet(tmp, index=False)
+    flat = frame.assign(step_ms=[" ".join(f"{t:.3f}" for t in steps) for steps in frame["step_ms"]])
+    with atomic_path(csv, what="the runs table") as tmp:
+        flat.to_csv(tmp, index=False)
+    return [parquet, csv]

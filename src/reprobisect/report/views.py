@@ -1,0 +1,285 @@
+"""The views a maintainer reads, computed from the long frame (one row per run) of ``report.records_frame``.
+
+Every view is a plain DataFrame so Markdown, HTML and tests share it. Repeats of one run (same repro,
+cell, form and fix) are folded into one verdict by ``model.verdict``'s one rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import statistics
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+from packaging.version import InvalidVersion, Version
+
+from reprobisect.model.outcome import Outcome
+from reprobisect.report.load import AXES, SkippedFileWarning
+from reprobisect.report.verdicts import KEY, verdicts
+
+if TYPE_CHECKING:
+    from reprobisect.report.compare import Comparison
+
+__all__ = [
+    "OUTCOME_COLOURS",
+    "WARM_UP_NOTE",
+    "Bisect",
+    "ReportData",
+    "cell_labels",
+    "env_errors",
+    "first_releases",
+    "fix_order",
+    "load_bisects",
+    "outcome_matrix",
+    "release_key",
+    "reproduce_command",
+    "sorted_cells",
+    "step_stats",
+    "varying_axes",
+]
+
+
+def release_key(version: str) -> tuple[int, Version | str]:
+    """Sort key for releases: PEP 440 order, unparsable strings after every real version."""
+    try:
+        return (0, Version(version.strip("()")))
+    except InvalidVersion:
+        return (1, version)
+
+
+def varying_axes(frame: pd.DataFrame) -> list[str]:
+    """The axes with more than one release in the frame: the ones worth a row label or a plot."""
+    return [axis for axis in AXES if frame[axis].nunique() > 1]
+
+
+def sorted_cells(frame: pd.DataFrame) -> list[str]:
+    """Cell ids ordered by torch, then deepspeed, then lightning release."""
+    cells = frame.drop_duplicates("cell")
+    order = sorted(
+        zip(cells["cell"], *(cells[a] for a in AXES), strict=True),
+        key=lambda row: tuple(release_key(v) for v in row[1:]),
+    )
+    return [row[0] for row in order]
+
+
+def cell_labels(frame: pd.DataFrame) -> dict[str, str]:
+    """Short row labels naming only what varies: ``0.17.0`` along one axis, ``torch 2.4.1 · deepspeed 0.17.0``
+    along several, the full cell id when nothing varies."""
+    axes = varying_axes(frame)
+    labels: dict[str, str] = {}
+    for values in frame.drop_duplicates("cell")[["cell", *AXES]].to_dict("records"):
+        named = [str(values[axes[0]])] if len(axes) == 1 else [f"{a} {values[a]}" for a in axes]
+        labels[str(values["cell"])] = " · ".join(named) or str(values["cell"])
+    if len(set(labels.values())) < len(labels):  # cells that differ elsewhere (python, another package)
+        return {cell: cell for cell in labels}
+    return labels
+
+
+def fix_order(fixes: Iterable[str]) -> list[str]:
+    """``none`` (the unmodified repro) first, then the fixes alphabetically."""
+    unique = sorted(set(fixes))
+    return [f for f in unique if f == "none"] + [f for f in unique if f != "none"]
+
+
+def outcome_matrix(frame: pd.DataFrame, repro: str, form: str) -> pd.DataFrame:
+    """Cell × fix labels (glyph and signature id) of one repro's form; cells in release order."""
+    part = frame[(frame["repro"] == repro) & (frame["form"] == form)]
+    folded = verdicts(part)
+    labels = cell_labels(frame)
+    rows = {
+        labels[cell]: {
+            fix: folded[(repro, cell, form, fix)].label
+            for fix in fix_order(part["fix"])
+            if (repro, cell, form, fix) in folded
+        }
+        for cell in sorted_cells(part)
+    }
+    matrix = pd.DataFrame.from_dict(rows, orient="index", columns=fix_order(part["fix"])).fillna("")
+    matrix.index.name = "cell"
+    return matrix
+
+
+def first_releases(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """Along ``axis``, the first and last release showing each outcome, the other axes held fixed."""
+    held = [a for a in AXES if a != axis]
+    folded = verdicts(frame)
+    rows: list[dict[str, Any]] = []
+    for (repro, form, fix, *others), part in frame.groupby(["repro", "form", "fix", *held], sort=False):
+        releases = sorted(set(part[axis]), key=release_key)
+        cells = {rel: part.loc[part[axis] == rel, "cell"].iloc[0] for rel in releases}
+        seen: dict[str, list[str]] = {}
+        for rel in releases:
+            verdict = folded[(str(repro), str(cells[rel]), str(form), str(fix))]
+            seen.setdefault(verdict.outcome, []).append(rel)
+        for outcome, rels in seen.items():
+            rows.append(
+                {
+                    "repro": repro,
+                    "form": form,
+                    "fix": fix,
+                    "held": ", ".join(f"{a} {v}" for a, v in zip(held, others, strict=True)),
+                    "outcome": outcome,
+                    "first": rels[0],
+                    "last": rels[-1],
+                    "releases": len(rels),
+                    "of": len(releases),
+                }
+            )
+    table = pd.DataFrame(rows, columns=["repro", "form", "fix", "held", "outcome", "first", "last", "releases", "of"])
+    fixes = {fix: i for i, fix in enumerate(fix_order(table["fix"]))}
+    order = sorted(
+        range(len(table)),
+        key=lambda i: (
+            table["repro"].iloc[i],
+            table["form"].iloc[i],
+            table["held"].iloc[i],
+            fixes[table["fix"].iloc[i]],
+            release_key(table["first"].iloc[i]),
+        ),
+    )
+    return table.iloc[order].reset_index(drop=True)
+
+
+WARM_UP_NOTE = "warm-up excluded: the first tenth of each run's steps, at least one"
+
+
+def _pooled(lists: Iterable[Sequence[float]]) -> list[float]:
+    return [t for times in lists for t in times]
+
+
+def _runs_cv_pct(lists: Iterable[Sequence[float]]) -> float | None:
+    """Coefficient of variation (%) of the runs' own median steps: how far repeats of one run agree."""
+    medians = [statistics.median(times) for times in lists if len(times) > 0]
+    if len(medians) < 2 or statistics.fmean(medians) == 0:
+        return None
+    return 100 * statistics.stdev(medians) / statistics.fmean(medians)
+
+
+def _p(steps: Sequence[float], which: int) -> float | None:
+    """The ``which``-th decile of pooled steps (1 = p10, 9 = p90); the one value of a single step."""
+    if len(steps) > 1:
+        return statistics.quantiles(steps, n=10, method="inclusive")[which - 1]
+    return steps[0] if steps else None
+
+
+def step_stats(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per run key: pooled median, p10 and p90 of step times (warm-up excluded), how far the repeats' medians
+    spread (CV %), first step, peak memory."""
+    rows: list[dict[str, Any]] = []
+    for (repro, cell, form, fix), part in frame.groupby(KEY, sort=False):
+        steps = _pooled(part["step_ms"])
+        first = [t for t in part["first_step_ms"] if pd.notna(t)]
+        memory = [m for m in part["peak_mem_mib"] if pd.notna(m)]
+        rows.append(
+            {
+                "repro": repro,
+                "cell": cell,
+                "form": form,
+                "fix": fix,
+                "runs": len(part),
+                "steps": len(steps),
+                "median_ms": statistics.median(steps) if steps else None,
+                "p10_ms": _p(steps, 1),
+                "p90_ms": _p(steps, 9),
+                "runs_cv_pct": _runs_cv_pct(part["step_ms"]),
+                "first_step_ms": statistics.median(first) if first else None,
+                "peak_mem_mib": max(memory) if memory else None,
+                "mem_kind": part["peak_mem_kind"].iloc[0],
+            }
+        )
+    columns = [
+        "repro",
+        "cell",
+        "form",
+        "fix",
+        "runs",
+        "steps",
+        "median_ms",
+        "p10_ms",
+        "p90_ms",
+        "runs_cv_pct",
+        "first_step_ms",
+        "peak_mem_mib",
+        "mem_kind",
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def env_errors(frame: pd.DataFrame) -> pd.DataFrame:
+    """ENV_ERROR runs with their reason: the known signature's name when there is one, else its text."""
+    part = frame[frame["outcome"] == Outcome.ENV_ERROR.value]
+    columns = ["repro", "cell", "form", "fix", "known_signature", "signature_id", "signature"]
+    return part.drop_duplicates(["repro", "cell", "form", "fix"])[columns].reset_index(drop=True)
+
+
+def reproduce_command(repro: str, cell: dict[str, Any] | pd.Series[Any], form: str, fix: str) -> str:
+    """The nox command that re-runs exactly this cell, form and fix (``--torch`` only when torch is pinned)."""
+    args: list[str] = []
+    if cell["torch_source"] != "system":
+        args += ["--torch", str(cell["torch"])]
+    for axis in AXES[1:]:
+        if cell[axis]:
+            args += [f"--{axis}", str(cell[axis])]
+    args += ["--form", form, "--fix", fix]
+    return f"nox -s repro_{repro} -- {shlex.join(args)}"
+
+
+_BISECT_KEYS = ("repro", "form", "axis", "transitions")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Bisect:
+    """One bisection's result file (``<out>/bisect-*.json``), kept as the bisect wrote it."""
+
+    path: Path
+    data: dict[str, Any]
+
+
+def _read_bisect(path: Path) -> Bisect | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        warnings.warn(f"skipping {path}: not readable JSON ({exc})", SkippedFileWarning, stacklevel=3)
+        return None
+    missing = [k for k in _BISECT_KEYS if k not in data] if isinstance(data, dict) else ["(an object)"]
+    transitions = data.get("transitions") if isinstance(data, dict) else None
+    if missing or not isinstance(transitions, list) or not all(isinstance(t, dict) for t in transitions):
+        what = f"missing key {missing[0]!r}" if missing else "'transitions' must be a list of objects"
+        warnings.warn(f"skipping {path}: not a bisect result ({what})", SkippedFileWarning, stacklevel=3)
+        return None
+    return Bisect(path=path, data=data)
+
+
+def load_bisects(roots: Sequence[Path]) -> list[Bisect]:
+    """Every ``bisect-*.json`` directly under each root; unreadable ones are skipped with a warning."""
+    found = (_read_bisect(path) for root in roots for path in sorted(root.glob("bisect-*.json")))
+    return [b for b in found if b is not None]
+
+
+# Outcome colours shared by the HTML matrix and the plots: (strong, light background).
+OUTCOME_COLOURS: dict[str, tuple[str, str]] = {
+    Outcome.PASS.value: ("#2e7d32", "#dcf0dc"),
+    Outcome.REPRODUCED.value: ("#c62828", "#fbdada"),
+    Outcome.OTHER_FAILURE.value: ("#e65100", "#ffe6cc"),
+    Outcome.TIMEOUT.value: ("#6a1b9a", "#ecdcf3"),
+    Outcome.CRASH.value: ("#37474f", "#d5dbde"),
+    Outcome.ENV_ERROR.value: ("#757575", "#eeeeee"),
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReportData:
+    """Everything one report shows; the Markdown and the HTML render the same data."""
+
+    frame: pd.DataFrame
+    sources: list[Path]
+    bisects: list[Bisect] = dataclasses.field(default_factory=list)
+    comparison: Comparison | None = None
+    baseline: Path | None = None
+    skipped: list[str] = dataclasses.field(default_factory=list)
+    plots: dict[str, bytes] = dataclasses.field(default_factory=dict)

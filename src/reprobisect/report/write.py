@@ -1,0 +1,46 @@
+"""Every report file of a ReportData written into one folder: the ``report`` command and the nightly share it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from reprobisect.report.html import report_html
+from reprobisect.report.load import write_frame
+from reprobisect.report.markdown import report_markdown
+from reprobisect.report.plots import outcome_band, step_time_plot
+from reprobisect.report.views import ReportData, varying_axes
+from reprobisect.util.files import atomic_path, write_atomic
+
+__all__ = ["plots_for", "write_report"]
+
+
+def plots_for(frame: pd.DataFrame) -> dict[str, bytes]:
+    """Step time and outcome band along each axis that varies (the first axis when none does)."""
+    axes = varying_axes(frame) or [a for a in ("deepspeed", "lightning", "torch") if (frame[a] != "").any()][:1]
+    plots: dict[str, bytes] = {}
+    for axis in axes:
+        steps = step_time_plot(frame, axis)
+        if steps is not None:
+            plots[f"steps-{axis}.png"] = steps
+        plots[f"outcomes-{axis}.png"] = outcome_band(frame, axis)
+    return plots
+
+
+def write_report(data: ReportData, dest: Path) -> list[Path]:
+    """Every report file of ``data`` into ``dest``: runs.parquet/csv, plots, report.md/html, changes/timings."""
+    written = write_frame(data.frame, dest)
+    for name, png in data.plots.items():
+        write_atomic(dest / name, png, what="a plot")
+        written.append(dest / name)
+    markdown, page = dest / "report.md", dest / "report.html"
+    write_atomic(markdown, report_markdown(data), what="the Markdown report")
+    write_atomic(page, report_html(data), what="the HTML report")
+    written += [markdown, page]
+    if data.comparison is not None:
+        for name, table in (("changes.csv", data.comparison.changes), ("timings.csv", data.comparison.timings)):
+            with atomic_path(dest / name, what="the comparison") as tmp:
+                table.to_csv(tmp, index=False)
+        written += [dest / "changes.csv", dest / "timings.csv"]
+    return written

@@ -1,0 +1,141 @@
+"""Map what a child process did (status, signal, timeout, log) to one outcome and signature.
+
+This is the one place where exit statuses become outcomes, like nox's ``SessionRunner.execute``.
+Known signatures (and the upstream reports they belong to) live in ``data/known_signatures.toml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.resources
+import re
+import tomllib
+from collections.abc import Mapping
+from typing import Literal
+
+from reprobisect.errors import ConfigError
+from reprobisect.model.outcome import Outcome
+from reprobisect.model.signature import Signature, crash_signature, exit_signature, signature_from_log
+
+__all__ = ["Classification", "KnownSignature", "classify", "find_known", "known_signatures"]
+
+_SIGNAL_EXIT_BASE = 128  # a shell reports "killed by signal N" as exit status 128 + N
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KnownSignature:
+    """A failure seen before, with the upstream reports it belongs to."""
+
+    name: str
+    kind: Literal["bug", "env"]
+    exception: str
+    message: str
+    frame: str | None = None
+    upstream: tuple[str, ...] = ()
+    note: str = ""
+    reproduced_on: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def matches(self, signature: Signature) -> bool:
+        """True when type, message and (if given) one innermost frame all match."""
+        if not re.fullmatch(self.exception, signature.exception):
+            return False
+        if not re.search(self.message, signature.message):
+            return False
+        return self.frame is None or any(re.search(self.frame, f) for f in signature.frames)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Classification:
+    """An outcome with the signature that explains it (None only for PASS)."""
+
+    outcome: Outcome
+    signature: Signature | None = None
+    known: KnownSignature | None = None
+
+
+@functools.cache
+def known_signatures() -> tuple[KnownSignature, ...]:
+    """The packaged table of known signatures, in match order."""
+    resource = importlib.resources.files("reprobisect") / "data" / "known_signatures.toml"
+    data = tomllib.loads(resource.read_text(encoding="utf-8"))
+    entries = []
+    for index, raw in enumerate(data.get("known", [])):
+        if raw.get("kind") not in ("bug", "env"):
+            msg = f"known_signatures.toml: known[{index}].kind: {raw.get('kind')!r} is not 'bug' or 'env'"
+            raise ConfigError(msg)
+        entries.append(
+            KnownSignature(
+                name=raw["name"],
+                kind=raw["kind"],
+                exception=raw["exception"],
+                message=raw["message"],
+                frame=raw.get("frame"),
+                upstream=tuple(raw.get("upstream", ())),
+                note=raw.get("note", ""),
+                reproduced_on=_reproduced_on(raw.get("reproduced_on", {}), index),
+            )
+        )
+    return tuple(entries)
+
+
+def _reproduced_on(raw: object, index: int) -> dict[str, str]:
+    """Where the harness last saw a known bug reproduce ({package: version}): what a session suggests next."""
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        msg = f'known_signatures.toml: known[{index}].reproduced_on: {raw!r} is not a table of package = "version"'
+        raise ConfigError(msg)
+    return {str(k): v for k, v in raw.items()}
+
+
+def find_known(signature: Signature) -> KnownSignature | None:
+    """The first known signature that matches, or None."""
+    return next((known for known in known_signatures() if known.matches(signature)), None)
+
+
+def expected_matches(expected: str | None, signature: Signature, known: KnownSignature | None) -> bool:
+    """Does a failure count as the repro's bug? ``expected`` is a known name or a signature id."""
+    if not expected:
+        return False
+    return expected in (signature.id, known.name if known else None)
+
+
+def classify(
+    *,
+    exit_code: int | None,
+    timed_out: bool,
+    log: str,
+    expected: str | None,
+) -> Classification:
+    """Classify one finished child.
+
+    Args:
+        exit_code: the child's status as ``subprocess`` reports it (negative: killed by that signal).
+        timed_out: the runner killed it at its timeout.
+        log: everything the child wrote (stdout and stderr together).
+        expected: the repro's expected signature (a known name or a signature id), if any.
+    """
+    traced = signature_from_log(log)
+    if timed_out:
+        return Classification(outcome=Outcome.TIMEOUT, signature=traced or Signature(exception="Timeout", message=""))
+    if exit_code is None:
+        msg = "classify: a run that did not time out must have an exit code"
+        raise ValueError(msg)
+    if exit_code == 0:
+        return Classification(outcome=Outcome.PASS)
+    if exit_code < 0:  # killed by a signal: a CRASH whatever it printed before (a handled traceback, say)
+        return Classification(outcome=Outcome.CRASH, signature=crash_signature(-exit_code))
+    signal_number = _shell_signal(exit_code)
+    if signal_number is not None and traced is None:  # a shell's 128+N: a signal only when nothing explains it
+        return Classification(outcome=Outcome.CRASH, signature=crash_signature(signal_number))
+    signature = traced or exit_signature(exit_code, log)
+    known = find_known(signature)
+    if expected_matches(expected, signature, known):
+        return Classification(outcome=Outcome.REPRODUCED, signature=signature, known=known)
+    if known is not None and known.kind == "env":
+        return Classification(outcome=Outcome.ENV_ERROR, signature=signature, known=known)
+    return Classification(outcome=Outcome.OTHER_FAILURE, signature=signature, known=known)
+
+
+def _shell_signal(exit_code: int) -> int | None:
+    signal_number = exit_code - _SIGNAL_EXIT_BASE
+    return signal_number if 0 < signal_number < 65 else None

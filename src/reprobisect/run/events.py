@@ -1,0 +1,167 @@
+"""What a run told the harness through its ``@@repro`` event lines, checked field by field.
+
+Event lines come from the run's own process, so they are untrusted: a repro (or anything it imports)
+can print any line. Each event is taken only when every field has the type and range it must have;
+anything else is counted as ignored and named in the record (``config["ignored_events"]``), never
+allowed to crash the harness, reach a record with the wrong type, or change an outcome. What the run
+reports about itself (versions, GPU, platform) is a claim, and the record says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from reprobisect.model.record import StepTime
+from reprobisect.run.runner import EVENT_MARK, parse_event
+
+__all__ = ["ExitReport", "RunEvents", "read_events"]
+
+_MAX_TEXT = 200  # a version, a GPU name, a platform string
+_MAX_CONFIG_KEYS = 64
+_MAX_STEPS = 1_000_000
+_MAX_SECONDS = 1e7
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExitReport:
+    """What the bootstrap printed at exit, each part None when it was missing or malformed."""
+
+    versions: dict[str, str] | None = None
+    python: str | None = None
+    platform: str | None = None
+    gpu: dict[str, Any] | None = None
+    peak_rss_bytes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunEvents:
+    """The valid events of one run, in order, and how many lines were ignored."""
+
+    steps: list[StepTime]
+    setup_seconds: float | None
+    config: dict[str, Any]
+    exit: ExitReport
+    ignored: int
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and len(value) <= _MAX_TEXT and value.isprintable() else None
+
+
+def _count(value: object, limit: float) -> int | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limit
+    return value if ok else None  # type: ignore[return-value]
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and 0 <= value <= _MAX_SECONDS else None
+
+
+def _step(event: Mapping[str, Any]) -> StepTime | None:
+    step, seconds, ok = _count(event.get("step"), _MAX_STEPS), _seconds(event.get("seconds")), event.get("ok", True)
+    if step is None or seconds is None or not isinstance(ok, bool):
+        return None
+    return StepTime(step=step, seconds=seconds, ok=ok)
+
+
+def _scalar(value: object) -> object:
+    """A config value kept as is when it is a plain scalar (a short string, a finite number, a bool, null)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if abs(value) < 2**53 else None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return value[:_MAX_TEXT]
+    if isinstance(value, list) and len(value) <= _MAX_CONFIG_KEYS and all(isinstance(v, str) for v in value):
+        return [v[:_MAX_TEXT] for v in value]  # e.g. the fixes a repro applied
+    return _INVALID
+
+
+_INVALID = object()
+
+
+def _config(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    if len(event) > _MAX_CONFIG_KEYS:
+        return None
+    kept = {}
+    for key, value in event.items():
+        if key == "event":
+            continue
+        scalar = _scalar(value)
+        if _text(key) is None or scalar is _INVALID:
+            return None
+        kept[key] = scalar
+    return kept
+
+
+def _versions(value: object) -> dict[str, str] | None:
+    if not isinstance(value, dict) or len(value) > 1000:
+        return None
+    pairs = {_text(k): _text(v) for k, v in value.items()}
+    return None if None in pairs or None in pairs.values() else pairs  # type: ignore[return-value]
+
+
+def _gpu(value: object) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+    gpu: dict[str, Any] = {}
+    for key in ("name", "driver", "cuda", "capability"):
+        if key in value:
+            text = _text(value[key])
+            if text is None and value[key] is not None:
+                return None
+            gpu[key] = text
+    for key in ("peak_memory_bytes", "total_memory_bytes", "count"):
+        if key in value:
+            number = _count(value[key], 2**60)
+            if number is None:
+                return None
+            gpu[key] = number
+    return gpu
+
+
+def _exit(event: Mapping[str, Any]) -> ExitReport:
+    return ExitReport(
+        versions=_versions(event.get("versions")),
+        python=_text(event.get("python")),
+        platform=_text(event.get("platform")),
+        gpu=_gpu(event.get("gpu")),
+        peak_rss_bytes=_count(event.get("peak_rss_bytes"), 2**60),
+    )
+
+
+def read_events(log: str) -> RunEvents:
+    """The typed events of a run's log; the last exit event and the first config event win.
+
+    Every ``@@repro`` line that does not parse, or parses into an event with a missing or wrong-typed field,
+    is counted in ``ignored``.
+    """
+    steps: list[StepTime] = []
+    setup: float | None = None
+    config: dict[str, Any] | None = None
+    report = ExitReport()
+    ignored = 0
+    for line in log.splitlines():
+        _, mark, payload = line.partition(EVENT_MARK)
+        if not mark:
+            continue
+        event = parse_event(payload) or {}
+        kind = event.get("event")
+        if kind == "step" and (step := _step(event)) is not None:
+            steps.append(step)
+        elif kind == "setup" and setup is None and (seconds := _seconds(event.get("seconds"))) is not None:
+            setup = seconds
+        elif kind == "config" and config is None and (parsed := _config(event)) is not None:
+            config = parsed
+        elif kind == "exit":
+            report = _exit(event)
+        else:
+            ignored += 1
+    return RunEvents(steps=steps, setup_seconds=setup, config=config or {}, exit=report, ignored=ignored)

@@ -1,0 +1,374 @@
+"""Turn a RunSpec into a Record: start the child in the cell, classify what it did, store it."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from reprobisect import __version__
+from reprobisect.cells.envs import CellEnv
+from reprobisect.model.cell import Cell
+from reprobisect.model.outcome import Outcome
+from reprobisect.model.record import Record, StepTime, warm_up_steps
+from reprobisect.model.repro import Fix, Form, Repro
+from reprobisect.model.signature import Signature, normalize_message
+from reprobisect.run.classify import classify
+from reprobisect.run.events import read_events
+from reprobisect.run.runner import ChildSpec, free_port, run_child, scrubbed_environ
+from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, link_hops
+from reprobisect.run.store import Store
+
+__all__ = [
+    "BOOTSTRAP",
+    "SHIMS",
+    "RunSpec",
+    "child_environ",
+    "compiling_ops",
+    "execute",
+    "installed_versions",
+    "unrun_record",
+]
+
+_CHILD = Path(__file__).parent / "child"
+BOOTSTRAP = _CHILD / "bootstrap.py"
+SHIMS = {"lightning-cpu": _CHILD / "cpu_shim.py"}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunSpec:
+    """One run: a repro's form with one fix in one cell (the ``repeat``-th time)."""
+
+    repro: Repro
+    form: Form
+    fix: Fix
+    env: CellEnv
+    repeat: int = 0
+    timeout: float | None = None
+    extra_args: tuple[str, ...] = ()
+    overlay: Path | None = None
+    extra_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    matrix_cell: str | None = None
+    cpus: tuple[int, ...] = ()  # how it runs (pinned cores), not what: not part of the key
+    sandbox: Sandbox | None = None  # how it runs too: None is unconfined
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        """The script's arguments: the form's, then the fix's, then the user's."""
+        return (*self.form.args, *self.fix.args_for(self.form.name), *self.extra_args)
+
+    @property
+    def key(self) -> str:
+        """Hash of everything that decides the outcome; equal keys mean a stored record can be reused."""
+        script = hashlib.sha256(self.form.script.read_bytes()).hexdigest()
+        shim = SHIMS.get(self.form.shim or "")
+        blob = {
+            "repro": self.repro.name,
+            "form": self.form.name,
+            "fix": self.fix.name,
+            "script": script,
+            "args": self.args,
+            "env": dict(self.form.env),
+            "cell": self.env.cell.to_dict(),
+            "shim": hashlib.sha256(shim.read_bytes()).hexdigest() if shim else None,
+            "expected": self.repro.expected_signature,
+            "patch": hashlib.sha256(self.fix.patch.read_bytes()).hexdigest() if self.fix.patch else None,
+            "override": dict(self.fix.override),
+        }
+        return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[str] = ()) -> dict[str, str]:
+    """The scrubbed environment of a repro child, with the cell first on PATH."""
+    env = scrubbed_environ(environ, allow=allow)
+    env.update(
+        {
+            "PATH": f"{spec.env.path / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}",
+            "VIRTUAL_ENV": str(spec.env.path),
+            "TORCH_EXTENSIONS_DIR": str(spec.env.torch_extensions),
+            "PYTHONUNBUFFERED": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(free_port()),
+        }
+    )
+    if spec.form.distributed_env:
+        # torchrun's variables, TORCHELASTIC_RUN_ID included: Lightning then takes the TorchElastic environment and
+        # never probes MPI (importing mpi4py where an MPI is installed but cannot start aborts the process).
+        env.update(
+            {
+                "RANK": "0",
+                "WORLD_SIZE": "1",
+                "LOCAL_RANK": "0",
+                "LOCAL_WORLD_SIZE": "1",
+                "GROUP_RANK": "0",
+                "TORCHELASTIC_RUN_ID": "reprobisect",
+            }
+        )
+    if spec.form.shim:
+        env["REPROBISECT_SHIM"] = str(SHIMS[spec.form.shim])
+    if spec.overlay is not None:
+        env["PYTHONPATH"] = str(spec.overlay)
+    env.update(spec.form.env)
+    env.update(spec.extra_env)
+    return env
+
+
+_WATCHED = ("torch", "deepspeed", "lightning", "pytorch-lightning", "lightning-fabric", "torchvision")
+
+
+@functools.cache
+def installed_versions(python: Path, extra: tuple[str, ...] = ()) -> dict[str, str]:
+    """Versions installed in a cell, read by a process of the harness's own (the watched packages and ``extra``)."""
+    names = sorted({*_WATCHED, *extra})
+    code = (
+        "import json, sys, importlib.metadata as m\n"
+        "out = {}\n"
+        "for n in json.loads(sys.argv[1]):\n"
+        "    try: out[n] = m.version(n)\n"
+        "    except m.PackageNotFoundError: pass\n"
+        "print(json.dumps(out))\n"
+    )
+    try:
+        done = subprocess.run(
+            [str(python), "-c", code, json.dumps(names)], capture_output=True, text=True, timeout=120, check=True
+        )
+        found = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _confined(
+    spec: RunSpec, sandbox: Sandbox, argv: tuple[str, ...], env: dict[str, str], workdir: Path
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The run's command inside ``sandbox``: writable only its work folder and the cell's op folder."""
+    env = {**env, "TMPDIR": PRIVATE_TMP}
+    if env.get("HOME", "/") in ("", "/"):
+        env["HOME"] = PRIVATE_HOME
+    spec.env.torch_extensions.mkdir(parents=True, exist_ok=True)
+    readable = [
+        spec.env.path,
+        Path(os.path.realpath(spec.env.python)).parents[1],  # the interpreter the venv was made from
+        *(hop.parent for hop in link_hops(spec.env.python)),  # and every venv its python links through
+        *spec.env.base_site_dirs(),
+        BOOTSTRAP.parent,
+        spec.form.script,  # the file itself too: its folder may be /tmp or HOME, which are not shown whole
+        spec.form.script.parent,
+        Path.cwd(),  # the checkout
+        *([spec.overlay] if spec.overlay is not None else []),
+    ]
+    wrapped = sandbox.wrap(
+        argv,
+        env=env,
+        workdir=workdir,
+        writable=[spec.env.torch_extensions],
+        readable=readable,
+        hidden=[Path.cwd() / ".git"],
+    )
+    return tuple(wrapped), env
+
+
+def _checked_versions(claimed: Mapping[str, str] | None, spec: RunSpec) -> tuple[dict[str, str], str]:
+    """The versions a run reported importing, checked against what the cell has installed.
+
+    The report comes from inside the run's own process, so it is a claim: where it names another version
+    of a package the cell pins than the cell's metadata does, the installed one is kept and the record
+    says ``claimed, corrected: ...``. Without a report, the installed versions, marked ``installed``.
+    """
+    pinned = ("torch", *sorted(spec.env.cell.packages))
+    installed = installed_versions(spec.env.python, pinned)
+    if claimed is None:
+        return installed, "installed"
+    wrong = sorted(n for n in pinned if n in claimed and n in installed and not _same(claimed[n], installed[n]))
+    if not wrong:
+        return dict(claimed), "imported"
+    note = ", ".join(f"{n} {claimed[n]!r} is {installed[n]}" for n in wrong)
+    return {**claimed, **{n: installed[n] for n in wrong}}, f"claimed, corrected: {note}"[:300]
+
+
+def _same(claimed: str, installed: str) -> bool:
+    """A claim agrees with the metadata, or adds only a local build label the metadata leaves out: an index's
+    CUDA torch says ``2.14.1+cu130`` when imported and ``2.14.1`` in its metadata."""
+    return claimed == installed or ("+" not in installed and claimed.split("+", 1)[0] == installed)
+
+
+def _failing_step(outcome: Outcome, steps: list[StepTime]) -> int | str | None:
+    if outcome == Outcome.PASS:
+        return None
+    bad = next((s.step for s in steps if not s.ok), None)
+    if bad is not None:
+        return bad
+    return "setup" if not steps else "after-steps"
+
+
+def _median_step(steps: list[StepTime]) -> float | None:
+    """Median of the completed steps, the warm-up steps (``warm_up_steps``) excluded when there are others."""
+    times = [s.seconds for s in steps if s.ok]
+    if not times:
+        return None
+    return statistics.median(times[warm_up_steps(len(times)) :] or times)
+
+
+def compiling_ops(extensions: Path) -> list[str]:
+    """Ops torch is building just in time in this folder now (its build lock is held while it compiles)."""
+    try:
+        return sorted(lock.parent.name for lock in extensions.glob("*/lock"))
+    except OSError:
+        return []
+
+
+def _heartbeat(spec: RunSpec, echo: Callable[[str], None]) -> Callable[[float], None]:
+    """A line for a run that is still going: what it is, for how long, and whether an op is compiling."""
+    what = f"{spec.repro.name} {spec.form.name} {spec.fix.name}"
+
+    def beat(elapsed: float) -> None:
+        ops = compiling_ops(spec.env.torch_extensions)
+        doing = f", compiling op {', '.join(ops)} (just in time)" if ops else ", running"
+        echo(f"  … {what}: {elapsed:.0f} s{doing}")
+
+    return beat
+
+
+def execute(
+    spec: RunSpec,
+    store: Store,
+    *,
+    environ: Mapping[str, str],
+    allow_env: Sequence[str] = (),
+    echo: Callable[[str], None] | None = None,
+) -> Record:
+    """Run ``spec`` once, write its record atomically, and return it (``echo`` hears a line every 15 s)."""
+    run_id = uuid.uuid4().hex[:12]
+    log_path = store.log_path(spec.repro.name, spec.env.cell.id, spec.form.name, spec.fix.name, spec.repeat, run_id)
+    argv: tuple[str, ...] = (str(spec.env.python), str(BOOTSTRAP), str(spec.form.script), *spec.args)
+    workdir = Path(tempfile.mkdtemp(prefix="reprobisect-run-"))
+    env = child_environ(spec, environ, allow=allow_env)
+    if spec.sandbox is not None:
+        argv, env = _confined(spec, spec.sandbox, argv, env, workdir)
+    try:
+        result = run_child(
+            ChildSpec(
+                argv=argv,
+                env=env,
+                cwd=workdir,
+                log_path=log_path,
+                timeout=spec.timeout or spec.repro.timeout,
+                heartbeat=_heartbeat(spec, echo) if echo is not None else None,
+                cpus=spec.cpus,
+            )
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    log = log_path.read_text(encoding="utf-8", errors="replace")
+    verdict = classify(
+        exit_code=result.exit_code, timed_out=result.timed_out, log=log, expected=spec.repro.expected_signature
+    )
+    events = read_events(log)
+    steps = events.steps
+    claimed = events.exit
+    config = {**events.config, **({"ignored_events": events.ignored} if events.ignored else {})}
+    versions, versions_source = _checked_versions(claimed.versions, spec)
+    record = Record(
+        run_id=run_id,
+        spec_key=spec.key,
+        repro=spec.repro.name,
+        form=spec.form.name,
+        fix=spec.fix.name,
+        precision=spec.form.precision,
+        repeat=spec.repeat,
+        script=str(spec.form.script.name),
+        argv=[Path(argv[0]).name, *[str(a) for a in argv[2:]]],
+        cell=spec.env.cell.to_dict(),
+        versions=versions,
+        versions_source=versions_source,
+        python=claimed.python or spec.env.cell.python,
+        platform=claimed.platform,
+        gpu=claimed.gpu,
+        outcome=verdict.outcome.value,
+        signature=verdict.signature.to_dict() if verdict.signature else None,
+        known_signature=verdict.known.name if verdict.known else None,
+        upstream=list(verdict.known.upstream) if verdict.known else [],
+        exit_code=result.exit_code,
+        timed_out=result.timed_out,
+        failing_step=_failing_step(verdict.outcome, steps),
+        steps=steps,
+        step_median_seconds=_median_step(steps),
+        first_step_seconds=steps[0].seconds if steps else None,
+        setup_seconds=events.setup_seconds,
+        wall_seconds=round(result.wall_seconds, 3),
+        env_seconds=round(spec.env.build_seconds, 3),
+        peak_rss_bytes=claimed.peak_rss_bytes,
+        peak_gpu_memory_bytes=(claimed.gpu or {}).get("peak_memory_bytes"),
+        log_path=str(log_path.relative_to(store.root)),
+        started_at=result.started_at,
+        finished_at=result.finished_at,
+        harness_version=__version__,
+        config=config,
+        fix_kind=spec.fix.kind,
+        matrix_cell=spec.matrix_cell or spec.env.cell.id,
+        sandbox=spec.sandbox.description if spec.sandbox is not None else NO_SANDBOX,
+    )
+    store.write(record)
+    return record
+
+
+def unrun_record(repro: Repro, form: Form, fix: Fix, cell: Cell, reason: str, store: Store, *, kind: str) -> Record:
+    """An ENV_ERROR record for a run that could not start: the cell did not build, or no rule allows it.
+
+    ``kind`` becomes the signature's exception (``EnvBuildError``, ``NotInstallable``); never a verdict.
+    """
+    run_id = uuid.uuid4().hex[:12]
+    log_path = store.log_path(repro.name, cell.id, form.name, fix.name, 0, run_id)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text(reason + "\n", encoding="utf-8")
+    signature = Signature(exception=kind, message=normalize_message(reason.splitlines()[0]))
+    record = Record(
+        run_id=run_id,
+        spec_key="",
+        repro=repro.name,
+        form=form.name,
+        fix=fix.name,
+        precision=form.precision,
+        repeat=0,
+        script=form.script.name,
+        argv=[],
+        cell=cell.to_dict(),
+        versions=dict(cell.versions),
+        versions_source="pinned",
+        python=cell.python,
+        platform=None,
+        gpu=None,
+        outcome=Outcome.ENV_ERROR.value,
+        signature=signature.to_dict(),
+        known_signature=None,
+        upstream=[],
+        exit_code=None,
+        timed_out=False,
+        failing_step="setup",
+        steps=[],
+        step_median_seconds=None,
+        first_step_seconds=None,
+        setup_seconds=None,
+        wall_seconds=0.0,
+        env_seconds=None,
+        peak_rss_bytes=None,
+        peak_gpu_memory_bytes=None,
+        log_path=str(log_path.relative_to(store.root)),
+        started_at="",
+        finished_at="",
+        harness_version=__version__,
+        config={"reason": reason},
+        fix_kind=fix.kind,
+        matrix_cell=cell.id,
+    )
+    store.write(record)
+    return record

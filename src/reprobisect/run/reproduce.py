@@ -1,0 +1,87 @@
+"""Run one repro's forms × fixes in one cell: what ``nox -s repro_gan`` and ``repro_zero3`` do."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from reprobisect.cells.envs import BaseInterpreter, resolve_cell
+from reprobisect.config.load import Config
+from reprobisect.console import heartbeat
+from reprobisect.model.record import Record
+from reprobisect.model.repro import Backend
+from reprobisect.run.matrix import MatrixRequest, run_matrix
+from reprobisect.run.sandbox import Confinement
+from reprobisect.run.select import detect_cuda, select_fixes, select_forms
+from reprobisect.run.store import Store
+from reprobisect.util.echo import Echo
+from reprobisect.util.redact import redact
+
+__all__ = ["ReproRequest", "reproduce"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReproRequest:
+    """What the user asked for on the command line."""
+
+    repro: str
+    backend: Literal["auto", "cuda", "cpu"] = "auto"
+    fixes: tuple[str, ...] = ()
+    forms: tuple[str, ...] = ()
+    pins: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    repeat: int = 1
+    resume: bool = False
+    timeout: float | None = None
+    extra_args: tuple[str, ...] = ()
+    cpus_per_run: int | None = None
+    confinement: Confinement = dataclasses.field(default_factory=Confinement)
+
+
+def reproduce(
+    config: Config,
+    request: ReproRequest,
+    *,
+    base: BaseInterpreter,
+    store: Store,
+    envs_dir: Path,
+    environ: Mapping[str, str],
+    echo: Echo = print,
+) -> list[Record]:
+    """Resolve one cell (newest releases that install together, unless pinned) and run it as a one-cell matrix."""
+    repro = config.repro(request.repro)
+    select_fixes(repro, request.fixes)  # unknown names fail before anything is built
+    backend: Backend
+    if request.backend == "auto":
+        with heartbeat(echo, "asking torch whether a CUDA device is here"):
+            backend = "cuda" if detect_cuda(Path(base.executable)) else "cpu"
+    else:
+        backend = request.backend
+    forms = select_forms(repro, backend, request.forms)
+    names = ", ".join(form.name for form in forms)
+    if backend == "cpu" and request.backend == "auto" and not request.forms:
+        echo(f"No CUDA device here: running the CPU forms ({names}) of {repro.name!r}, not the cuda form.")
+    else:
+        echo(f"Running the {names} form(s) of {repro.name!r}.")
+    wanted = {**config.default_cell, **request.pins}
+    echo("Resolving the cell: " + redact(", ".join(f"{name} {spec}" for name, spec in wanted.items())) + " …")
+    with heartbeat(echo, "resolving the cell against the package index"):
+        cell = resolve_cell(base, wanted)
+    pins = {"torch": cell.torch if cell.torch_source != "system" else "system", **cell.packages}
+    axes = {axis: (pins[axis],) if axis in pins else values[:1] for axis, values in config.matrix.axes.items()}
+    axes.update({axis: (value,) for axis, value in pins.items()})
+    matrix = MatrixRequest(
+        repros=(repro.name,),
+        backend=backend,
+        axes=axes,
+        fixes=request.fixes,
+        forms=tuple(form.name for form in forms),
+        repeat=request.repeat,
+        fresh=not request.resume,
+        timeout=request.timeout,
+        use_includes=False,
+        cpus_per_run=request.cpus_per_run,
+        confinement=request.confinement,
+    )
+    return run_matrix(config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=echo)

@@ -1,0 +1,348 @@
+"""Run one child process: own process group, explicit environment, timeout, log file.
+
+The runner knows nothing of DeepSpeed: it works for any script. On timeout it escalates SIGINT →
+SIGTERM → SIGKILL on the whole process group (SIGINT first, so Python prints where it was stuck),
+and after any exit it kills whatever the child left behind in its group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, BinaryIO
+
+from reprobisect.errors import StorageError
+from reprobisect.util.redact import URL_CREDENTIALS
+
+__all__ = [
+    "EVENT_MARK",
+    "MAX_EVENT_LINE",
+    "ChildResult",
+    "ChildSpec",
+    "free_port",
+    "parse_event",
+    "parse_events",
+    "run_child",
+    "scrubbed_environ",
+]
+
+EVENT_MARK = "@@repro "
+MAX_EVENT_LINE = 64 * 1024  # no honest event line is longer; longer ones are ignored, never parsed
+_KEPT_EVENT_BYTES = 2 * 2**20  # event lines kept from a capped log's dropped middle, at most
+
+_PASSED_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "TERM",
+        "TZ",
+        "TMPDIR",
+        "SHELL",
+        "LD_LIBRARY_PATH",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "CC",
+        "CXX",
+        "OMP_NUM_THREADS",
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "XDG_CACHE_HOME",
+        "CUDA_VISIBLE_DEVICES",
+    }
+)
+_PASSED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH_", "DS_", "MKL_", "KMP_", "TRITON_", "NVSHMEM_")
+_SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY", "_PASSWORD", "_CREDENTIALS")
+_SECRET_PREFIXES = ("AWS_", "GITHUB_", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AZURE_", "GOOGLE_")
+# Words that make any name secret-looking, also under an allowed prefix (DS_HUB_PASSWD, NVIDIA_NGC_APIKEY, ...).
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSW", "APIKEY", "API_KEY", "AUTH", "CREDENTIAL", "PRIVATE", "COOKIE")
+
+
+def scrubbed_environ(environ: Mapping[str, str], *, allow: Sequence[str] = ()) -> dict[str, str]:
+    """The part of ``environ`` a repro child may see.
+
+    Only names a build or a GPU run needs pass (PATH, locale, CUDA/NCCL/torch/DeepSpeed settings), and
+    credentials never pass unless named in ``allow``: repros are often scripts pasted from issues.
+    """
+    allowed = set(allow)
+    kept = {}
+    for name, value in environ.items():
+        if name in allowed:
+            kept[name] = value
+            continue
+        if _secret_looking(name, value):
+            continue
+        if name in _PASSED_NAMES or name.startswith(_PASSED_PREFIXES):
+            kept[name] = value
+    return kept
+
+
+def _secret_looking(name: str, value: str) -> bool:
+    upper = name.upper()
+    return (
+        upper.endswith(_SECRET_SUFFIXES)
+        or upper.startswith(_SECRET_PREFIXES)
+        or any(word in upper for word in _SECRET_WORDS)
+        or bool(URL_CREDENTIALS.search(value))
+    )
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface now (for MASTER_PORT)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChildSpec:
+    """Everything needed to start one child; argv is a list, never a shell string."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: Path
+    log_path: Path
+    timeout: float
+    grace: float = 5.0
+    log_head_bytes: int = 8 * 2**20
+    log_tail_bytes: int = 2 * 2**20
+    # Called with the seconds elapsed every ``heartbeat_every`` s while the child runs: a long run is never silent.
+    heartbeat: Callable[[float], None] | None = None
+    heartbeat_every: float = 15.0
+    # Cores the child (and all it starts) is pinned to; () leaves it to the scheduler. See matrixrun.job_cpus.
+    cpus: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChildResult:
+    """What happened: exit status (negative = signal), whether it timed out, and how long it took."""
+
+    exit_code: int | None
+    timed_out: bool
+    wall_seconds: float
+    started_at: str
+    finished_at: str
+    log_path: Path
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to a process group; False when the group no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+    return True
+
+
+def _stop_group(process: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGINT, then SIGTERM, then SIGKILL to the child's whole group, waiting ``grace`` between."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if not _signal_group(process.pid, sig):
+            break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=grace)
+            break
+    _signal_group(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+class _CappedLog:
+    """Copies a child's output into its log: the first ``head`` bytes, then only the last ``tail`` bytes.
+
+    A repro that floods its output cannot fill the disk, and the traceback at the end (what the run is
+    classified by) is kept. ``@@repro`` event lines from the dropped middle are kept too, within a budget
+    of their own (``MAX_EVENT_LINE`` bytes a line, ``_KEPT_EVENT_BYTES`` in all), so no kind of line escapes
+    the cap. Work is linear in the output: a line without a newline is never re-joined past that length.
+    """
+
+    def __init__(self, log: BinaryIO, head: int, tail: int) -> None:
+        self.log, self.head, self.tail = log, head, tail
+        self.written = 0
+        self.dropped = 0
+        self.kept_events: list[bytes] = []
+        self.kept_bytes = 0
+        self.dropped_events = 0
+        self.buffer = bytearray()
+        self.partial = b""
+        self.skipping = False  # inside a dropped line longer than any event line: discard up to its newline
+        self.write_error = ""
+
+    def feed(self, chunk: bytes) -> None:
+        room = self.head - self.written
+        if room > 0 and not self.write_error:
+            try:
+                self.log.write(chunk[:room])
+            except OSError as exc:  # disk full: keep draining the pipe so the child never blocks on it
+                self.write_error = str(exc)
+            self.written += min(room, len(chunk))
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.buffer += chunk
+        if len(self.buffer) > self.tail:
+            overflow = bytes(self.buffer[: len(self.buffer) - self.tail])
+            del self.buffer[: len(overflow)]
+            self.dropped += len(overflow)
+            self._scan_dropped(overflow)
+
+    def _scan_dropped(self, overflow: bytes) -> None:
+        """Keep the event lines of output that leaves the tail window; bounded work and memory per byte."""
+        lines = overflow.split(b"\n")
+        last = lines.pop()
+        if lines:
+            first = lines[0]
+            lines[0] = b"" if self.skipping else self.partial + first
+            self.partial, self.skipping = b"", False
+        else:
+            last = b"" if self.skipping else self.partial + last
+            self.partial = b""
+        for line in lines:
+            self._keep(line)
+        if len(last) > MAX_EVENT_LINE:
+            self.skipping = True  # too long to be an event line: its rest is dropped unread
+        else:
+            self.partial = last
+
+    def _keep(self, line: bytes) -> None:
+        if EVENT_MARK.encode() not in line:
+            return
+        if len(line) > MAX_EVENT_LINE or self.kept_bytes + len(line) > _KEPT_EVENT_BYTES:
+            self.dropped_events += 1
+            return
+        self.kept_events.append(line)
+        self.kept_bytes += len(line) + 1
+
+    def close(self) -> None:
+        try:
+            self._finish()
+        except OSError as exc:
+            self.write_error = self.write_error or str(exc)
+
+    def _finish(self) -> None:
+        if self.dropped:
+            note = f"\n[reprobisect: {self.dropped} bytes of output dropped here; log capped"
+            if self.dropped_events:
+                note += f"; {self.dropped_events} event lines over the events' budget dropped too"
+            self.log.write(f"{note}]\n".encode())
+            self.log.write(b"\n".join(self.kept_events) + b"\n")
+        self.log.write(bytes(self.buffer))
+        self.log.flush()
+
+    def pump(self, stream: IO[bytes]) -> None:
+        for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
+            self.feed(chunk)
+
+
+def run_child(spec: ChildSpec) -> ChildResult:
+    """Start the child, wait for it (or its timeout), and leave no process of its group behind.
+
+    If the harness itself is interrupted (KeyboardInterrupt), the child's group is stopped before the
+    interrupt propagates, so Ctrl-C never leaves a training process running.
+    """
+    try:
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_file = spec.log_path.open("wb", buffering=0)  # unbuffered: a full disk fails a write, never the close
+    except OSError as exc:
+        msg = f"{spec.log_path}: cannot create the run's log ({exc.strerror or exc}); nothing was started"
+        raise StorageError(msg) from exc
+    started_at = _now()
+    start = time.perf_counter()
+    timed_out = False
+    with log_file as log:
+        process = subprocess.Popen(
+            list(spec.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(spec.env),
+            cwd=spec.cwd,
+            start_new_session=True,
+        )
+        assert process.stdout is not None
+        if spec.cpus:
+            with contextlib.suppress(OSError, AttributeError):  # not Linux, or a core that went away: unpinned
+                os.sched_setaffinity(process.pid, spec.cpus)
+        capped = _CappedLog(log, spec.log_head_bytes, spec.log_tail_bytes)
+        reader = threading.Thread(target=capped.pump, args=(process.stdout,), daemon=True)
+        reader.start()
+        try:
+            _wait(process, spec, start)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _stop_group(process, spec.grace)
+        except BaseException:
+            _stop_group(process, min(spec.grace, 2.0))
+            raise
+        finally:
+            _signal_group(process.pid, signal.SIGKILL)  # grandchildren left in the group
+            reader.join(timeout=10)  # a grandchild that left the group may hold the pipe: do not wait for it
+            capped.close()
+            process.stdout.close()
+    wall = time.perf_counter() - start
+    return ChildResult(
+        exit_code=None if timed_out else process.returncode,
+        timed_out=timed_out,
+        wall_seconds=wall,
+        started_at=started_at,
+        finished_at=_now(),
+        log_path=spec.log_path,
+    )
+
+
+def _wait(process: subprocess.Popen[bytes], spec: ChildSpec, start: float) -> None:
+    """Wait for the child until ``spec.timeout``, calling the heartbeat between slices of the wait."""
+    deadline = start + spec.timeout
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            raise subprocess.TimeoutExpired(process.args, spec.timeout)
+        try:
+            process.wait(timeout=min(remaining, spec.heartbeat_every) if spec.heartbeat else remaining)
+        except subprocess.TimeoutExpired:
+            if spec.heartbeat is not None and time.perf_counter() < deadline:
+                spec.heartbeat(time.perf_counter() - start)
+            continue
+        return
+
+
+def parse_events(log: str) -> Iterator[dict[str, object]]:
+    """The ``@@repro {json}`` lines a repro or the bootstrap printed, in order; malformed ones are skipped."""
+    for line in log.splitlines():
+        _, mark, payload = line.partition(EVENT_MARK)
+        if mark and (event := parse_event(payload)) is not None:
+            yield event
+
+
+def parse_event(payload: str) -> dict[str, object] | None:
+    """One event line's JSON object, or None: a line longer than ``MAX_EVENT_LINE``, JSON that is not an
+    object, nested too deep to parse, or holding NaN or infinities. The run printed it: it can be anything."""
+    if len(payload) > MAX_EVENT_LINE:
+        return None
+    try:
+        event = json.loads(payload, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _no_constant(name: str) -> object:
+    msg = f"{name} is not a JSON number"
+    raise ValueError(msg)

@@ -1,0 +1,47 @@
+"""Which forms and fixes of a repro run here: the machine's backend, or exactly what the user named."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from reprobisect.errors import ConfigError, NothingToDoError
+from reprobisect.model.repro import Backend, Fix, Form, Repro
+
+__all__ = ["detect_cuda", "select_fixes", "select_forms"]
+
+
+def detect_cuda(python: Path) -> bool:
+    """Does torch in this interpreter see a CUDA device?"""
+    code = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    try:
+        return subprocess.run([str(python), "-c", code], capture_output=True, timeout=300, check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def select_forms(repro: Repro, backend: Backend, wanted: Sequence[str] = ()) -> list[Form]:
+    """The repro's forms for this backend (all CPU forms without a GPU), or exactly those asked for."""
+    if wanted:
+        unknown = [name for name in wanted if name not in repro.forms]
+        if unknown:
+            msg = f"--form {unknown[0]!r}: repro {repro.name!r} has forms {', '.join(repro.forms)}"
+            raise ConfigError(msg)
+        return [repro.forms[name] for name in wanted]  # type: ignore[index]
+    forms = [form for form in repro.forms.values() if form.backend == backend]
+    if not forms:
+        msg = f"repro {repro.name!r} has no {backend} form; it has {', '.join(repro.forms)}"
+        raise NothingToDoError(msg)
+    return forms
+
+
+def select_fixes(repro: Repro, wanted: Sequence[str] = ()) -> list[Fix]:
+    """Every fix of the repro (``none`` first), or those asked for by name."""
+    if not wanted:
+        return list(repro.fixes.values())
+    unknown = [name for name in wanted if name not in repro.fixes]
+    if unknown:
+        msg = f"--fix {unknown[0]!r}: repro {repro.name!r} has fixes {', '.join(repro.fixes)}"
+        raise ConfigError(msg)
+    return [repro.fixes[name] for name in wanted]

@@ -1,0 +1,101 @@
+"""Where records and logs live, written atomically the moment a run ends.
+
+Layout under the output folder (``reports/`` by default)::
+
+    records/<repro>/<cell id>/<form>__<fix>__r<repeat>.json
+    logs/<repro>/<cell id>/<form>__<fix>__r<repeat>__<run id>.log
+
+A record is written to a temporary file in the same folder, flushed, fsynced and renamed into place,
+so a crash or Ctrl-C leaves either the old record or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+from reprobisect.errors import RecordError, StorageError
+from reprobisect.model.record import SCHEMA_VERSION, Record
+from reprobisect.util.files import write_atomic
+
+__all__ = ["Store", "inside"]
+
+
+def inside(root: Path, relative: str) -> bool:
+    """Does ``relative`` (a record's ``log_path``) name a file under ``root``, links resolved?
+
+    A record from another machine (``report --merge``, a nightly state) could name ``../../.ssh/id_ed25519``
+    or an absolute path; the report must never read, embed or copy a file outside the records root.
+    """
+    try:
+        return (root / relative).resolve().is_relative_to(root.resolve())
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+def _schema_of(path: Path) -> int | None:
+    """The schema_version of the record file at ``path``, None when there is none or it cannot be read."""
+    try:
+        version = json.loads(path.read_text(encoding="utf-8")).get("schema_version")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return None
+    return version if isinstance(version, int) and not isinstance(version, bool) else None
+
+
+class Store:
+    """Records and logs of runs under one output folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    def _stem(self, repro: str, cell_id: str, form: str, fix: str, repeat: int) -> Path:
+        return Path(repro) / cell_id / f"{form}__{fix}__r{repeat}"
+
+    def record_path(self, repro: str, cell_id: str, form: str, fix: str, repeat: int = 0) -> Path:
+        """Where the record of this run lives."""
+        return self.root / "records" / self._stem(repro, cell_id, form, fix, repeat).with_suffix(".json")
+
+    def log_path(self, repro: str, cell_id: str, form: str, fix: str, repeat: int, run_id: str) -> Path:
+        """Where the log of this run lives: one file per run, so concurrent harnesses never share one."""
+        stem = self._stem(repro, cell_id, form, fix, repeat)
+        return self.root / "logs" / stem.with_name(f"{stem.name}__{run_id}.log")
+
+    def write(self, record: Record) -> Path:
+        """Write ``record`` atomically and return its path.
+
+        A record of a newer schema at that path is left alone (StorageError): an older harness must not
+        overwrite what a newer one wrote and that it cannot read.
+        """
+        path = self.record_path(record.repro, record.cell["id"], record.form, record.fix, record.repeat)
+        newer = _schema_of(path)
+        if newer is not None and newer > SCHEMA_VERSION:
+            msg = (
+                f"{path}: holds a record of schema {newer}, newer than this harness's {SCHEMA_VERSION}; "
+                "update the harness or write to another --out"
+            )
+            raise StorageError(msg)
+        return write_atomic(path, record.to_json(), what="this record")
+
+    def find(self, spec_key: str, repro: str, cell_id: str, form: str, fix: str, repeat: int = 0) -> Record | None:
+        """The stored record of exactly this run (same inputs), or None."""
+        path = self.record_path(repro, cell_id, form, fix, repeat)
+        if not path.is_file():
+            return None
+        try:
+            record = Record.load(path)
+        except RecordError as exc:
+            warnings.warn(f"ignoring {exc}", stacklevel=2)
+            return None
+        return record if record.spec_key == spec_key else None
+
+    def iter_records(self, repro: str | None = None) -> Iterator[Record]:
+        """Every readable record (of one repro, or all); unreadable files are skipped with a warning."""
+        base = self.root / "records"
+        pattern = f"{repro}/*/*.json" if repro else "*/*/*.json"
+        for path in sorted(base.glob(pattern)):
+            try:
+                yield Record.load(path)
+            except RecordError as exc:
+                warnings.warn(f"skipping {exc}", stacklevel=2)

@@ -1,0 +1,56 @@
+"""Every file the harness writes is written whole or not at all, and never through a link.
+
+A reader (a report, a second harness, a workflow) sees the old file or the new one, never half of one,
+and a full disk or a stopped process leaves no temporary file. The new file is made beside the old one
+and moved over it with ``os.replace``: that replaces a symbolic link itself instead of writing into
+whatever it points at, so a link planted in an output folder cannot redirect a write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from reprobisect.errors import StorageError
+from reprobisect.util.redact import redact
+
+__all__ = ["atomic_path", "write_atomic"]
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path, *, what: str = "this file") -> Iterator[Path]:
+    """A temporary path beside ``path`` for a writer that wants a file name (pandas, matplotlib);
+    moved over ``path`` when the block ends without an error, removed otherwise.
+
+    OSError becomes StorageError naming ``path`` and ``what`` it holds.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+    except OSError as exc:
+        msg = f"{path}: cannot write {what} ({exc.strerror or exc}); the files written before it are intact"
+        raise StorageError(msg) from exc
+    tmp = Path(name)
+    try:
+        yield tmp
+        with tmp.open("rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        msg = f"{path}: cannot write {what} ({exc.strerror or exc}); the files written before it are intact"
+        raise StorageError(msg) from exc
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def write_atomic(path: Path, data: str | bytes, *, what: str = "this file") -> Path:
+    """Write ``data`` (text as UTF-8, credentials in URLs redacted) to ``path`` atomically; returns ``path``."""
+    payload = redact(data).encode("utf-8") if isinstance(data, str) else data
+    with atomic_path(path, what=what) as tmp:
+        tmp.write_bytes(payload)
+    return path
