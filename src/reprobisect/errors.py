@@ -16,6 +16,7 @@ __all__ = [
     "RecordError",
     "SandboxError",
     "StorageError",
+    "ToolError",
 ]
 
 FAIL_EXIT = 1  # a --fail-on condition was met (report, nightly); harness errors keep their own codes (2 and up)
@@ -68,3 +69,9 @@ class SandboxError(HarnessError):
     """No sandbox can start here (no bubblewrap, user namespaces disabled); ``--no-sandbox`` is the opt-out."""
 
     return_code = 8
+
+
+class ToolError(HarnessError):
+    """A tool the harness runs (git, uv, pip, a probe) failed where the caller has no error kind of its own."""
+
+    return_code = 9

@@ -11,10 +11,10 @@ import pytest
 
 from reprobisect.report.compare import compare
 from reprobisect.report.html import log_tail, report_html, traceback_text
-from reprobisect.report.load import load_records, records_frame
+from reprobisect.report.load import Bisect, load_records, records_frame
 from reprobisect.report.markdown import report_markdown
 from reprobisect.report.plots import outcome_band, step_time_plot
-from reprobisect.report.views import Bisect, ReportData
+from reprobisect.report.views import ReportData
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -9,19 +9,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprobisect.report.load import Loaded, SkippedFileWarning, load_records, records_frame
+from reprobisect.report.load import Loaded, SkippedFileWarning, load_bisects, load_records, records_frame
+from reprobisect.report.verdicts import verdicts
 from reprobisect.report.views import (
     cell_labels,
     env_errors,
     first_releases,
     fix_order,
-    load_bisects,
     outcome_matrix,
     release_key,
     reproduce_command,
     sorted_cells,
     step_stats,
-    verdicts,
 )
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"

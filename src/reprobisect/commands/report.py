@@ -17,9 +17,9 @@ import pandas as pd
 
 from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError, NothingToDoError
 from reprobisect.report.compare import Comparison, compare
-from reprobisect.report.load import SkippedFileWarning, load_records, records_frame
+from reprobisect.report.load import Bisect, SkippedFileWarning, load_bisects, load_records, records_frame
 from reprobisect.report.markdown import report_markdown
-from reprobisect.report.views import Bisect, ReportData, load_bisects
+from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report
 
 __all__ = ["FAIL_EXIT", "main", "plots_for", "write_report"]

@@ -14,9 +14,10 @@ from typing import Any
 import pandas as pd
 
 from reprobisect.report.compare import Comparison
+from reprobisect.report.load import Bisect
 from reprobisect.report.markdown import GITHUB_LIMIT, fit_limit, md_safe, report_markdown, safe_frame
 from reprobisect.report.verdicts import Key
-from reprobisect.report.views import Bisect, ReportData, reproduce_command
+from reprobisect.report.views import ReportData, reproduce_command
 
 __all__ = ["MARKER", "NightNews", "issue_body", "title_of"]
 

@@ -49,9 +49,9 @@ from reprobisect.nightly.state import (
     stage_baseline,
 )
 from reprobisect.report.compare import Comparison, compare
-from reprobisect.report.load import Loaded, records_frame
+from reprobisect.report.load import Bisect, Loaded, records_frame
 from reprobisect.report.verdicts import Key, verdicts
-from reprobisect.report.views import Bisect, ReportData
+from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report
 from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
 from reprobisect.run.sandbox import Confinement

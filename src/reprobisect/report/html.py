@@ -18,12 +18,12 @@ import pandas as pd
 
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.verdict import SEVERITY
+from reprobisect.report.load import Bisect
 from reprobisect.report.markdown import LEGEND, environment_line, transition_lines
 from reprobisect.report.verdicts import KEY, verdicts
 from reprobisect.report.views import (
     OUTCOME_COLOURS,
     WARM_UP_NOTE,
-    Bisect,
     ReportData,
     cell_labels,
     env_errors,

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 import warnings
 from collections.abc import Sequence
@@ -24,8 +25,10 @@ from reprobisect.util.files import atomic_path
 
 __all__ = [
     "AXES",
+    "Bisect",
     "Loaded",
     "SkippedFileWarning",
+    "load_bisects",
     "load_records",
     "markdown_summary",
     "records_frame",
@@ -340,3 +343,35 @@ def write_frame(frame: pd.DataFrame, dest: Path) -> list[Path]:
     with atomic_path(csv, what="the runs table") as tmp:
         flat.to_csv(tmp, index=False)
     return [parquet, csv]
+
+
+_BISECT_KEYS = ("repro", "form", "axis", "transitions")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Bisect:
+    """One bisection's result file (``<out>/bisect-*.json``), kept as the bisect wrote it."""
+
+    path: Path
+    data: dict[str, Any]
+
+
+def _read_bisect(path: Path) -> Bisect | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        warnings.warn(f"skipping {path}: not readable JSON ({exc})", SkippedFileWarning, stacklevel=3)
+        return None
+    missing = [k for k in _BISECT_KEYS if k not in data] if isinstance(data, dict) else ["(an object)"]
+    transitions = data.get("transitions") if isinstance(data, dict) else None
+    if missing or not isinstance(transitions, list) or not all(isinstance(t, dict) for t in transitions):
+        what = f"missing key {missing[0]!r}" if missing else "'transitions' must be a list of objects"
+        warnings.warn(f"skipping {path}: not a bisect result ({what})", SkippedFileWarning, stacklevel=3)
+        return None
+    return Bisect(path=path, data=data)
+
+
+def load_bisects(roots: Sequence[Path]) -> list[Bisect]:
+    """Every ``bisect-*.json`` directly under each root; unreadable ones are skipped with a warning."""
+    found = (_read_bisect(path) for root in roots for path in sorted(root.glob("bisect-*.json")))
+    return [b for b in found if b is not None]

@@ -15,11 +15,10 @@ from typing import Any
 import pandas as pd
 
 from reprobisect.model.outcome import Outcome
-from reprobisect.report.load import AXES
+from reprobisect.report.load import AXES, Bisect
 from reprobisect.report.verdicts import KEY
 from reprobisect.report.views import (
     WARM_UP_NOTE,
-    Bisect,
     ReportData,
     cell_labels,
     env_errors,

@@ -7,10 +7,8 @@ cell, form and fix) are folded into one verdict by ``model.verdict``'s one rule.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shlex
 import statistics
-import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +17,7 @@ import pandas as pd
 from packaging.version import InvalidVersion, Version
 
 from reprobisect.model.outcome import Outcome
-from reprobisect.report.load import AXES, SkippedFileWarning
+from reprobisect.report.load import AXES, Bisect
 from reprobisect.report.verdicts import KEY, verdicts
 
 if TYPE_CHECKING:
@@ -28,13 +26,11 @@ if TYPE_CHECKING:
 __all__ = [
     "OUTCOME_COLOURS",
     "WARM_UP_NOTE",
-    "Bisect",
     "ReportData",
     "cell_labels",
     "env_errors",
     "first_releases",
     "fix_order",
-    "load_bisects",
     "outcome_matrix",
     "release_key",
     "reproduce_command",
@@ -227,38 +223,6 @@ def reproduce_command(repro: str, cell: dict[str, Any] | pd.Series[Any], form: s
             args += [f"--{axis}", str(cell[axis])]
     args += ["--form", form, "--fix", fix]
     return f"nox -s repro_{repro} -- {shlex.join(args)}"
-
-
-_BISECT_KEYS = ("repro", "form", "axis", "transitions")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Bisect:
-    """One bisection's result file (``<out>/bisect-*.json``), kept as the bisect wrote it."""
-
-    path: Path
-    data: dict[str, Any]
-
-
-def _read_bisect(path: Path) -> Bisect | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        warnings.warn(f"skipping {path}: not readable JSON ({exc})", SkippedFileWarning, stacklevel=3)
-        return None
-    missing = [k for k in _BISECT_KEYS if k not in data] if isinstance(data, dict) else ["(an object)"]
-    transitions = data.get("transitions") if isinstance(data, dict) else None
-    if missing or not isinstance(transitions, list) or not all(isinstance(t, dict) for t in transitions):
-        what = f"missing key {missing[0]!r}" if missing else "'transitions' must be a list of objects"
-        warnings.warn(f"skipping {path}: not a bisect result ({what})", SkippedFileWarning, stacklevel=3)
-        return None
-    return Bisect(path=path, data=data)
-
-
-def load_bisects(roots: Sequence[Path]) -> list[Bisect]:
-    """Every ``bisect-*.json`` directly under each root; unreadable ones are skipped with a warning."""
-    found = (_read_bisect(path) for root in roots for path in sorted(root.glob("bisect-*.json")))
-    return [b for b in found if b is not None]
 
 
 # Outcome colours shared by the HTML matrix and the plots: (strong, light background).
