@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from reprobisect.model.verdict import fold_repeats
 from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix, script_repro
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
+from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import write_atomic
 
@@ -73,11 +73,7 @@ def git_revisions(repo: Path, good: str, bad: str) -> list[str]:
     """Commits from ``good`` to ``bad`` along the ancestry path, oldest first, as full hashes."""
 
     def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            msg = f"--git {repo}: git {' '.join(args)} failed: {done.stderr.strip()}"
-            raise ConfigError(msg)
-        return done.stdout.strip()
+        return run_tool(["git", "-C", repo, *args], what=f"--git {repo}", timeout=300, error=ConfigError).stdout.strip()
 
     start, end = (
         git("rev-parse", "--verify", "--end-of-options", good),

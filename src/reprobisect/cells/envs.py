@@ -27,8 +27,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from reprobisect.cells.index import list_versions
-from reprobisect.errors import ConfigError, EnvBuildError
+from reprobisect.errors import ConfigError, EnvBuildError, ToolError
 from reprobisect.model.cell import SYSTEM, Cell
+from reprobisect.util.cmd import run_logged, run_tool
 
 __all__ = [
     "BaseInterpreter",
@@ -104,11 +105,8 @@ class CellEnv:
 
 def base_interpreter(executable: str) -> BaseInterpreter:
     """Ask ``executable`` what it is (one short subprocess, torch is not imported)."""
-    try:
-        out = subprocess.run([executable, "-c", _PROBE], capture_output=True, text=True, check=True, timeout=60)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        msg = f"--base-python {executable!r}: cannot run it ({exc}); pass a Python 3 interpreter"
-        raise ConfigError(msg) from exc
+    what = f"--base-python {executable!r}: cannot run it (pass a Python 3 interpreter)"
+    out = run_tool([executable, "-c", _PROBE], what=what, timeout=60, error=ConfigError)
     data = json.loads(out.stdout)
     return BaseInterpreter(
         executable=data["executable"],
@@ -195,8 +193,8 @@ def uv_compile(
         ]
         if platform:
             cmd += ["--python-platform", platform]
-        return subprocess.run(
-            cmd, input="\n".join(requirements), capture_output=True, text=True, check=False, timeout=600
+        return run_tool(
+            cmd, what="uv pip compile", timeout=600, error=EnvBuildError, check=False, stdin="\n".join(requirements)
         )
 
 
@@ -318,15 +316,8 @@ def tree_digest(path: Path) -> str:
     return digest.hexdigest()[:20]
 
 
-def _run_logged(cmd: list[str], log: Path, what: str) -> None:
-    with log.open("a") as handle:
-        handle.write(f"$ {' '.join(cmd)}\n")
-        handle.flush()
-        done = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, check=False, timeout=3600)
-    if done.returncode != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-15:]
-        msg = f"{what} failed (exit {done.returncode}); see {log}:\n" + "\n".join(tail)
-        raise EnvBuildError(msg)
+def _logged(cmd: list[str], log: Path, what: str) -> None:
+    run_logged(cmd, log=log, what=what, timeout=3600, error=EnvBuildError)
 
 
 def installer() -> str:
@@ -352,7 +343,7 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
         venv_cmd = [base.executable, "-m", "venv", "--without-pip"]
     if system and not base.is_venv:
         venv_cmd.append("--system-site-packages")
-    _run_logged([*venv_cmd, str(path)], log, f"creating the venv of cell {cell.id}")
+    _logged([*venv_cmd, str(path)], log, f"creating the venv of cell {cell.id}")
     if system and base.is_venv:
         site = Path(_site_packages(python))
         # addsitedir, not a bare path: the base's own .pth files (setuptools' distutils shim, editable
@@ -361,7 +352,7 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
         (site / "_reprobisect_base.pth").write_text("\n".join(lines) + "\n")
     pip = [python, "-m", "pip"] if use_uv else [base.executable, "-m", "pip", "--python", python]
     if not system:
-        _run_logged(
+        _logged(
             [*pip, "install", "--quiet", f"torch=={cell.torch}"],
             log,
             f"installing torch {cell.torch} into cell {cell.id}",
@@ -370,12 +361,12 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
     if not reqs:
         return
     if not use_uv:  # pip sees the base interpreter's packages as installed and keeps them
-        _run_logged([*pip, "install", "--quiet", *reqs], log, f"installing {' '.join(reqs)} (pip)")
+        _logged([*pip, "install", "--quiet", *reqs], log, f"installing {' '.join(reqs)} (pip)")
         return
     excludes = path / "uv-excludes.txt"
     system_packages = sorted(name for name, spec in cell.packages.items() if spec == SYSTEM)
     excludes.write_text("\n".join(["torch", *system_packages]) + "\n")
-    _run_logged(
+    _logged(
         [uv, "pip", "install", "--python", python, "--excludes", str(excludes), *reqs],
         log,
         f"installing {' '.join(reqs)} into cell {cell.id}",
@@ -383,14 +374,16 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
 
 
 def _site_packages(python: str) -> str:
-    out = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return out.stdout.strip()
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    return run_tool([python, "-c", code], what="finding site-packages", timeout=60, error=EnvBuildError).stdout.strip()
+
+
+def _runs(python: str) -> bool:
+    try:
+        run_tool([python, "-c", "pass"], what="trying an interpreter", timeout=60)
+    except ToolError:
+        return False
+    return True
 
 
 def find_python(version: str) -> str | None:
@@ -398,19 +391,13 @@ def find_python(version: str) -> str | None:
     if "/" in version:
         return version if Path(version).exists() else None
     try:
-        done = subprocess.run(
-            ["uv", "python", "find", "--no-python-downloads", version],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if done.returncode == 0 and done.stdout.strip():
+        done = run_tool(["uv", "python", "find", "--no-python-downloads", version], what="uv python find", timeout=60)
+        if done.stdout.strip():
             return done.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+    except ToolError:
         pass
     found = shutil.which(f"python{version}")
-    if found and subprocess.run([found, "-c", "pass"], capture_output=True, check=False).returncode == 0:
+    if found and _runs(found):
         return found
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     for candidate in sorted(pyenv.glob(f"{version}*/bin/python{version}"), reverse=True):

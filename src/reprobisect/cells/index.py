@@ -11,13 +11,13 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import time
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
 from reprobisect.errors import ConfigError
+from reprobisect.util.cmd import run_tool
 from reprobisect.util.files import write_atomic
 
 __all__ = ["IndexCache", "list_versions"]
@@ -30,11 +30,7 @@ def list_versions(python: str, package: str, *, prereleases: bool = False) -> li
     cmd = [python, "-m", "pip", "index", "versions", package, "--disable-pip-version-check"]
     if prereleases:
         cmd.append("--pre")
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        msg = f"cannot list releases of {package!r} with {python} -m pip index versions: {exc}"
-        raise ConfigError(msg) from exc
+    done = run_tool(cmd, what=f"cannot list releases of {package!r}", timeout=120, error=ConfigError, check=False)
     match = _AVAILABLE.search(done.stdout)
     if done.returncode != 0 or match is None:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]

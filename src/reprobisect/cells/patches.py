@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from reprobisect.cells.envs import CellEnv
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import Fix
+from reprobisect.util.cmd import run_tool
 
 __all__ = ["patched_paths", "prepare_overlay"]
 
@@ -48,8 +49,8 @@ def _package_dirs(python: Path, tops: set[str]) -> dict[str, Path]:
         "        out[name] = list(spec.submodule_search_locations)[0]\n"
         "print(json.dumps(out))\n"
     )
-    done = subprocess.run(
-        [str(python), "-c", code, *sorted(tops)], capture_output=True, text=True, timeout=120, check=False
+    done = run_tool(
+        [python, "-c", code, *sorted(tops)], what="finding the packages a patch touches", timeout=120, check=False
     )
     found = json.loads(done.stdout or "{}") if done.returncode == 0 else {}
     return {name: Path(path) for name, path in found.items()}
@@ -60,7 +61,7 @@ def _patch(overlay: Path, fix: Fix, *, dry_run: bool) -> subprocess.CompletedPro
     cmd = ["patch", f"-p{fix.patch_strip}", "--batch", "--forward", "-d", str(overlay), "-i", str(fix.patch)]
     if dry_run:
         cmd.append("--dry-run")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    return run_tool(cmd, what=f"applying {fix.patch}", timeout=120, error=ConfigError, check=False)
 
 
 def prepare_overlay(env: CellEnv, fix: Fix) -> Path:

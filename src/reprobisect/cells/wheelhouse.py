@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 
 from reprobisect.cells.envs import uv_compile
 from reprobisect.errors import EnvBuildError
+from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 
 __all__ = ["build_wheelhouse", "use_wheelhouse"]
@@ -45,11 +45,7 @@ def use_wheelhouse(path: Path, environ: MutableMapping[str, str] = os.environ) -
 
 
 def _run(cmd: Sequence[str], what: str, env: Mapping[str, str] | None = None) -> str:
-    done = subprocess.run(list(cmd), capture_output=True, text=True, check=False, timeout=1800, env=env)
-    if done.returncode != 0:
-        msg = f"{what} failed: {(done.stderr or done.stdout).strip()[-1200:]}"
-        raise EnvBuildError(msg)
-    return done.stdout
+    return run_tool(cmd, what=f"{what} failed", timeout=1800, error=EnvBuildError, env=env).stdout
 
 
 def _deepspeed_wheel(python: str, version: str, dest: Path, scratch: Path) -> Path:

@@ -22,7 +22,6 @@ import datetime
 import json
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -56,6 +55,7 @@ from reprobisect.report.write import plots_for, write_report
 from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
+from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import write_atomic
 
@@ -181,17 +181,13 @@ def pinned_ref(target: Target) -> Target:
             "(a URL such as https://github.com/deepspeedai/DeepSpeed.git, a ref of letters, digits, '.', '_', '/', '-')"
         )
         raise ConfigError(msg)
-    try:
-        done = subprocess.run(
-            ["git", "ls-remote", "--", url, ref, f"{ref}^{{}}"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        msg = f"--deepspeed {target.name}: cannot ask {url} which commit it is ({exc})"
-        raise ConfigError(msg) from exc
+    done = run_tool(
+        ["git", "ls-remote", "--", url, ref, f"{ref}^{{}}"],
+        what=f"--deepspeed {target.name}: cannot ask {url} which commit it is",
+        timeout=120,
+        error=ConfigError,
+        check=False,
+    )
     lines = [line.split("\t") for line in done.stdout.splitlines() if "\t" in line]
     if done.returncode != 0 or not lines:
         why = done.stderr.strip().splitlines()[-1:] or ["no such branch or tag"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,10 +19,12 @@ from pathlib import Path
 
 from reprobisect.cells.envs import BaseInterpreter, CellEnv, ensure_env, install_requirement, resolve_cell
 from reprobisect.config.load import Config
+from reprobisect.errors import EnvBuildError
 from reprobisect.run.execute import RunSpec, child_environ, execute
 from reprobisect.run.runner import ChildSpec, run_child
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
+from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 
 __all__ = ["BenchResult", "run_bench"]
@@ -52,17 +53,11 @@ def _pip_build(base: BaseInterpreter, packages: Mapping[str, str], venv: Path, c
     """nox's default: virtualenv (here over the base interpreter's torch), then pip install."""
 
     def build() -> None:
-        subprocess.run(
-            [sys.executable, "-m", "virtualenv", "--quiet", "--system-site-packages", "-p", base.executable, str(venv)],
-            check=True,
-            timeout=600,
-        )
+        virtualenv = [sys.executable, "-m", "virtualenv", "--quiet", "--system-site-packages", "-p", base.executable]
+        run_tool([*virtualenv, venv], what="bench: virtualenv", timeout=600, error=EnvBuildError)
         reqs = [install_requirement(n, v) for n, v in packages.items()]
-        subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "--quiet", "--cache-dir", str(cache), *reqs],
-            check=True,
-            timeout=3600,
-        )
+        pip: list[str | Path] = [venv / "bin" / "pip", "install", "--quiet", "--cache-dir", cache, *reqs]
+        run_tool(pip, what="bench: pip install", timeout=3600, error=EnvBuildError)
 
     return _timed(build)
 

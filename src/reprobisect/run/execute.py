@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from reprobisect import __version__
 from reprobisect.cells.envs import CellEnv
+from reprobisect.errors import ToolError
 from reprobisect.model.cell import Cell
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, StepTime, warm_up_steps
@@ -27,6 +27,7 @@ from reprobisect.run.events import read_events
 from reprobisect.run.runner import ChildSpec, free_port, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, link_hops
 from reprobisect.run.store import Store
+from reprobisect.util.cmd import run_tool
 
 __all__ = [
     "BOOTSTRAP",
@@ -138,11 +139,10 @@ def installed_versions(python: Path, extra: tuple[str, ...] = ()) -> dict[str, s
         "print(json.dumps(out))\n"
     )
     try:
-        done = subprocess.run(
-            [str(python), "-c", code, json.dumps(names)], capture_output=True, text=True, timeout=120, check=True
+        found = json.loads(
+            run_tool([python, "-c", code, json.dumps(names)], what="reading versions", timeout=120).stdout
         )
-        found = json.loads(done.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError):
+    except (ToolError, ValueError):
         return {}
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 

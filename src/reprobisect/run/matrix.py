@@ -12,7 +12,6 @@ import concurrent.futures
 import dataclasses
 import os
 import re
-import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,7 +23,7 @@ from reprobisect.cells.patches import prepare_overlay
 from reprobisect.config.load import Config, load_config
 from reprobisect.config.matrix import PlannedCell, expand, matches
 from reprobisect.console import WIDTH, cut, heartbeat, known_name
-from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
+from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError, ToolError
 from reprobisect.model.cell import SYSTEM, Cell
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
@@ -33,6 +32,7 @@ from reprobisect.run.execute import RunSpec, execute, unrun_record
 from reprobisect.run.sandbox import Confinement, Sandbox
 from reprobisect.run.select import detect_cuda, select_fixes, select_forms
 from reprobisect.run.store import Store
+from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 from reprobisect.util.redact import redact
 
@@ -416,8 +416,8 @@ def _describe(record: Record, unit: Unit, reused: bool, *, with_cell: bool) -> s
 def gpu_count() -> int:
     """GPUs this host shows (nvidia-smi -L), 0 without a driver."""
     try:
-        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
+        done = run_tool(["nvidia-smi", "-L"], what="counting GPUs", timeout=30, check=False)
+    except ToolError:
         return 0
     return sum(1 for line in done.stdout.splitlines() if line.startswith("GPU "))
 

@@ -22,12 +22,12 @@ import functools
 import importlib.util
 import os
 import shutil
-import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
 from reprobisect.errors import SandboxError
+from reprobisect.util.cmd import run_tool
 
 __all__ = [
     "NO_SANDBOX",
@@ -178,11 +178,8 @@ def open_sandbox(network: Literal["on", "off"] = "on") -> Sandbox:
     version = _version(bwrap)
     sandbox = Sandbox(bwrap=bwrap, version=version, network=network)
     probe = sandbox.wrap(["/bin/sh", "-c", "exit 0"], env={"HOME": PRIVATE_HOME}, workdir=Path(PRIVATE_TMP))
-    try:
-        done = subprocess.run(probe, capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        msg = f"no sandbox: {bwrap} cannot start ({exc}); pass --no-sandbox to run repros unconfined"
-        raise SandboxError(msg) from exc
+    what = f"no sandbox: {bwrap} cannot start (pass --no-sandbox to run repros unconfined)"
+    done = run_tool(probe, what=what, timeout=60, error=SandboxError, check=False)
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
         msg = (
@@ -195,7 +192,7 @@ def open_sandbox(network: Literal["on", "off"] = "on") -> Sandbox:
 
 def _version(bwrap: str) -> str:
     try:
-        out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
+        out = run_tool([bwrap, "--version"], what="bwrap --version", timeout=30, error=SandboxError, check=False).stdout
+    except SandboxError:
         return "?"
     return out.split()[-1] if out.split() else "?"

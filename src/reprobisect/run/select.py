@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from reprobisect.errors import ConfigError, NothingToDoError
+from reprobisect.errors import ConfigError, NothingToDoError, ToolError
 from reprobisect.model.repro import Backend, Fix, Form, Repro
+from reprobisect.util.cmd import run_tool
 
 __all__ = ["detect_cuda", "select_fixes", "select_forms"]
 
@@ -16,9 +16,10 @@ def detect_cuda(python: Path) -> bool:
     """Does torch in this interpreter see a CUDA device?"""
     code = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
     try:
-        return subprocess.run([str(python), "-c", code], capture_output=True, timeout=300, check=False).returncode == 0
-    except (OSError, subprocess.SubprocessError):
+        run_tool([python, "-c", code], what="asking torch for a CUDA device", timeout=300)
+    except ToolError:
         return False
+    return True
 
 
 def select_forms(repro: Repro, backend: Backend, wanted: Sequence[str] = ()) -> list[Form]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from reprobisect.errors import HarnessError, ToolError
 
-__all__ = ["TAIL_LINES", "output_tail", "run_tool"]
+__all__ = ["TAIL_LINES", "output_tail", "run_logged", "run_tool"]
 
 TAIL_LINES = 20
 
@@ -65,3 +65,26 @@ def run_tool(
         msg = f"{what}: `{shown}` exited with status {done.returncode}" + (f":\n{tail}" if tail else "")
         raise error(msg)
     return done
+
+
+def run_logged(
+    argv: Sequence[str | Path], *, log: Path, what: str, timeout: float, error: type[HarnessError] = ToolError
+) -> None:
+    """Run a long tool (a venv build, an install) with its output appended to ``log``, the command first; on
+    failure raise ``error`` naming the log and quoting its last lines."""
+    cmd = [str(part) for part in argv]
+    with log.open("a") as handle:
+        handle.write(f"$ {shlex.join(cmd)}\n")
+        handle.flush()
+        try:
+            done = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, check=False, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            msg = f"{what} did not finish in {timeout:g} s; see {log}"
+            raise error(msg) from exc
+        except OSError as exc:
+            msg = f"{what}: `{shlex.join(cmd)[:300]}` cannot start ({exc.strerror or exc})"
+            raise error(msg) from exc
+    if done.returncode != 0:
+        tail = output_tail(log.read_text(errors="replace"), 15)
+        msg = f"{what} failed (exit {done.returncode}); see {log}:\n{tail}"
+        raise error(msg)
