@@ -20,7 +20,6 @@ from packaging.version import InvalidVersion, Version
 
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
-from reprobisect.model.signature import Signature
 from reprobisect.run.classify import KnownSignature, find_known, known_signatures
 
 __all__ = [
@@ -87,18 +86,18 @@ def known_name(record: Record) -> str | None:
     if record.known_signature or not record.signature:
         return record.known_signature
     try:
-        known = find_known(Signature.from_dict(record.signature))
+        known = find_known(record.signature)
     except (KeyError, TypeError, ValueError, re.error):
         return None
     return known.name if known is not None else None
 
 
 def _signature_cell(record: Record) -> str:
-    sig = record.signature or {}
-    if not sig.get("id"):
+    sig = record.signature
+    if sig is None:
         return ""
-    label = known_name(record) or str(sig.get("text", ""))
-    return cut(f"{sig['id']} {label}", _SIGNATURE_CELL)
+    label = known_name(record) or sig.text
+    return cut(f"{sig.id} {label}", _SIGNATURE_CELL)
 
 
 def _number(value: float | None, digits: int = 1) -> str:
@@ -166,16 +165,15 @@ def signature_legend(records: Sequence[Record], *, width: int = WIDTH) -> list[s
     known = _known_by_name()
     seen: dict[str, Record] = {}
     for record in records:
-        sig_id = (record.signature or {}).get("id")
-        if sig_id and sig_id not in seen:
-            seen[sig_id] = record
+        if record.signature is not None and record.signature.id not in seen:
+            seen[record.signature.id] = record
     if not seen:
         return []
     lines = ["Signatures:"]
     for sig_id, record in seen.items():
-        sig = record.signature or {}
+        sig_text = record.signature.text if record.signature else ""
         name = known_name(record)
-        text = f"{sig_id} {name + ': ' if name else ''}{sig.get('text', '')}"
+        text = f"{sig_id} {name + ': ' if name else ''}{sig_text}"
         entry = known.get(name or "")
         if entry is not None and entry.note:
             text += f" — {entry.note}"
@@ -238,7 +236,7 @@ def next_step(
     if not expected or not records or any(r.outcome == Outcome.REPRODUCED.value for r in records):
         return None
     here = records[0].versions.get("deepspeed") or str(records[0].cell.get("packages", {}).get("deepspeed", "?"))
-    failing = sorted({known_name(r) or str((r.signature or {}).get("id", "")) for r in records if r.signature})
+    failing = sorted({known_name(r) or r.signature.id for r in records if r.signature})
     seen = f"; the runs here fail with {', '.join(failing)}" if failing else ""
     head = f"Not reproduced: no run on deepspeed {here} failed with the report's signature {expected}{seen}."
     extra = "".join(f" --{axis} {value}" for axis, value in pins.items() if axis != "deepspeed")

@@ -44,7 +44,7 @@ def test_malformed_event_lines_are_ignored_and_counted_not_fatal(plain_env: Cell
 def test_a_death_by_signal_is_a_crash_whatever_was_printed_before(plain_env: CellEnv, tmp_path: Path) -> None:
     record = _run(plain_env, tmp_path, "traceback_then_segfault.py")  # expected: the printed traceback's bug
     assert record.outcome == Outcome.CRASH.value
-    assert record.signature is not None and record.signature["message"] == "SIGSEGV"
+    assert record.signature is not None and record.signature.message == "SIGSEGV"
 
 
 def test_escape_sequences_in_a_message_never_reach_the_terminal(plain_env: CellEnv, tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def test_reproduced_with_failing_step(plain_env: CellEnv, tmp_path: Path) -> Non
     assert record.failing_step == 1
     assert record.known_signature == "zero-ipg-buffer-none"
     assert record.signature is not None
-    assert record.signature["frames"] == [
+    assert list(record.signature.frames) == [
         "deepspeed.runtime.zero.stage_1_and_2:reduce_independent_p_g_buckets_and_remove_grads"
     ]
 
@@ -65,7 +65,7 @@ def test_other_failure(plain_env: CellEnv, tmp_path: Path) -> None:
     assert record.outcome == Outcome.OTHER_FAILURE.value
     assert record.failing_step == "setup"
     assert record.signature is not None
-    assert record.signature["message"] == "something else at 0x? in <path> after N steps"
+    assert record.signature.message == "something else at 0x? in <path> after N steps"
 
 
 @pytest.mark.chaos
@@ -76,7 +76,7 @@ def test_a_flooding_repro_has_its_log_capped_and_is_still_classified(plain_env: 
     assert "log capped" in log.read_text(errors="replace")
     assert record.outcome == Outcome.OTHER_FAILURE.value
     assert record.signature is not None
-    assert record.signature["message"] == "after the flood"
+    assert record.signature.message == "after the flood"
     assert [s.step for s in record.steps] == [0]  # the event from the dropped middle was kept
 
 
@@ -89,7 +89,7 @@ def test_segfault_is_crash(plain_env: CellEnv, tmp_path: Path) -> None:
     record = _run(plain_env, tmp_path, "segfaults.py")
     assert record.outcome == Outcome.CRASH.value
     assert record.signature is not None
-    assert record.signature["message"] == "SIGSEGV"
+    assert record.signature.message == "SIGSEGV"
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_a_child_killed_for_memory_is_a_crash(plain_env: CellEnv, tmp_path: Path
     record = _run(plain_env, tmp_path, "oom.py", args=(str(memory_cgroup),))
     assert record.outcome == Outcome.CRASH.value
     assert record.signature is not None
-    assert record.signature["message"] == "SIGKILL (often the out-of-memory killer)"
+    assert record.signature.message == "SIGKILL (often the out-of-memory killer)"
     control = dict(line.split() for line in (memory_cgroup / "memory.oom_control").read_text().splitlines())
     assert int(control["oom_kill"]) >= 1  # the kernel's OOM killer really killed it
 
@@ -136,7 +136,7 @@ def test_timeout_kills_the_whole_group_grandchild_included(plain_env: CellEnv, t
     assert time.monotonic() - start < 60
     # SIGINT first: Python printed where the child was stuck
     assert record.signature is not None
-    assert record.signature["exception"] == "KeyboardInterrupt"
+    assert record.signature.exception == "KeyboardInterrupt"
     grandchild = int(pid_file.read_text())
     deadline = time.monotonic() + 5
     while _alive(grandchild) and time.monotonic() < deadline:

@@ -120,7 +120,7 @@ def test_gan_cpu_forms_on_deepspeed_0_16_4_reproduce_the_report(tmp_path: Path, 
         assert none.outcome == "REPRODUCED", (form, none.signature)
         assert none.known_signature == "zero-ipg-buffer-none"
         assert none.signature is not None
-        assert none.signature["message"] == "'NoneType' object is not subscriptable"
+        assert none.signature.message == "'NoneType' object is not subscriptable"
         assert none.versions["deepspeed"] == OLD_DS
         assert none.versions_source == "imported"
         assert isinstance(none.failing_step, int)

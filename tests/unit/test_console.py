@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from reprobisect.console import WIDTH, cut, heartbeat, next_step, runs_table, signature_legend
 from reprobisect.model.record import Record
+from reprobisect.model.signature import Signature
 
 RELEASES = Path(__file__).parents[1] / "resources" / "records" / "releases" / "records" / "gan"
 
@@ -33,7 +34,7 @@ def test_the_table_fits_120_columns_and_names_known_signatures() -> None:
 def test_the_legend_gives_each_signature_once_in_full() -> None:
     records = _records("0.16.4") + _records("0.17.0")
     legend = signature_legend(records)
-    ids = {r.signature["id"] for r in records if r.signature}
+    ids = {r.signature.id for r in records if r.signature}
     assert legend[0] == "Signatures:"
     for sig_id in ids:
         assert sum(line.strip().startswith(sig_id) for line in legend) == 1
@@ -42,10 +43,7 @@ def test_the_legend_gives_each_signature_once_in_full() -> None:
 
 
 def _hostile(record: Record, fix: str, text: str) -> Record:
-    signature = {
-        **(record.signature or {"id": "0123456789", "exception": "E", "message": "", "frames": []}),
-        "text": text,
-    }
+    signature = Signature(exception="E", message=text)  # a forged record's message can be anything
     return dataclasses.replace(record, fix=fix, signature=signature, known_signature=None, matrix_cell=fix * 3)
 
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reprobisect.model.signature import Signature
 from reprobisect.report.load import load_records, records_frame
 from reprobisect.report.markdown import fit_limit, md_safe, report_markdown
 from reprobisect.report.views import ReportData
@@ -43,7 +44,7 @@ def test_md_safe_never_leaves_a_line_break_a_tag_or_a_mention(text: str) -> None
 def _data_with_hostile_signature(text: str) -> ReportData:
     loaded = load_records([BASELINE])
     first = loaded[0]
-    signature = {**(first.record.signature or {}), "id": "0123456789", "text": text}
+    signature = Signature(exception="RuntimeError", message=text)  # a forged record's message can be anything
     hostile = dataclasses.replace(first.record, signature=signature, known_signature=None, run_id="hostile")
     items = [dataclasses.replace(first, record=hostile), *loaded[1:]]
     return ReportData(frame=records_frame(items), sources=[BASELINE])

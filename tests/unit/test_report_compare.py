@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from reprobisect.model.signature import Signature
 from reprobisect.report.compare import CHANGE_KINDS, compare, timing_check
 from reprobisect.report.load import Loaded, load_records, records_frame
 
@@ -71,7 +72,7 @@ def _retag(items: list[Loaded], fix: str, **changes: object) -> list[Loaded]:
 
 def test_signature_and_outcome_changes_are_named() -> None:
     base = load_records([RECORDS / "baseline"])
-    now = _retag(base, "none", signature={"id": "ffffffffff", "text": "TypeError: other"})
+    now = _retag(base, "none", signature=Signature(exception="TypeError", message="other"))
     now = _retag(now, "buffer-dtype-half", outcome="OTHER_FAILURE")
     now = _retag(now, "zero-stage-0", outcome="ENV_ERROR", steps=[])
     kinds = compare(records_frame(now), records_frame(base)).changes.set_index("fix")["kind"].to_dict()

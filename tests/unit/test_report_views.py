@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from reprobisect.model.signature import Signature
 from reprobisect.report.load import Loaded, SkippedFileWarning, load_bisects, load_records, records_frame
 from reprobisect.report.verdicts import verdicts
 from reprobisect.report.views import (
@@ -75,7 +76,9 @@ def test_step_stats_pool_repeats_and_skip_runs_without_steps(frame: pd.DataFrame
 
 def test_repeats_that_disagree_are_shown_as_flaky() -> None:
     runs = [i for i in load_records([RECORDS / "baseline"]) if i.record.fix == "freeze-d"]
-    flipped = dataclasses.replace(runs[2].record, outcome="OTHER_FAILURE", signature={"id": "abc", "text": "x"})
+    flipped = dataclasses.replace(
+        runs[2].record, outcome="OTHER_FAILURE", signature=Signature(exception="X", message="x")
+    )
     frame = records_frame([*runs[:2], dataclasses.replace(runs[2], record=flipped)])
     (verdict,) = verdicts(frame).values()
     assert verdict.flaky
@@ -88,7 +91,7 @@ def test_env_errors_give_their_reason(loaded: list[Loaded]) -> None:
         item.record,
         outcome="ENV_ERROR",
         known_signature="lightning-needs-deepspeed-0.16",
-        signature={"id": "0123456789", "text": "ImportError: PyTorch >= N requires DeepSpeed"},
+        signature=Signature(exception="ImportError", message="PyTorch >= N requires DeepSpeed"),
     )
     errors = env_errors(records_frame([dataclasses.replace(item, record=broken), loaded[1]]))
     assert len(errors) == 1

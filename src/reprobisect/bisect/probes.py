@@ -84,9 +84,9 @@ def git_revisions(repo: Path, good: str, bad: str) -> list[str]:
 
 
 def _probe_result(version: str, records: list[Record]) -> ProbeResult:
-    verdict = fold_repeats((r.outcome, (r.signature or {}).get("id") or "") for r in records)
+    verdict = fold_repeats((r.outcome, r.signature.id if r.signature else "") for r in records)
     sig_id = verdict.signature_id or None
-    text = next(((r.signature or {}).get("text") for r in records if (r.signature or {}).get("id") == sig_id), None)
+    text = next((r.signature.text for r in records if r.signature and r.signature.id == sig_id), None)
     return ProbeResult(
         version=version,
         outcome=verdict.outcome,

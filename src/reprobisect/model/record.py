@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobisect.errors import RecordError
+from reprobisect.model.signature import Signature
 
 __all__ = ["SCHEMA_VERSION", "Record", "StepTime", "warm_up_steps"]
 
@@ -44,7 +45,12 @@ class StepTime:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Record:
-    """Everything one run produced. ``spec_key`` identifies the run's inputs, for reuse and resume."""
+    """Everything one run produced. ``spec_key`` identifies the run's inputs, for reuse and resume.
+
+    What identifies the run and its verdict is required; what only a run that started can tell (timings,
+    exit status, what the run reported about itself) defaults to "not known", so a record of a run that
+    never started (``run.execute.unrun_record``) names only what it knows.
+    """
 
     run_id: str
     spec_key: str
@@ -58,28 +64,28 @@ class Record:
     cell: dict[str, Any]
     versions: dict[str, str]
     versions_source: str
-    python: str | None
-    platform: str | None
-    gpu: dict[str, Any] | None
     outcome: str
-    signature: dict[str, Any] | None
-    known_signature: str | None
-    upstream: list[str]
-    exit_code: int | None
-    timed_out: bool
-    failing_step: int | str | None
-    steps: list[StepTime]
-    step_median_seconds: float | None
-    first_step_seconds: float | None
-    setup_seconds: float | None
     wall_seconds: float
-    env_seconds: float | None
-    peak_rss_bytes: int | None
-    peak_gpu_memory_bytes: int | None
     log_path: str
-    started_at: str
-    finished_at: str
     harness_version: str
+    python: str | None = None
+    platform: str | None = None
+    gpu: dict[str, Any] | None = None
+    signature: Signature | None = None
+    known_signature: str | None = None
+    upstream: list[str] = dataclasses.field(default_factory=list)
+    exit_code: int | None = None
+    timed_out: bool = False
+    failing_step: int | str | None = None
+    steps: list[StepTime] = dataclasses.field(default_factory=list)
+    step_median_seconds: float | None = None
+    first_step_seconds: float | None = None
+    setup_seconds: float | None = None
+    env_seconds: float | None = None
+    peak_rss_bytes: int | None = None
+    peak_gpu_memory_bytes: int | None = None
+    started_at: str = ""
+    finished_at: str = ""
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
     fix_kind: str = "args"
     matrix_cell: str | None = None
@@ -89,6 +95,7 @@ class Record:
     def to_json(self) -> str:
         """Stable, readable, standard JSON (no NaN or infinities) of a record whose fields have their types."""
         data = dataclasses.asdict(self)
+        data["signature"] = self.signature.to_dict() if self.signature is not None else None
         problem = _type_problem(data)
         if problem is not None:
             msg = f"record {self.run_id!r} of {self.repro}/{self.form}/{self.fix}: {problem}; not written"
@@ -119,7 +126,10 @@ class Record:
             msg = f"{source}: {problem}; the file was not written by this harness as it is, re-run that cell"
             raise RecordError(msg)
         values = {name: data[name] for name in fields if name in data}
-        values["steps"] = [StepTime(**step) for step in data["steps"]]
+        if "steps" in data:
+            values["steps"] = [StepTime(**step) for step in data["steps"]]
+        if data.get("signature") is not None:
+            values["signature"] = Signature.from_dict(data["signature"])
         return cls(**values)
 
     @classmethod
@@ -171,6 +181,13 @@ def _conforms(value: object, hint: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if hint is str:
         return isinstance(value, str)
+    if hint is Signature:
+        return (
+            isinstance(value, dict)
+            and all(isinstance(value.get(key), str) for key in ("exception", "message"))
+            and all(isinstance(value.get(key, ""), str) for key in ("id", "text"))
+            and _conforms(value.get("frames", []), list[str])
+        )
     if hint is StepTime:
         return (
             isinstance(value, dict)

@@ -19,6 +19,7 @@ import pandas as pd
 from reprobisect.errors import RecordError
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, warm_up_steps
+from reprobisect.model.signature import Signature
 from reprobisect.model.verdict import fold_repeats
 from reprobisect.run.store import inside
 from reprobisect.util.files import atomic_path
@@ -53,7 +54,7 @@ def runs_frame(records: Sequence[Record]) -> pd.DataFrame:
     """One row per run with the columns a maintainer reads first."""
     rows = []
     for r in records:
-        sig = r.signature or {}
+        sig = r.signature
         gpu_peak = r.peak_gpu_memory_bytes
         rows.append(
             {
@@ -62,8 +63,8 @@ def runs_frame(records: Sequence[Record]) -> pd.DataFrame:
                 "fix": r.fix,
                 "precision": r.precision,
                 "outcome": r.outcome,
-                "signature_id": sig.get("id", ""),
-                "signature": sig.get("text", ""),
+                "signature_id": sig.id if sig else "",
+                "signature": sig.text if sig else "",
                 "failing_step": "" if r.failing_step is None else str(r.failing_step),
                 "median_step_ms": None if r.step_median_seconds is None else round(r.step_median_seconds * 1000, 1),
                 "peak_mem_mib": round((gpu_peak if gpu_peak else (r.peak_rss_bytes or 0)) / _MIB) or None,
@@ -87,7 +88,7 @@ def flaky_runs(records: Sequence[Record]) -> list[str]:
         groups.setdefault((str(r.cell.get("id")), r.repro, r.form, r.fix), []).append(r)
     lines = []
     for (cell, repro, form, fix), runs in groups.items():
-        verdict = fold_repeats((r.outcome, (r.signature or {}).get("id") or "") for r in runs)
+        verdict = fold_repeats((r.outcome, r.signature.id if r.signature else "") for r in runs)
         if len(verdict.states) > 1:
             states = " | ".join(verdict.states)
             lines.append(f"FLAKY {cell} {repro} {form} {fix}: {len(runs)} runs disagree: {states}")
@@ -123,15 +124,14 @@ def markdown_summary(records: Sequence[Record], *, title: str, command: str) -> 
         ]
     ]
     lines += [table.to_markdown(index=False), ""]
-    signatures = {r.signature["id"]: r for r in records if r.signature}
+    signatures = {r.signature.id: (r, r.signature) for r in records if r.signature}
     if signatures:
         lines += ["Signatures:", ""]
-        for sig_id, r in signatures.items():
-            assert r.signature is not None
-            frames = " → ".join(r.signature.get("frames", []))
+        for sig_id, (r, sig) in signatures.items():
+            frames = " → ".join(sig.frames)
             upstream = ", ".join(r.upstream) or "none"
             known = f" (known: `{r.known_signature}`; upstream {upstream})" if r.known_signature else ""
-            lines.append(f"- `{sig_id}` {r.signature['text']}{known}" + (f"<br>frames: {frames}" if frames else ""))
+            lines.append(f"- `{sig_id}` {sig.text}{known}" + (f"<br>frames: {frames}" if frames else ""))
         lines.append("")
     return "\n".join(lines)
 
@@ -162,7 +162,7 @@ def _check(record: Record, path: Path) -> None:
     if not isinstance(cell.get("packages", {}), dict) or not isinstance(record.log_path, str):
         msg = f"{path}: key 'cell.packages' must be an object and 'log_path' a string"
         raise RecordError(msg)
-    if signature is not None and not isinstance(signature, dict):
+    if signature is not None and not isinstance(signature, Signature):
         msg = f"{path}: key 'signature' must be an object or null, got {signature!r:.80}"
         raise RecordError(msg)
 
@@ -231,7 +231,7 @@ def _pin(record: Record, axis: str) -> str:
 
 def _row(item: Loaded) -> dict[str, Any]:
     r = item.record
-    sig = r.signature or {}
+    sig = r.signature
     steps = step_times_ms(r)
     first = r.first_step_seconds
     memory = r.peak_gpu_memory_bytes or r.peak_rss_bytes
@@ -247,8 +247,8 @@ def _row(item: Loaded) -> dict[str, Any]:
         "torch_source": str(r.cell.get("torch_source", "")),
         "outcome": r.outcome,
         "glyph": Outcome(r.outcome).glyph,
-        "signature_id": str(sig.get("id", "")),
-        "signature": str(sig.get("text", "")),
+        "signature_id": sig.id if sig else "",
+        "signature": sig.text if sig else "",
         "known_signature": r.known_signature or "",
         "upstream": ", ".join(r.upstream),
         "failing_step": "" if r.failing_step is None else str(r.failing_step),

@@ -294,7 +294,7 @@ def execute(
         platform=claimed.platform,
         gpu=claimed.gpu,
         outcome=verdict.outcome.value,
-        signature=verdict.signature.to_dict() if verdict.signature else None,
+        signature=verdict.signature,
         known_signature=verdict.known.name if verdict.known else None,
         upstream=list(verdict.known.upstream) if verdict.known else [],
         exit_code=result.exit_code,
@@ -321,16 +321,18 @@ def execute(
     return record
 
 
-def unrun_record(repro: Repro, form: Form, fix: Fix, cell: Cell, reason: str, store: Store, *, kind: str) -> Record:
+def unrun_record(
+    repro: Repro, form: Form, fix: Fix, cell: Cell, reason: str, store: Store, *, kind: str, repeat: int = 0
+) -> Record:
     """An ENV_ERROR record for a run that could not start: the cell did not build, or no rule allows it.
 
-    ``kind`` becomes the signature's exception (``EnvBuildError``, ``NotInstallable``); never a verdict.
+    ``kind`` becomes the signature's exception (``EnvBuildError``, ``NotInstallable``); never a verdict. Each
+    repeat gets its own record, as a run would.
     """
     run_id = uuid.uuid4().hex[:12]
-    log_path = store.log_path(repro.name, cell.id, form.name, fix.name, 0, run_id)
+    log_path = store.log_path(repro.name, cell.id, form.name, fix.name, repeat, run_id)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text(reason + "\n", encoding="utf-8")
-    signature = Signature(exception=kind, message=normalize_message(reason.splitlines()[0]))
     record = Record(
         run_id=run_id,
         spec_key="",
@@ -338,34 +340,19 @@ def unrun_record(repro: Repro, form: Form, fix: Fix, cell: Cell, reason: str, st
         form=form.name,
         fix=fix.name,
         precision=form.precision,
-        repeat=0,
+        repeat=repeat,
         script=form.script.name,
         argv=[],
         cell=cell.to_dict(),
         versions=dict(cell.versions),
         versions_source="pinned",
-        python=cell.python,
-        platform=None,
-        gpu=None,
         outcome=Outcome.ENV_ERROR.value,
-        signature=signature.to_dict(),
-        known_signature=None,
-        upstream=[],
-        exit_code=None,
-        timed_out=False,
-        failing_step="setup",
-        steps=[],
-        step_median_seconds=None,
-        first_step_seconds=None,
-        setup_seconds=None,
         wall_seconds=0.0,
-        env_seconds=None,
-        peak_rss_bytes=None,
-        peak_gpu_memory_bytes=None,
         log_path=str(log_path.relative_to(store.root)),
-        started_at="",
-        finished_at="",
         harness_version=__version__,
+        python=cell.python,
+        signature=Signature(exception=kind, message=normalize_message(reason.splitlines()[0])),
+        failing_step="setup",
         config={"reason": reason},
         fix_kind=fix.kind,
         matrix_cell=cell.id,

@@ -319,7 +319,9 @@ def run_matrix(
         kind = "NotInstallable" if cell_plan.blocked else "NotBuildableHere"
         units_of = _units(config, request, [(cell_plan, cell, base)], backend)
         text = f"not installable together: {reason}" if cell_plan.blocked else f"cannot build here: {reason}"
-        records.extend(unrun_record(u.repro, u.form, u.fix, cell, text, store, kind=kind) for u in units_of)
+        records.extend(
+            unrun_record(u.repro, u.form, u.fix, cell, text, store, kind=kind, repeat=u.repeat) for u in units_of
+        )
     runnable = [
         u for u in units if isinstance(envs[u.cell.id], CellEnv) and (u.cell.id, u.fix.name) not in patch_failures
     ]
@@ -328,10 +330,23 @@ def run_matrix(
         failure = patch_failures.get((unit.cell.id, unit.fix.name))
         if isinstance(env, EnvBuildError):
             records.append(
-                unrun_record(unit.repro, unit.form, unit.fix, unit.cell, str(env), store, kind="EnvBuildError")
+                unrun_record(
+                    unit.repro,
+                    unit.form,
+                    unit.fix,
+                    unit.cell,
+                    str(env),
+                    store,
+                    kind="EnvBuildError",
+                    repeat=unit.repeat,
+                )
             )
         elif failure is not None:
-            records.append(unrun_record(unit.repro, unit.form, unit.fix, unit.cell, failure, store, kind="PatchError"))
+            records.append(
+                unrun_record(
+                    unit.repro, unit.form, unit.fix, unit.cell, failure, store, kind="PatchError", repeat=unit.repeat
+                )
+            )
     records.extend(
         _run_units(runnable, envs, overlays, request, store, environ, backend, echo, stats or RunStats(), sandbox)
     )
@@ -405,8 +420,8 @@ def _prepare_overlays(
 
 
 def _describe(record: Record, unit: Unit, reused: bool, *, with_cell: bool) -> str:
-    sig = record.signature or {}
-    label = f" {sig['id']} {known_name(record) or sig.get('text', '')}" if sig.get("id") else ""
+    sig = record.signature
+    label = f" {sig.id} {known_name(record) or sig.text}" if sig else ""
     stored = " (stored)" if reused else f" [{record.wall_seconds:.1f} s]"
     where = f"{unit.cell.id} " if with_cell else ""
     outcome = Outcome(record.outcome)
