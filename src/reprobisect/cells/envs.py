@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from reprobisect.cells.index import list_versions
@@ -107,14 +108,18 @@ def base_interpreter(executable: str) -> BaseInterpreter:
     """Ask ``executable`` what it is (one short subprocess, torch is not imported)."""
     what = f"--base-python {executable!r}: cannot run it (pass a Python 3 interpreter)"
     out = run_tool([executable, "-c", _PROBE], what=what, timeout=60, error=ConfigError)
-    data = json.loads(out.stdout)
-    return BaseInterpreter(
-        executable=data["executable"],
-        version=data["version"],
-        is_venv=data["is_venv"],
-        site_packages=tuple(data["site_packages"]),
-        torch=data["torch"],
-    )
+    try:
+        data = json.loads(out.stdout.strip().splitlines()[-1])
+        return BaseInterpreter(
+            executable=str(data["executable"]),
+            version=str(data["version"]),
+            is_venv=bool(data["is_venv"]),
+            site_packages=tuple(str(p) for p in data["site_packages"]),
+            torch=None if data["torch"] is None else str(data["torch"]),
+        )
+    except (IndexError, ValueError, KeyError, TypeError) as exc:
+        msg = f"--base-python {executable!r}: it ran but did not answer as a Python 3 interpreter does ({exc!r:.100})"
+        raise ConfigError(msg) from exc
 
 
 def _requirement(name: str, spec: str) -> str:
@@ -143,6 +148,10 @@ def resolve_cell(base: BaseInterpreter, pins: Mapping[str, str], *, uv: str = "u
     else:
         torch_version, torch_source = torch_pin, "pinned"
     others = {name: spec for name, spec in pins.items() if name != "torch"}
+    empty = sorted(name for name, spec in pins.items() if not spec.strip())
+    if empty:
+        msg = f"pin {empty[0]}: empty; give a version, a specifier, 'latest' or 'system'"
+        raise ConfigError(msg)
     exact = {name: spec for name, spec in others.items() if spec == SYSTEM or (spec != "latest" and spec[0].isdigit())}
     loose = {name: spec for name, spec in others.items() if name not in exact}
     if loose:
@@ -209,12 +218,16 @@ def _compile(base: BaseInterpreter, requirements: list[str], fixed: Mapping[str,
     if out.returncode != 0:
         msg = f"cannot resolve {', '.join(requirements)} together: {out.stderr.strip()[-800:]}"
         raise ConfigError(msg)
-    wanted = {re.split(r"[<>=!~ ]", r, maxsplit=1)[0].lower() for r in requirements}
+    wanted = {canonicalize_name(name): name for name in (re.split(r"[<>=!~ ]", r, maxsplit=1)[0] for r in requirements)}
     resolved = {}
     for line in out.stdout.splitlines():
         name, sep, version = line.strip().partition("==")
-        if sep and name.lower() in wanted:
-            resolved[name.lower()] = version.split(";")[0].strip()
+        if sep and canonicalize_name(name.strip()) in wanted:
+            resolved[wanted[canonicalize_name(name.strip())]] = version.split(";")[0].strip()
+    missing = sorted(set(wanted.values()) - set(resolved))
+    if missing:
+        msg = f"cannot resolve {missing[0]!r}: uv pip compile named no version of it; check the package's name"
+        raise ConfigError(msg)
     return resolved
 
 
@@ -305,14 +318,15 @@ def tree_digest(path: Path) -> str:
     for root, dirs, files in os.walk(path):
         dirs[:] = sorted(d for d in dirs if d not in _UNHASHED)
         for name in sorted(files):
-            if name in _UNHASHED or name.endswith(".pyc"):
+            if name in _UNHASHED:  # byte caches live in __pycache__ (in _UNHASHED); a bare .pyc is imported: hashed
                 continue
             file = Path(root) / name
             try:
                 info = file.lstat()
             except OSError:
                 continue
-            digest.update(f"{file.relative_to(path)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+            digest.update(os.fsencode(file.relative_to(path)))  # names need not be UTF-8
+            digest.update(f"\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:20]
 
 

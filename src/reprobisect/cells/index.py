@@ -14,7 +14,7 @@ import re
 import time
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from reprobisect.errors import ConfigError
 from reprobisect.util.cmd import run_tool
@@ -22,11 +22,16 @@ from reprobisect.util.files import write_atomic
 
 __all__ = ["IndexCache", "list_versions"]
 
-_AVAILABLE = re.compile(r"^Available versions:\s*(?P<versions>.*)$", re.MULTILINE)
+_AVAILABLE = re.compile(r"^Available versions:[ \t]*(?P<versions>.*)$", re.MULTILINE)
+_PACKAGE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")  # PEP 508's names, bounded
+_CLOCK_SKEW = 300.0  # seconds an entry may lie in the future (another machine's clock) and still count
 
 
 def list_versions(python: str, package: str, *, prereleases: bool = False) -> list[str]:
     """Every release of ``package`` on the configured index, oldest first."""
+    if not _PACKAGE_NAME.fullmatch(package):
+        msg = f"{package[:80]!r} is not a package name (letters, digits, '.', '_', '-'); cannot list its releases"
+        raise ConfigError(msg)
     cmd = [python, "-m", "pip", "index", "versions", package, "--disable-pip-version-check"]
     if prereleases:
         cmd.append("--pre")
@@ -40,7 +45,7 @@ def list_versions(python: str, package: str, *, prereleases: bool = False) -> li
     for raw in match["versions"].split(","):
         try:
             versions.append(Version(raw.strip()))
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number too long for an int
             continue
     return [str(v) for v in sorted(versions)]
 
@@ -59,7 +64,7 @@ class IndexCache:
     def _load(self) -> dict[str, dict[str, object]]:
         try:
             data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) else {}
 
@@ -68,7 +73,7 @@ class IndexCache:
         key = f"{package}{'+pre' if prereleases else ''}"
         data = self._load()
         entry = data.get(key)
-        if not refresh and isinstance(entry, dict) and time.time() - float(entry.get("at", 0)) < self.ttl:  # type: ignore[arg-type]
+        if not refresh and isinstance(entry, dict) and self._fresh(entry.get("at")):
             cached = entry.get("versions")
             if isinstance(cached, list):
                 return [str(v) for v in cached]
@@ -76,3 +81,10 @@ class IndexCache:
         data[key] = {"at": time.time(), "versions": versions}
         write_atomic(self.path, json.dumps(data, indent=1), what="the index cache")  # concurrent harnesses too
         return versions
+
+    def _fresh(self, at: object) -> bool:
+        """Asked less than ``ttl`` seconds ago; a time that is no number, or lies in the future, is stale."""
+        if isinstance(at, bool) or not isinstance(at, (int, float)):
+            return False
+        age = time.time() - at
+        return -_CLOCK_SKEW <= age < self.ttl

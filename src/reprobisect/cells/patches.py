@@ -58,7 +58,9 @@ def _package_dirs(python: Path, tops: set[str]) -> dict[str, Path]:
 
 def _patch(overlay: Path, fix: Fix, *, dry_run: bool) -> subprocess.CompletedProcess[str]:
     assert fix.patch is not None
-    cmd = ["patch", f"-p{fix.patch_strip}", "--batch", "--forward", "-d", str(overlay), "-i", str(fix.patch)]
+    # --fuzz=0: a hunk whose context lines differ (another release's code) fails rather than landing elsewhere
+    cmd = ["patch", f"-p{fix.patch_strip}", "--batch", "--forward", "--fuzz=0", "-d", str(overlay)]
+    cmd += ["-i", str(fix.patch)]
     if dry_run:
         cmd.append("--dry-run")
     return run_tool(cmd, what=f"applying {fix.patch}", timeout=120, error=ConfigError, check=False)

@@ -29,6 +29,7 @@ __all__ = [
     "resolve_value",
 ]
 
+INTERPRETER_AXIS = "python"  # the one axis that is no package on the index
 META_KEYS = ("repros", "label")  # include entries may carry these; they are not axes
 SYSTEM = "system"
 LATEST = "latest"
@@ -110,8 +111,11 @@ def matches(axis: str, value: str, pattern: str, system_versions: Mapping[str, s
 
 
 def resolve_value(axis: str, value: str, available: Callable[[str], Sequence[str]], *, prereleases: bool) -> list[str]:
-    """The concrete values one axis entry stands for: itself, the newest release, or every release in a range."""
-    if value == SYSTEM or is_local(value):
+    """The concrete values one axis entry stands for: itself, the newest release, or every release in a range.
+
+    The ``python`` axis names interpreters, not packages: its values are taken as given (the cell is made
+    from an interpreter of that version found on this machine, or is reported as not buildable here)."""
+    if value == SYSTEM or is_local(value) or axis == INTERPRETER_AXIS:
         return [value]
     if not is_specifier(value) and value != LATEST and not any(c in value for c in "*?["):
         known = available(axis)

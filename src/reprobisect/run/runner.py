@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 import signal
 import socket
@@ -237,6 +238,11 @@ class _CappedLog:
             self.write_error = self.write_error or str(exc)
 
     def _finish(self) -> None:
+        if self.partial and not self.skipping:  # a line cut by the tail window's start: join its two halves
+            end = self.buffer.find(b"\n")
+            line = self.partial + bytes(self.buffer if end < 0 else self.buffer[:end])
+            if len(line) <= MAX_EVENT_LINE:
+                self._keep(line)
         if self.dropped:
             note = f"\n[reprobisect: {self.dropped} bytes of output dropped here; log capped"
             if self.dropped_events:
@@ -337,10 +343,19 @@ def parse_event(payload: str) -> dict[str, object] | None:
     if len(payload) > MAX_EVENT_LINE:
         return None
     try:
-        event = json.loads(payload, parse_constant=_no_constant)
+        event = json.loads(payload, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError):
         return None
     return event if isinstance(event, dict) else None
+
+
+def _finite(text: str) -> float:
+    """A JSON number that fits a float: ``1e999`` overflows to an infinity, refused like ``Infinity``."""
+    value = float(text)
+    if not math.isfinite(value):
+        msg = f"{text[:20]} is not a finite number"
+        raise ValueError(msg)
+    return value
 
 
 def _no_constant(name: str) -> object:

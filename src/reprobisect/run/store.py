@@ -51,11 +51,18 @@ class Store:
         self.root = root.resolve()
 
     def _stem(self, repro: str, cell_id: str, form: str, fix: str, repeat: int) -> Path:
+        """``repro/cell/form__fix__rN``: each part one plain name, so no record or log lands outside the
+        root (a record from elsewhere may name anything; the config's names are checked earlier)."""
+        for kind, name in (("repro", repro), ("cell id", cell_id), ("form", form), ("fix", fix)):
+            if not name or "/" in name or "\\" in name or "\0" in name or name in (".", "..") or name.startswith("-"):
+                msg = f"{self.root}: a record's {kind} {name[:80]!r} is not a plain file name; not written"
+                raise StorageError(msg)
         return Path(repro) / cell_id / f"{form}__{fix}__r{repeat}"
 
     def record_path(self, repro: str, cell_id: str, form: str, fix: str, repeat: int = 0) -> Path:
-        """Where the record of this run lives."""
-        return self.root / "records" / self._stem(repro, cell_id, form, fix, repeat).with_suffix(".json")
+        """Where the record of this run lives (the suffix added, never swapped: fix names may hold dots)."""
+        stem = self._stem(repro, cell_id, form, fix, repeat)
+        return self.root / "records" / stem.with_name(f"{stem.name}.json")
 
     def log_path(self, repro: str, cell_id: str, form: str, fix: str, repeat: int, run_id: str) -> Path:
         """Where the log of this run lives: one file per run, so concurrent harnesses never share one."""

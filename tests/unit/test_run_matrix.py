@@ -1,0 +1,459 @@
+"""The matrix run with env builds and runs faked: the plan from a small config, one record per unit, records reused
+on a second run, a failed build's units ENV_ERROR, unbuildable cells recorded, and the stats counted."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reprobisect.cells.envs import BaseInterpreter, CellEnv
+from reprobisect.config.load import Config, check_name, load_config
+from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
+from reprobisect.model.cell import Cell
+from reprobisect.model.outcome import Outcome
+from reprobisect.model.record import Record
+from reprobisect.run import matrix
+from reprobisect.run.execute import RunSpec
+from reprobisect.run.matrix import (
+    MatrixRequest,
+    RunStats,
+    job_cpus,
+    listed_cells,
+    plan_cells,
+    run_matrix,
+    script_repro,
+)
+from reprobisect.run.sandbox import Confinement
+from reprobisect.run.store import Store
+from tests.conftest import SCRIPTS
+
+BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"
+BASE = BaseInterpreter(
+    executable=sys.executable,
+    version=".".join(map(str, sys.version_info[:3])),
+    is_venv=False,
+    site_packages=(),
+    torch="2.5.1",
+)
+UNCONFINED = Confinement(sandbox=False)
+
+
+def _config(tmp_path: Path, **matrix_changes: object) -> Config:
+    data = {
+        "version": 1,
+        "matrix": {
+            "axes": {
+                "python": ["system"],
+                "torch": ["system"],
+                "deepspeed": ["0.16.4", "0.17.0"],
+                "lightning": ["2.6.6"],
+            },
+            **matrix_changes,
+        },
+        "repros": {
+            "demo": {
+                "title": "a demo",
+                "expected_signature": None,
+                "forms": {
+                    "cpu-deepspeed": {"script": str(SCRIPTS / "passes.py"), "precision": "fp32"},
+                    "cuda": {"script": str(SCRIPTS / "passes.py"), "precision": "fp16"},
+                },
+                "fixes": {"none": {}, "other": {"args": ["--other"], "description": "d"}},
+            },
+            "second": {
+                "title": "another",
+                "forms": {"cpu-deepspeed": {"script": str(SCRIPTS / "raises.py"), "precision": "fp32"}},
+                "fixes": {"none": {}},
+            },
+        },
+    }
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_config(path)
+
+
+RELEASES = {
+    "deepspeed": ["0.15.0", "0.15.4", "0.16.4", "0.17.0", "0.18.2"],
+    "lightning": ["2.5.0", "2.6.6"],
+    "torch": ["2.4.0", "2.5.1"],
+    "python": ["3.1"],  # see test_a_python_version_is_never_looked_up_on_the_package_index
+}
+
+
+class FakeIndex:
+    """The index: a fixed list of releases per package, and the packages it was asked about."""
+
+    def __init__(self, releases: dict[str, list[str]] | None = None) -> None:
+        self.releases = RELEASES if releases is None else releases
+        self.asked: list[str] = []
+
+    def versions(self, package: str, **_: object) -> list[str]:
+        self.asked.append(package)
+        if package not in self.releases:
+            msg = f"cannot list releases of {package!r} on the configured index: ERROR: No matching distribution"
+            raise ConfigError(msg)
+        return self.releases[package]
+
+
+class Fakes:
+    """ensure_env and execute, faked: envs are empty folders, runs write a PASS record through the real store."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.broken: set[str] = set()  # cell ids whose build fails
+        self.built: list[str] = []
+        self.executed: list[tuple[str, str, str, str, int]] = []
+        self.lock = threading.Lock()
+        self.template = Record.load(next((BASELINE / "records").rglob("*none__r0.json")))
+
+    def ensure_env(self, cell: Cell, base: BaseInterpreter, envs_dir: Path, **_: object) -> CellEnv:
+        with self.lock:
+            self.built.append(cell.id)
+        if cell.id in self.broken:
+            msg = f"installing deepspeed=={cell.packages.get('deepspeed')} into cell {cell.id} failed (exit 1)\ntail"
+            raise EnvBuildError(msg)
+        path = envs_dir / cell.id
+        (path / "bin").mkdir(parents=True, exist_ok=True)
+        return CellEnv(cell=cell, path=path, reused=False, build_seconds=0.0)
+
+    def execute(self, spec: RunSpec, store: Store, **_: object) -> Record:
+        with self.lock:
+            self.executed.append((spec.env.cell.id, spec.repro.name, spec.form.name, spec.fix.name, spec.repeat))
+        record = dataclasses.replace(
+            self.template,
+            run_id=uuid.uuid4().hex[:12],
+            spec_key=spec.key,
+            repro=spec.repro.name,
+            form=spec.form.name,
+            fix=spec.fix.name,
+            repeat=spec.repeat,
+            cell=spec.env.cell.to_dict(),
+            outcome=Outcome.PASS.value,
+            matrix_cell=spec.matrix_cell,
+        )
+        store.write(record)
+        return record
+
+
+@pytest.fixture
+def fakes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Fakes:
+    fake = Fakes(tmp_path)
+    monkeypatch.setattr(matrix, "ensure_env", fake.ensure_env)
+    monkeypatch.setattr(matrix, "execute", fake.execute)
+    monkeypatch.setattr(matrix, "find_python", lambda version: None)  # no other Python on this "machine"
+    monkeypatch.setattr(matrix, "IndexCache", lambda *args, **kwargs: FakeIndex())
+    return fake
+
+
+def _run(
+    tmp_path: Path, config: Config, request: MatrixRequest, **kwargs: object
+) -> tuple[list[Record], RunStats, list[str]]:
+    stats = RunStats()
+    lines: list[str] = []
+    records = run_matrix(
+        config,
+        request,
+        base=BASE,
+        store=Store(tmp_path / "out"),
+        envs_dir=tmp_path / "envs",
+        environ={},
+        echo=lines.append,
+        stats=stats,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return records, stats, lines
+
+
+def _request(**changes: object) -> MatrixRequest:
+    return MatrixRequest(**{"repros": ("demo",), "backend": "cpu", "confinement": UNCONFINED, **changes})  # type: ignore[arg-type]
+
+
+# --- planning ----------------------------------------------------------------------------------------------
+
+
+def test_the_plan_is_the_product_of_the_axes(tmp_path: Path) -> None:
+    cells = plan_cells(_config(tmp_path), _request(), BASE, FakeIndex())  # type: ignore[arg-type]
+    assert [dict(c.pins) for c in cells] == [
+        {"python": "system", "torch": "system", "deepspeed": "0.16.4", "lightning": "2.6.6"},
+        {"python": "system", "torch": "system", "deepspeed": "0.17.0", "lightning": "2.6.6"},
+    ]
+
+
+def test_the_command_line_replaces_an_axis_and_selects(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    replaced = plan_cells(config, _request(axes={"deepspeed": ("0.18.2",)}), BASE, FakeIndex())  # type: ignore[arg-type]
+    assert [c.pins["deepspeed"] for c in replaced] == ["0.18.2"]
+    selected = plan_cells(config, _request(select=("deepspeed=0.17.*",)), BASE, FakeIndex())  # type: ignore[arg-type]
+    assert [c.pins["deepspeed"] for c in selected] == ["0.17.0"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "error", "says"),
+    [
+        ({"axes": {"deepspeeed": ("1",)}}, ConfigError, "'deepspeeed' is not an axis of matrix.yaml"),
+        ({"select": ("deepspeed",)}, ConfigError, "expected AXIS=PATTERN"),
+        ({"select": ("deepspeed=9.*",)}, NothingToDoError, "leaves no cell"),
+        ({"select": ("nosuchaxis=1",)}, NothingToDoError, "leaves no cell"),
+    ],
+)
+def test_a_bad_or_empty_selection_says_why(
+    tmp_path: Path, changes: dict[str, object], error: type[Exception], says: str
+) -> None:
+    with pytest.raises(error, match=says):
+        plan_cells(_config(tmp_path), _request(**changes), BASE, FakeIndex())  # type: ignore[arg-type]
+
+
+def test_includes_for_other_repros_and_excludes(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path,
+        exclude=[{"deepspeed": "0.17.*"}],
+        include=[
+            {"deepspeed": "0.15.4", "lightning": "2.5.0", "repros": "second", "label": "old"},
+            {"deepspeed": "0.15.0", "lightning": "2.5.0", "repros": "demo"},
+        ],
+    )
+    cells = plan_cells(config, _request(), BASE, FakeIndex())  # type: ignore[arg-type]
+    assert [c.pins["deepspeed"] for c in cells] == ["0.16.4", "0.15.0"]
+    without = plan_cells(config, _request(use_includes=False), BASE, FakeIndex())  # type: ignore[arg-type]
+    assert [c.pins["deepspeed"] for c in without] == ["0.16.4"]
+
+
+def test_listed_cells_say_which_can_be_built(tmp_path: Path, fakes: Fakes) -> None:
+    config = _config(
+        tmp_path,
+        axes={"python": ["system", "3.1"], "torch": ["system"], "deepspeed": ["0.16.4"], "lightning": ["2.6.6"]},
+        compatibility=[{"when": {"deepspeed": "0.16.*"}, "require": {"lightning": "<2"}, "reason": "too new"}],
+    )
+    listed = listed_cells(config, _request(), BASE, tmp_path / "envs")
+    assert [entry["status"] for entry in listed] == [
+        "not installable together: too new",
+        "not installable together: too new",
+    ]
+    assert (
+        listed[0]["args"]
+        == "--select python=system --select torch=system --select deepspeed=0.16.4 --select lightning=2.6.6"
+    )
+    open_config = _config(
+        tmp_path,
+        axes={"python": ["system", "3.1"], "torch": ["2.4.0"], "deepspeed": ["0.16.4"], "lightning": ["2.6.6"]},
+    )
+    statuses = [e["status"] for e in listed_cells(open_config, _request(), BASE, tmp_path / "envs")]
+    assert statuses == ["ok", "cannot build here: no Python 3.1 interpreter on this machine (nothing is downloaded)"]
+
+
+def test_a_python_version_is_never_looked_up_on_the_package_index(tmp_path: Path) -> None:
+    index = FakeIndex({k: v for k, v in RELEASES.items() if k != "python"})  # as pip answers: no such package
+    cells = plan_cells(_config(tmp_path), _request(axes={"python": ("3.10",)}), BASE, index)  # type: ignore[arg-type]
+    assert {c.pins["python"] for c in cells} == {"3.10"}
+    assert "python" not in index.asked
+
+
+# --- running -----------------------------------------------------------------------------------------------
+
+
+def test_every_unit_runs_once_and_a_second_run_reuses_every_record(tmp_path: Path, fakes: Fakes) -> None:
+    config = _config(tmp_path)
+    records, stats, lines = _run(tmp_path, config, _request(repeat=2))
+    units = {(r.cell["id"], r.fix, r.repeat) for r in records}
+    assert len(records) == len(units) == 2 * 2 * 2  # cells x fixes x repeats
+    assert (stats.executed, stats.reused) == (8, 0)
+    assert {form for _, _, form, _, _ in fakes.executed} == {"cpu-deepspeed"}  # the cpu backend's forms only
+    assert len(set(fakes.built)) == 2 and len(fakes.built) == 2  # one build per cell, not per unit
+    assert len(list((tmp_path / "out" / "records").rglob("*.json"))) == 8
+    assert any("2 cells (0 not installable or not buildable here), 8 runs, backend cpu" in line for line in lines)
+
+    again, stats2, lines2 = _run(tmp_path, config, _request(repeat=2))
+    assert (stats2.executed, stats2.reused) == (0, 8) and len(fakes.executed) == 8
+    assert sorted(r.run_id for r in again) == sorted(r.run_id for r in records)
+    assert sum("(stored)" in line for line in lines2) == 8
+
+
+def test_fresh_runs_everything_again_and_changed_inputs_are_not_reused(tmp_path: Path, fakes: Fakes) -> None:
+    config = _config(tmp_path)
+    _run(tmp_path, config, _request())
+    _, stats, _ = _run(tmp_path, config, _request(fresh=True))
+    assert (stats.executed, stats.reused) == (4, 0)
+    _, stats, _ = _run(tmp_path, config, _request(repeat=2))  # repeat 1 is new, repeat 0 on record
+    assert (stats.executed, stats.reused) == (2 * 2, 2 * 2)
+
+
+def test_a_record_of_other_inputs_at_the_same_place_is_not_reused(tmp_path: Path, fakes: Fakes) -> None:
+    config = _config(tmp_path)
+    records, _, _ = _run(tmp_path, config, _request(fixes=("none",)))
+    store = Store(tmp_path / "out")
+    for record in records:
+        store.write(dataclasses.replace(record, spec_key="made-by-other-inputs"))
+    _, stats, _ = _run(tmp_path, config, _request(fixes=("none",)))
+    assert (stats.executed, stats.reused) == (2, 0)
+
+
+def test_parallel_jobs_count_every_run_once(tmp_path: Path, fakes: Fakes) -> None:
+    records, stats, _ = _run(tmp_path, _config(tmp_path), _request(jobs=3, repeat=3))
+    assert stats.executed == len(records) == len(fakes.executed) == 2 * 2 * 3
+    assert len(set(fakes.executed)) == len(fakes.executed)
+
+
+def test_only_the_named_cells_run(tmp_path: Path, fakes: Fakes) -> None:
+    config = _config(tmp_path)
+    cell_id = Cell(
+        python=BASE.version,
+        torch="2.5.1",
+        torch_source="system",
+        packages={"deepspeed": "0.17.0", "lightning": "2.6.6"},
+    ).id
+    records, _, _ = _run(tmp_path, config, _request(), cells=(cell_id,))
+    assert {r.cell["id"] for r in records} == {cell_id}
+    with pytest.raises(NothingToDoError, match="--cell nosuch: no such cell"):
+        _run(tmp_path, config, _request(), cells=("nosuch",))
+
+
+def test_a_failed_build_makes_its_units_env_error_and_the_rest_run(tmp_path: Path, fakes: Fakes) -> None:
+    config = _config(tmp_path)
+    fakes.broken.add("torch-2.5.1_deepspeed-0.17.0_lightning-2.6.6")
+    records, stats, lines = _run(tmp_path, config, _request(repeat=2))
+    failed = [r for r in records if r.cell["id"] in fakes.broken]
+    assert len(failed) == 2 * 2 and all(r.outcome == Outcome.ENV_ERROR.value for r in failed)
+    assert all("failed (exit 1)" in r.config["reason"] for r in failed)
+    assert stats.executed == 4 and {cell for cell, *_ in fakes.executed}.isdisjoint(fakes.broken)
+    assert any("build failed, its runs are ENV_ERROR" in line for line in lines)
+    for record in failed:
+        log = tmp_path / "out" / record.log_path
+        assert log.is_file() and "failed (exit 1)" in log.read_text()
+
+
+def test_a_failed_builds_records_keep_distinct_repeat_numbers(tmp_path: Path, fakes: Fakes) -> None:
+    fakes.broken.add("torch-2.5.1_deepspeed-0.17.0_lightning-2.6.6")
+    records, _, _ = _run(tmp_path, _config(tmp_path), _request(repeat=3, fixes=("none",)))
+    failed = [r for r in records if r.outcome == Outcome.ENV_ERROR.value]
+    assert sorted(r.repeat for r in failed) == [0, 1, 2]
+    stored = list(
+        (tmp_path / "out" / "records" / "demo" / "torch-2.5.1_deepspeed-0.17.0_lightning-2.6.6").glob("*.json")
+    )
+    assert len(stored) == 3
+
+
+def test_blocked_and_unbuildable_cells_are_recorded_not_built(tmp_path: Path, fakes: Fakes) -> None:
+    config = _config(
+        tmp_path,
+        axes={
+            "python": ["system", "3.1"],
+            "torch": ["2.4.0"],
+            "deepspeed": ["0.16.4", "0.17.0"],
+            "lightning": ["2.6.6"],
+        },
+        compatibility=[{"when": {"deepspeed": "0.17.*"}, "require": {"torch": ">=2.5"}, "reason": "needs torch 2.5"}],
+    )
+    records, stats, lines = _run(tmp_path, config, _request(fixes=("none",)))
+    by_kind: dict[str, list[Record]] = {}
+    for record in records:
+        by_kind.setdefault(record.outcome, []).append(record)
+    assert len(by_kind[Outcome.PASS.value]) == 1 and stats.executed == 1
+    unrun = by_kind[Outcome.ENV_ERROR.value]
+    assert len(unrun) == 3
+    reasons = sorted(r.config["reason"] for r in unrun)
+    assert reasons == [
+        "cannot build here: no Python 3.1 interpreter on this machine (nothing is downloaded)",
+        "not installable together: needs torch 2.5",
+        "not installable together: needs torch 2.5",
+    ]
+    assert len(fakes.built) == 1
+    assert any("2 not installable" in line or "3 not installable" in line for line in lines)
+
+
+def test_a_system_torch_cell_on_a_base_without_torch_is_not_buildable(tmp_path: Path, fakes: Fakes) -> None:
+    no_torch = dataclasses.replace(BASE, torch=None)
+    records = run_matrix(
+        _config(tmp_path),
+        _request(fixes=("none",)),
+        base=no_torch,
+        store=Store(tmp_path / "out"),
+        envs_dir=tmp_path / "envs",
+        environ={},
+        echo=lambda _: None,
+    )
+    assert {r.outcome for r in records} == {Outcome.ENV_ERROR.value} and fakes.built == []
+    assert all("has no torch" in r.config["reason"] for r in records)
+
+
+def test_an_override_fix_runs_in_its_own_cell_but_reports_beside_its_row(tmp_path: Path, fakes: Fakes) -> None:
+    config = _config(tmp_path)
+    path = config.path
+    data = yaml.safe_load(path.read_text())
+    data["repros"]["demo"]["fixes"]["ds-next"] = {"description": "d", "override": {"deepspeed": "0.18.2"}}
+    path.write_text(yaml.safe_dump(data))
+    records, _, _ = _run(tmp_path, load_config(path), _request(fixes=("ds-next",), select=("deepspeed=0.16.4",)))
+    (record,) = records
+    assert record.cell["packages"]["deepspeed"] == "0.18.2"
+    assert record.matrix_cell == "torch-2.5.1_deepspeed-0.16.4_lightning-2.6.6"
+
+
+def test_a_script_run_needs_no_repro_of_the_config(tmp_path: Path, fakes: Fakes) -> None:
+    records, _, _ = _run(
+        tmp_path, _config(tmp_path), _request(repros=(), script=SCRIPTS / "passes.py", select=("deepspeed=0.16.4",))
+    )
+    assert [(r.repro, r.form, r.fix) for r in records] == [("script-passes", "cpu-deepspeed", "none")]
+
+
+# --- pieces ------------------------------------------------------------------------------------------------
+
+
+def test_script_repro_of_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        script_repro(tmp_path / "nope.py", expect=None, shim=False)
+
+
+@given(st.text(min_size=1, max_size=120).filter(lambda s: "/" not in s and "\x00" not in s and s not in (".", "..")))
+def test_a_script_repro_name_is_always_a_safe_name(stem: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / f"{stem}.py"
+        try:
+            script.write_text("")
+        except (OSError, UnicodeEncodeError):
+            return
+        repro = script_repro(script, expect=None, shim=True)
+    assert repro.name.startswith("script-") and len(repro.name) <= 64
+    assert Path(repro.name).name == repro.name and ".." not in Path(repro.name).parts
+    assert check_name("repro", repro.name.replace("..", "_"), "x")
+    assert set(repro.forms) == {"cuda", "cpu-shim"}
+
+
+@given(
+    jobs=st.integers(1, 8),
+    per_run=st.integers(-1, 4),
+    allowed=st.sets(st.integers(0, 255), max_size=40),
+)
+def test_job_cores_are_allowed_distinct_per_slot_and_spare_the_harness_core(
+    jobs: int, per_run: int, allowed: set[int]
+) -> None:
+    slots = [job_cpus(slot, jobs, per_run, sorted(allowed)) for slot in range(jobs)]
+    if per_run <= 0 or not allowed:
+        assert all(s == () for s in slots)
+        return
+    for cores in slots:
+        assert set(cores) <= allowed and 0 < len(cores) <= per_run and list(cores) == sorted(cores)
+    if len(allowed) >= jobs * per_run:
+        flat = [core for cores in slots for core in cores]
+        assert len(flat) == len(set(flat)) == jobs * per_run
+    if len(allowed) > jobs * per_run:
+        assert min(allowed) not in {core for cores in slots for core in cores}
+
+
+def test_job_env_gives_each_job_its_gpu_or_its_share_of_cores() -> None:
+    assert matrix._job_env(0, 1, "cuda", 4) == {}
+    cuda = [matrix._job_env(slot, 3, "cuda", 2) for slot in range(3)]
+    assert [env["CUDA_VISIBLE_DEVICES"] for env in cuda] == ["0", "1", "0"]
+    cpu = matrix._job_env(1, 64, "cpu", 0)
+    assert "CUDA_VISIBLE_DEVICES" not in cpu and int(cpu["OMP_NUM_THREADS"]) >= 1
+
+
+def test_run_stats_start_at_zero() -> None:
+    assert RunStats() == RunStats(executed=0, reused=0)
