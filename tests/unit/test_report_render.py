@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import io
 import json
+import os
 import re
+from html.parser import HTMLParser
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
 from reprobisect.report.compare import compare
-from reprobisect.report.html import log_tail, report_html, traceback_text
+from reprobisect.report.html import report_html
 from reprobisect.report.load import Bisect, load_records, records_frame
+from reprobisect.report.logs import LogExcerpt, log_excerpts, log_tail, traceback_text
 from reprobisect.report.markdown import report_markdown
 from reprobisect.report.plots import outcome_band, step_time_plot
 from reprobisect.report.views import ReportData
+from reprobisect.report.write import write_report
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -28,6 +35,7 @@ def _data(*names: str, baseline: str | None = None, **extra: object) -> ReportDa
         sources=[RECORDS / n for n in names],
         comparison=comparison,
         baseline=RECORDS / baseline if baseline else None,
+        logs=log_excerpts(frame),
         **extra,
     )  # type: ignore[arg-type]
 
@@ -108,14 +116,10 @@ def test_html_escapes_what_logs_and_records_say(tmp_path: Path) -> None:
         "<script>alert(1)</script>\nTraceback (most recent call last):\n"
         '  File "x.py", line 1, in <module>\nValueError: <b>bold</b> & co\n'
     )
-    record = dataclasses.replace(
-        item.record,
-        log_path="logs/evil.log",
-        fix="<img src=x>",
-        signature={"id": "0123456789", "text": "ValueError: <b>bold</b>"},
-    )
+    record = dataclasses.replace(item.record, log_path="logs/evil.log", fix="<img src=x>")
     frame = records_frame([dataclasses.replace(item, record=record, root=tmp_path)])
-    page = report_html(ReportData(frame=frame, sources=[tmp_path]))
+    frame = frame.assign(signature_id="0123456789", signature="ValueError: <b>bold</b>")  # a forged record's
+    page = report_html(ReportData(frame=frame, sources=[tmp_path], logs=log_excerpts(frame)))
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<img src=x>" not in page and "<b>bold</b>" not in page
     assert "ValueError: &lt;b&gt;bold&lt;/b&gt; &amp; co" in page
@@ -164,3 +168,123 @@ def test_both_renderings_warn_when_every_timing_moved() -> None:
     assert "Every timed run moved: median ratio ×2.00" in report_markdown(slow)
     assert "Every timed run moved: median ratio ×2.00" in report_html(slow)
     assert "Every timed run moved" not in report_markdown(_data("rerun", baseline="baseline"))
+
+
+class _Page(HTMLParser):
+    """A page as a browser's parser sees it: every start tag with its attributes, and its text, unescaped."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.text: list[str] = []
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, {name: value or "" for name, value in attrs}))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _assert_inert(page: str) -> _Page:
+    """One inline script (ours), no tag or handler from data, links only within the page, images only inline."""
+    parsed = _Page(page)
+    names = [tag for tag, _ in parsed.tags]
+    assert names.count("script") == 1 and names.count("style") == 1
+    assert not {"textarea", "link", "iframe", "object", "embed", "base", "b"} & set(names)
+    attrs = [(name, value) for _, a in parsed.tags for name, value in a.items()]
+    assert not [name for name, _ in attrs if name.startswith("on")]
+    assert all(value.startswith("#") for name, value in attrs if name == "href")
+    assert all(value.startswith("data:image/png;base64,") for name, value in attrs if name == "src")
+    assert all(not a.get("src") for tag, a in parsed.tags if tag == "script")
+    return parsed
+
+
+HOSTILE = '<script>alert(1)</script></textarea><b>{{ 7*7 }}{{ "zq" * 3 }}{% raw %}"onmouseover=alert(2) x="'
+
+
+def test_html_autoescapes_whatever_a_record_says() -> None:
+    data = _data("releases")
+    frame = data.frame.assign(
+        fix=HOSTILE,
+        signature=HOSTILE,
+        signature_id=HOSTILE,
+        known_signature=HOSTILE,
+        upstream=HOSTILE,
+        run_id=[f'{i}" onmouseover="alert(3)' for i in range(len(data.frame))],
+        cell=[f'{c}" onmouseover="alert(4)' for c in data.frame["cell"]],
+        outcome="ENV_ERROR",
+        glyph=HOSTILE,
+    )
+    bisect = _bisect()
+    transition = {**bisect.data["transitions"][0], "last": HOSTILE}
+    transition["to"] = {**transition["to"], "signature": HOSTILE, "signature_id": HOSTILE}
+    hostile_bisect = dataclasses.replace(bisect, data={**bisect.data, "transitions": [transition]})
+    logs = {r: LogExcerpt(tail=HOSTILE, lines=1, traceback=HOSTILE) for r in frame["run_id"]}
+    hostile = dataclasses.replace(data, frame=frame, logs=logs, skipped=[HOSTILE], bisects=[hostile_bisect])
+    page = report_html(hostile, title=HOSTILE)
+    parsed = _assert_inert(page)
+    assert "<script>alert(1)" not in page and "</textarea>" not in page and '"onmouseover=' not in page
+    assert '{{ 7*7 }}{{ "zq" * 3 }}' in "".join(parsed.text) and "zqzqzq" not in page  # shown, not evaluated
+    assert "".join(parsed.text).count(HOSTILE) > 6 * len(frame)  # the text itself, unescaped by the parser
+    titles = [a.get("title", "") for tag, a in parsed.tags if a.get("title")]
+    assert HOSTILE in titles and any(t.endswith('" onmouseover="alert(4)') for t in titles)
+
+
+def _refuse(*args: object, **kwargs: object) -> None:
+    msg = f"the renderer opened a file: {args[:1]!r}"
+    raise AssertionError(msg)
+
+
+def test_html_renders_from_the_data_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _data("baseline")
+    gone = tmp_path / "gone"  # no record or log is where the frame says
+    frame = data.frame.assign(source=str(gone), log_file=[str(gone / log) for log in data.frame["log"]])
+    logs = {r: LogExcerpt(tail=f"the end of {r}", lines=7, traceback="Traceback (given)") for r in frame["run_id"]}
+    given, unread = dataclasses.replace(data, frame=frame, logs=logs), dataclasses.replace(data, logs={})
+    report_html(given)  # loads the package's templates, CSS and JS (resources, not data) once
+    with monkeypatch.context() as patch:
+        for owner, name in ((builtins, "open"), (io, "open"), (os, "open"), (Path, "open"), (Path, "read_bytes")):
+            patch.setattr(owner, name, _refuse)
+        page, without = report_html(given), report_html(unread)
+    assert page.count("Traceback (given)") == len(frame) and "Log (last 7 of 7 lines)" in page
+    assert all(f"the end of {r}" in page for r in frame["run_id"])
+    assert "(log not read for this report)" in without and "Traceback (most recent call last)" not in without
+
+
+def test_write_report_reads_the_logs_before_rendering(tmp_path: Path) -> None:
+    data = dataclasses.replace(_data("releases"), logs={})
+    write_report(data, tmp_path)
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "Traceback (most recent call last):" in page and "(log not read" not in page
+
+
+def test_html_inlines_its_css_and_js() -> None:
+    page = report_html(_data("releases", plots={"steps-deepspeed.png": PNG}))
+    static = resources.files("reprobisect.report") / "static"
+    css, js = ((static / name).read_text(encoding="utf-8") for name in ("report.css", "report.js"))
+    assert f"<style>\n{css}" in page and f"<script>\n{js}</script>" in page
+    assert ".o-REPRODUCED{background:#fbdada;border-left:4px solid #c62828}" in page  # outcome colours
+    _assert_inert(page)
+
+
+def test_log_excerpts_stay_inside_the_records_root(tmp_path: Path) -> None:
+    (item, *_) = load_records([RECORDS / "baseline"])
+    secret = tmp_path / "secret.txt"
+    secret.write_text("Traceback (most recent call last):\nKeyError: the secret\n")
+    root = tmp_path / "root"
+    (root / "logs").mkdir(parents=True)
+    (root / "logs" / "run.log").symlink_to(secret)  # a log that became a link after the records were loaded
+    frame = records_frame([dataclasses.replace(item, record=dataclasses.replace(item.record, log_path="logs/run.log"))])
+    frame = frame.assign(source=str(root))
+    (excerpt,) = log_excerpts(frame).values()
+    assert "secret" not in excerpt.tail and excerpt.traceback == "" and excerpt.lines == 0
+    assert excerpt.tail.startswith("(log not read: 'logs/run.log' is outside")
+
+
+def test_log_tail_reads_only_the_end_of_a_runaway_log(tmp_path: Path) -> None:
+    log = tmp_path / "runaway.log"
+    log.write_text("FIRST\n" + "x" * 99 + "\n" + ("y" * 99 + "\n") * 30_000 + "the last line\n")
+    tail, total = log_tail(log)
+    assert total < 30_000 and "FIRST" not in tail and tail.endswith("the last line")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from reprobisect.report.verdicts import KEY, verdicts
 
 if TYPE_CHECKING:
     from reprobisect.report.compare import Comparison
+    from reprobisect.report.logs import LogExcerpt
 
 __all__ = [
     "OUTCOME_COLOURS",
@@ -247,3 +248,4 @@ class ReportData:
     baseline: Path | None = None
     skipped: list[str] = dataclasses.field(default_factory=list)
     plots: dict[str, bytes] = dataclasses.field(default_factory=dict)
+    logs: Mapping[str, LogExcerpt] = dataclasses.field(default_factory=dict)  # run_id → its log's end (report.logs)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
 
 from reprobisect.report.html import report_html
 from reprobisect.report.load import write_frame
+from reprobisect.report.logs import log_excerpts
 from reprobisect.report.markdown import report_markdown
 from reprobisect.report.plots import outcome_band, step_time_plot
 from reprobisect.report.views import ReportData, varying_axes
@@ -29,7 +31,13 @@ def plots_for(frame: pd.DataFrame) -> dict[str, bytes]:
 
 
 def write_report(data: ReportData, dest: Path) -> list[Path]:
-    """Every report file of ``data`` into ``dest``: runs.parquet/csv, plots, report.md/html, changes/timings."""
+    """Every report file of ``data`` into ``dest``: runs.parquet/csv, plots, report.md/html, changes/timings.
+
+    The runs' logs are read here, before rendering (unless ``data`` brings its own excerpts), so that the
+    renderers only lay out what ``data`` holds.
+    """
+    if not data.logs:
+        data = dataclasses.replace(data, logs=log_excerpts(data.frame))
     written = write_frame(data.frame, dest)
     for name, png in data.plots.items():
         write_atomic(dest / name, png, what="a plot")

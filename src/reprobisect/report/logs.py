@@ -1,0 +1,82 @@
+"""The end of each run's log and its last Python traceback, read once before a report is rendered.
+
+The renderers take what a report shows from ``ReportData`` alone; this is the one place where the report
+opens a run's log. A log is written by the code under test, so it is read with limits (only its end, only
+``LOG_TAIL_LINES`` lines kept) and never outside the records root it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pandas as pd
+
+from reprobisect.run.store import inside
+
+__all__ = ["LOG_TAIL_LINES", "LogExcerpt", "log_excerpts", "log_tail", "traceback_text"]
+
+LOG_TAIL_LINES = 200
+_MAX_LOG_BYTES = 2_000_000  # read only the end of a runaway log
+_TRACEBACK_HEAD = "Traceback (most recent call last):"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LogExcerpt:
+    """What a report shows of one run's log: its last lines, how many it has, and its last traceback."""
+
+    tail: str
+    lines: int
+    traceback: str
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> tuple[str, int]:
+    """The last ``lines`` lines of a log and how many it has; a readable note when it is missing."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - _MAX_LOG_BYTES))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        return f"(log not readable: {exc})", 0
+    all_lines = text.splitlines()
+    return "\n".join(all_lines[-lines:]), len(all_lines)
+
+
+def traceback_text(log: str, max_lines: int = 80) -> str:
+    """The last Python traceback in a log, from its header through the exception line(s)."""
+    lines = log.splitlines()
+    heads = [i for i, line in enumerate(lines) if line.strip().endswith(_TRACEBACK_HEAD)]
+    if not heads:
+        return ""
+    block: list[str] = []
+    for line in lines[heads[-1] :]:
+        block.append(line)
+        body = line.split("]: ", 1)[-1] if line.startswith("[rank") else line
+        if len(block) > 1 and body and not body.startswith((" ", "\t", "^", "~")):
+            break  # the unindented exception line ends the traceback
+    return "\n".join(block[:max_lines])
+
+
+def log_excerpt(root: Path, log_path: str) -> LogExcerpt:
+    """One run's excerpt; ``log_path`` is relative to the records ``root`` and must stay under it.
+
+    ``load_records`` already leaves out records whose log is elsewhere; checking again here, where the file
+    is opened, keeps a frame from another source (or a link changed since) from reading outside the root.
+    """
+    if not inside(root, log_path):
+        return LogExcerpt(tail=f"(log not read: {log_path!r:.120} is outside {root})", lines=0, traceback="")
+    tail, total = log_tail(root / log_path)
+    return LogExcerpt(tail=tail, lines=total, traceback=traceback_text(tail))
+
+
+def log_excerpts(frame: pd.DataFrame) -> dict[str, LogExcerpt]:
+    """``{run_id: excerpt}`` for every run of the long frame, each log read under its own records root.
+
+    The frame's ``source`` column is the root a run's record was loaded from and ``log`` its ``log_path``
+    (``report.load.records_frame``): runs merged from several machines each keep their own root.
+    """
+    return {
+        str(run_id): log_excerpt(Path(str(source)), str(log))
+        for run_id, source, log in zip(frame["run_id"], frame["source"], frame["log"], strict=True)
+    }
