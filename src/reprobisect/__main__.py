@@ -2,6 +2,6 @@
 
 import sys
 
-from reprobisect.cli import main
+from reprobisect.commands.main import main
 
 sys.exit(main())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.commands.report import main
+from reprobisect.commands.main import main
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 
@@ -39,7 +39,7 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _report(dest: Path, *argv: str) -> Path:
-    assert main([*argv, "--dest", str(dest)]) == 0
+    assert main(["report", *argv, "--dest", str(dest)]) == 0
     return dest / "report.html"
 
 

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reprobisect.cli import main
+from reprobisect.commands.main import main
 from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
 from reprobisect.nightly.run import Target, pinned_ref

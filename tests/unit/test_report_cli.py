@@ -8,10 +8,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprobisect.commands.report import main
+from reprobisect.commands.main import main as reprobisect
 from reprobisect.errors import FAIL_EXIT
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
+
+
+def main(argv: list[str]) -> int:
+    """``reprobisect report ARGV``, through the one entry point."""
+    return reprobisect(["report", *argv])
 
 
 def test_writes_every_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,20 +15,26 @@ from pathlib import Path
 
 import pandas as pd
 
-from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError, NothingToDoError
+from reprobisect.commands.options import Subparsers
+from reprobisect.errors import FAIL_EXIT, ConfigError, NothingToDoError
 from reprobisect.report.compare import Comparison, compare
 from reprobisect.report.load import Bisect, SkippedFileWarning, load_bisects, load_records, records_frame
 from reprobisect.report.markdown import report_markdown
 from reprobisect.report.views import ReportData
-from reprobisect.report.write import plots_for, write_report
 
-__all__ = ["FAIL_EXIT", "main", "plots_for", "write_report"]
+__all__ = ["run_from_args", "setup_arguments"]
 
+PROG = "reprobisect report"  # who speaks in its warnings and errors
 _FAIL_KINDS = {"regression": "timing-regression", "new-failure": "new-failure"}
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="reprobisect report", description=__doc__.splitlines()[0])
+def setup_arguments(subparsers: Subparsers) -> None:
+    """Add ``report`` and its options (none of the cell-building ones: it only reads records)."""
+    parser = subparsers.add_parser(
+        "report",
+        help="records -> runs.parquet/csv, report.md/html, plots; --baseline DIR",
+        description=__doc__.splitlines()[0],
+    )
     parser.add_argument("--out", type=Path, default=Path("reports"), help="records root (default: reports)")
     parser.add_argument(
         "--merge",
@@ -58,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dest", type=Path, help="where the report files go (default: OUT/report)")
     parser.add_argument("--markdown", action="store_true", help="print the whole Markdown, not a summary")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
-    return parser
+    parser.set_defaults(run=run_from_args, error_prefix=PROG)
 
 
 def _load(roots: Sequence[Path]) -> tuple[pd.DataFrame, list[str], list[Path]]:
@@ -74,7 +80,7 @@ def _load(roots: Sequence[Path]) -> tuple[pd.DataFrame, list[str], list[Path]]:
     for warning in caught:
         if issubclass(warning.category, SkippedFileWarning):
             skipped.append(str(warning.message))
-            print(f"reprobisect report: warning: {warning.message}", file=sys.stderr)
+            print(f"{PROG}: warning: {warning.message}", file=sys.stderr)
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     return frame, skipped, [root.resolve() for root in roots]
@@ -87,7 +93,7 @@ def _bisects(roots: Sequence[Path], skipped: list[str]) -> list[Bisect]:
         found = load_bisects(roots)
     for warning in caught:
         skipped.append(str(warning.message))
-        print(f"reprobisect report: warning: {warning.message}", file=sys.stderr)
+        print(f"{PROG}: warning: {warning.message}", file=sys.stderr)
     return found
 
 
@@ -118,7 +124,11 @@ def _failed(comparison: Comparison | None, fail_on: Sequence[str]) -> list[str]:
     return [name for name in fail_on if counts[_FAIL_KINDS[name]]]
 
 
-def _run(args: argparse.Namespace) -> int:
+def run_from_args(args: argparse.Namespace) -> int:
+    """Write the report; ``FAIL_EXIT`` when ``--fail-on`` names a change the comparison found, else 0."""
+    # imported here: the writer draws the plots (matplotlib), which no other command's start needs
+    from reprobisect.report.write import plots_for, write_report
+
     if args.fail_on and args.baseline is None:
         msg = f"--fail-on {args.fail_on[0]} needs --baseline DIR to compare with"
         raise ConfigError(msg)
@@ -150,22 +160,6 @@ def _run(args: argparse.Namespace) -> int:
     print(report_markdown(data) if args.markdown else _summary(data, written))
     failed = _failed(comparison, args.fail_on)
     if failed:
-        print(f"reprobisect report: failing on {', '.join(failed)}", file=sys.stderr)
+        print(f"{PROG}: failing on {', '.join(failed)}", file=sys.stderr)
         return FAIL_EXIT
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; harness errors print one line and exit with their own code."""
-    args = _parser().parse_args(argv)
-    try:
-        return _run(args)
-    except HarnessError as exc:
-        if args.debug:
-            raise
-        print(f"reprobisect report: error: {exc}", file=sys.stderr)
-        return exc.return_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,82 @@
+"""The one entry point, ``reprobisect COMMAND ...`` (``python -m reprobisect``, the console script, nox).
+
+It builds the parser from each command module's ``setup_arguments`` and runs the chosen command's
+``run_from_args``. Here, and nowhere else, a harness error becomes one line on stderr and its own exit code,
+and Ctrl-C or SIGTERM becomes one line and exit 130: the command modules only raise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+from reprobisect.commands import bench, bisect, env, matrix, nightly, report, repro, wheelhouse
+from reprobisect.commands.options import Subparsers
+from reprobisect.errors import INTERRUPTED_EXIT, HarnessError
+
+__all__ = ["main"]
+
+DESCRIPTION = "Command line: ``reprobisect repro gan``, ``reprobisect env``. nox sessions call these."
+
+# In the order ``reprobisect --help`` lists them.
+_SETUPS: tuple[Callable[[Subparsers], None], ...] = (
+    repro.setup_arguments,
+    env.setup_arguments,
+    matrix.setup_arguments,
+    nightly.setup_arguments,
+    bisect.setup_arguments,
+    report.setup_arguments,
+    wheelhouse.setup_arguments,
+    bench.setup_arguments,
+)
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line as a namespace whose ``run`` is the command's ``run_from_args``. An unknown option
+    is reported by the command's own parser (its usage, ``reprobisect CMD: error: ...``), as ``report``'s
+    parser always did; argparse alone would report it with the top-level usage."""
+    parser = argparse.ArgumentParser(prog="reprobisect", description=DESCRIPTION)
+    parser.set_defaults(error_prefix="reprobisect")  # a command may name itself instead (report does)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for setup in _SETUPS:
+        setup(subparsers)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        subparsers.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM takes the path of Ctrl-C: the running child's process group is stopped, no record is half-written."""
+    raise KeyboardInterrupt
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command's exit code; a harness error prints one line (a traceback with ``--debug``)."""
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except HarnessError as exc:
+        if args.debug:
+            raise
+        print(f"{args.error_prefix}: error: {exc}", file=sys.stderr)
+        return exc.return_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; harness errors print one message and exit with their own code, an interruption exits 130."""
+    signal.signal(signal.SIGTERM, _terminate)
+    # Started in the background by a non-interactive shell, SIGINT arrives ignored: Ctrl-C must still stop a run.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return _run(_parse(argv))
+    except KeyboardInterrupt:
+        # the runner has stopped the child's process group; finished runs keep their records
+        print("reprobisect: interrupted", file=sys.stderr)
+        return INTERRUPTED_EXIT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""``reprobisect nightly``: DeepSpeed releases newer than the baseline, compared and bisected; exit 1 on a
+regression (or, with ``--fail-on-change``, on any change).
+
+nox turns every failing exit into 1, so the night also leaves its verdict (0 or 1) in ``--out/exit-status``:
+a workflow tells a regression (a file that says 1) from a harness error (no file)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from pathlib import Path
+
+from reprobisect.cells.envs import base_interpreter
+from reprobisect.commands.options import (
+    Subparsers,
+    add_backend,
+    add_common,
+    add_fixes,
+    add_forms,
+    add_timeout,
+    confinement,
+    pins,
+    prepare,
+    split,
+)
+from reprobisect.config.load import load_config
+from reprobisect.errors import ConfigError, HarnessError
+from reprobisect.util.files import write_atomic
+
+__all__ = ["EXIT_STATUS_FILE", "run_from_args", "setup_arguments"]
+
+EXIT_STATUS_FILE = "exit-status"
+
+
+def setup_arguments(subparsers: Subparsers) -> None:
+    """Add ``nightly`` and its options; ``--deepspeed`` here names what to run instead of the new releases."""
+    parser = subparsers.add_parser(
+        "nightly", help="run DeepSpeed releases newer than the baseline, compare, bisect; exit 1 on a regression"
+    )
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=Path("reports/nightly/state"),
+        help="the baseline and history, carried from night to night (a CI artifact)",
+    )
+    add_backend(parser)
+    parser.add_argument("--up-to", help="consider releases up to this one only (what was out on a past night)")
+    parser.add_argument("--baseline-release", help="(re)seed: run the slice on this release and make it the baseline")
+    parser.add_argument("--repro", action="append", help="repro name(s); default: matrix.yaml's nightly.repros")
+    add_forms(parser)
+    add_fixes(parser)
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time")
+    add_timeout(parser)
+    parser.add_argument("--max-releases", type=int, default=3, help="run at most the N newest new releases")
+    parser.add_argument("--max-bisects", type=int, default=3, help="bisect at most N changed runs")
+    parser.add_argument("--fail-on-change", action="store_true", help="exit 1 on any change, not only regressions")
+    parser.add_argument("--keep-baseline", action="store_true", help="do not advance the baseline")
+    parser.add_argument("--repo", default=None, help="DeepSpeed's git repository, for --deepspeed REF")
+    add_common(
+        parser,
+        pin_help={
+            "deepspeed": "a release (instead of the new ones) or a git ref of DeepSpeed such as main (a VCS cell)"
+        },
+    )
+    parser.set_defaults(run=run_from_args, out=Path("reports/nightly/latest"))
+
+
+def _night(args: argparse.Namespace) -> int:
+    """Check the options, run the night, return its verdict (0, or 1 on a regression)."""
+    # imported here: the night imports the report writer (matplotlib), which no other command's start needs
+    from reprobisect.nightly.run import DEEPSPEED_REPO, NightlyRequest, run_nightly
+
+    if min(args.jobs, args.max_releases) < 1 or args.max_bisects < 0:
+        msg = f"--jobs {args.jobs} / --max-releases {args.max_releases} must be >= 1, --max-bisects >= 0"
+        raise ConfigError(msg)
+    if args.baseline_release and (args.deepspeed or args.up_to):
+        msg = "--baseline-release seeds the baseline: it goes without --deepspeed and --up-to"
+        raise ConfigError(msg)
+    request = NightlyRequest(
+        state=args.state,
+        out=args.out,
+        backend=args.backend,
+        deepspeed=args.deepspeed,
+        up_to=args.up_to,
+        baseline_release=args.baseline_release,
+        pins={k: v for k, v in pins(args).items() if k != "deepspeed"},
+        repros=split(args.repro),
+        forms=split(args.form),
+        fixes=split(args.fix),
+        jobs=args.jobs,
+        timeout=args.timeout,
+        max_releases=args.max_releases,
+        max_bisects=args.max_bisects,
+        fail_on_change=args.fail_on_change,
+        keep_baseline=args.keep_baseline,
+        repo=args.repo or DEEPSPEED_REPO,
+        confinement=confinement(args),
+    )
+    result = run_nightly(
+        load_config(args.config),
+        request,
+        base=base_interpreter(args.base_python),
+        envs_dir=args.envs,
+        environ=os.environ,
+    )
+    return result.exit_code
+
+
+def _write_status(path: Path, code: int) -> None:
+    """The nightly's verdict (0 or 1) beside its outputs; a disk that refuses it must not turn the verdict
+    into an error (the exit code says it too)."""
+    if code in (0, 1):
+        with contextlib.suppress(HarnessError):
+            write_atomic(path, f"{code}\n", what="the exit status")
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """The night's verdict as the exit code and in ``--out/exit-status``; an error (bad input included)
+    leaves no status file, last night's included."""
+    status_file = args.out / EXIT_STATUS_FILE
+    status_file.unlink(missing_ok=True)  # last night's must not speak for tonight
+    prepare(args)
+    code = _night(args)
+    _write_status(status_file, code)
+    return code

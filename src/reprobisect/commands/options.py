@@ -1,0 +1,168 @@
+"""Options that several subcommands share, defined once here, and the small readers of what they hold.
+
+Each ``add_*`` function adds one option (or the common block) where the caller puts it: argparse lists
+options in the order they were added, so a command keeps its own order and its ``--help`` stays as it was.
+A help text that differs between commands is a parameter, not a copy of the option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TypeAlias
+
+from reprobisect.cells.wheelhouse import use_wheelhouse
+from reprobisect.config.load import check_pin
+from reprobisect.errors import ConfigError
+from reprobisect.run.sandbox import Confinement
+
+__all__ = [
+    "PINNED",
+    "Subparsers",
+    "add_backend",
+    "add_common",
+    "add_fixes",
+    "add_forms",
+    "add_timeout",
+    "check_script",
+    "confinement",
+    "pins",
+    "prepare",
+    "split",
+]
+
+PINNED = ("torch", "deepspeed", "lightning")
+
+# What ``ArgumentParser.add_subparsers`` returns; typeshed names no public type for it.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+# Options whose value becomes a version, a ref or a URL handed to pip, uv or git (checked by ``prepare``).
+_VALUE_OPTIONS = (*PINNED, "python", "good", "bad", "repo", "baseline_release", "up_to", "signature")
+
+
+def _default_base() -> str:
+    """This interpreter when it has torch (a GPU image's python3), else the one the harness's venv was made from."""
+    if importlib.util.find_spec("torch") is not None:
+        return sys.executable
+    return str(getattr(sys, "_base_executable", sys.executable))
+
+
+def _non_negative(text: str) -> int:
+    """An argparse type: a whole number >= 0 (argparse turns the ValueError into a one-line usage error).
+
+    argparse names the function in that error ("invalid _non_negative value"), so the name is kept."""
+    value = int(text)
+    if value < 0:
+        msg = f"{text!r} is negative"
+        raise ValueError(msg)
+    return value
+
+
+def add_backend(parser: argparse.ArgumentParser, help: str | None = None) -> None:
+    """``--backend auto|cuda|cpu``: which forms of a repro run."""
+    parser.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto", help=help)
+
+
+def add_fixes(parser: argparse.ArgumentParser, help: str = "fix name(s); default: all") -> None:
+    """``--fix``, repeatable and comma-separated (read it with ``split``)."""
+    parser.add_argument("--fix", action="append", help=help)
+
+
+def add_forms(parser: argparse.ArgumentParser, help: str = "form(s) instead of the backend's") -> None:
+    """``--form``, repeatable and comma-separated (read it with ``split``)."""
+    parser.add_argument("--form", action="append", help=help)
+
+
+def add_timeout(parser: argparse.ArgumentParser, help: str = "seconds per run (default: the repro's)") -> None:
+    """``--timeout SECONDS`` per run; None leaves each repro's own."""
+    parser.add_argument("--timeout", type=float, help=help)
+
+
+def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] | None = None) -> None:
+    """The block every cell-building command ends with: files, the base interpreter, pins, wheelhouse,
+    confinement, --debug. ``pin_help`` replaces the help of a pin whose meaning the command changes."""
+    parser.add_argument("--config", type=Path, default=Path("matrix.yaml"), help="the matrix file")
+    parser.add_argument("--out", type=Path, default=Path("reports"), help="records, logs and summaries go here")
+    parser.add_argument(
+        "--envs",
+        type=Path,
+        default=Path(os.environ.get("REPROBISECT_ENVS", ".cells")),
+        help="one venv per cell lives here (env REPROBISECT_ENVS)",
+    )
+    parser.add_argument(
+        "--base-python",
+        default=os.environ.get("REPROBISECT_BASE_PYTHON", _default_base()),
+        help="interpreter cells are made from; 'system' torch is its torch",
+    )
+    for name in PINNED:
+        default_help = f"pin {name}: a version, a specifier, 'latest'" + (" or 'system'" if name == "torch" else "")
+        parser.add_argument(f"--{name}", help=(pin_help or {}).get(name, default_help))
+    parser.add_argument(
+        "--wheelhouse",
+        type=Path,
+        default=os.environ.get("REPROBISECT_WHEELHOUSE"),
+        help="offline: install only from this folder of wheels (env REPROBISECT_WHEELHOUSE)",
+    )
+    parser.add_argument(
+        "--cpus-per-run",
+        type=_non_negative,
+        default=None,
+        help="pin each run to N cores of its own (0: unpinned); default 1 on the cuda backend, unpinned on the CPU",
+    )
+    parser.add_argument(
+        "--no-sandbox",
+        dest="sandbox",
+        action="store_false",
+        help="run repros unconfined (by default each runs in a bubblewrap sandbox: own PID namespace, read-only "
+        "file system, private HOME and /tmp)",
+    )
+    parser.add_argument(
+        "--network",
+        choices=("on", "off"),
+        default="on",
+        help="off: each sandboxed run has only a loopback of its own (gloo and one-host NCCL still work)",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
+
+
+def split(values: Sequence[str] | None) -> tuple[str, ...]:
+    """``--fix a,b --fix c`` as ``("a", "b", "c")``; nothing given is ``()``."""
+    return tuple(item for value in values or () for item in value.split(",") if item)
+
+
+def pins(args: argparse.Namespace) -> dict[str, str]:
+    """The pins given on the command line, by package name."""
+    return {name: getattr(args, name) for name in PINNED if getattr(args, name)}
+
+
+def confinement(args: argparse.Namespace) -> Confinement:
+    """``--no-sandbox`` and ``--network`` as the runner's Confinement."""
+    return Confinement(sandbox=args.sandbox, network=args.network)
+
+
+def check_script(script: Path | None) -> None:
+    """A --script that does not exist is bad input: say so before anything is planned or written."""
+    if script is not None and not script.is_file():
+        msg = f"--script {script}: no such file"
+        raise ConfigError(msg)
+
+
+def _check_values(args: argparse.Namespace) -> None:
+    """Every option that becomes a version, a ref or a URL for pip, uv or git: never an option in disguise."""
+    for name in _VALUE_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            check_pin(value, f"--{name.replace('_', '-')}")
+
+
+def prepare(args: argparse.Namespace, *, wheelhouse: bool = True) -> None:
+    """What every command of ``add_common`` does first: refuse an option in disguise, then (unless the
+    command builds the wheelhouse itself) make installs offline from ``--wheelhouse``. Nothing is written
+    before this passes."""
+    _check_values(args)
+    if wheelhouse and args.wheelhouse:
+        use_wheelhouse(args.wheelhouse)
