@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from reprobisect.cells.envs import CellEnv
-from reprobisect.console import runs_table, signature_legend
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
+from reprobisect.run.console import runs_table, signature_legend
 from reprobisect.run.execute import RunSpec, execute
 from reprobisect.run.store import Store
 from tests.conftest import make_repro

@@ -10,9 +10,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reprobisect.console import WIDTH, cut, heartbeat, next_step, runs_table, signature_legend
 from reprobisect.model.record import Record
 from reprobisect.model.signature import Signature
+from reprobisect.run.console import WIDTH, cut, heartbeat, next_step, runs_table, signature_legend
 
 RELEASES = Path(__file__).parents[1] / "resources" / "records" / "releases" / "records" / "gan"
 

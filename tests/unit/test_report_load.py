@@ -8,7 +8,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reprobisect.console import runs_table
 from reprobisect.model.record import Record
 from reprobisect.report.load import (
     AXES,
@@ -20,6 +19,7 @@ from reprobisect.report.load import (
     step_times_ms,
     write_frame,
 )
+from reprobisect.run.console import runs_table
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 CELL_0164 = "torch-2.13.0+cpu_deepspeed-0.16.4_lightning-2.6.6"

@@ -22,8 +22,8 @@ from reprobisect.commands.options import (
 )
 from reprobisect.commands.output import print_runs
 from reprobisect.config.load import load_config
-from reprobisect.console import next_step
 from reprobisect.report.load import markdown_summary
+from reprobisect.run.console import next_step
 from reprobisect.run.reproduce import ReproRequest, reproduce
 from reprobisect.run.store import Store
 from reprobisect.util.files import write_atomic

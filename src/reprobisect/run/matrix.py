@@ -22,12 +22,12 @@ from reprobisect.cells.index import IndexCache
 from reprobisect.cells.patches import prepare_overlay
 from reprobisect.config.load import Config, load_config
 from reprobisect.config.matrix import PlannedCell, expand, matches
-from reprobisect.console import WIDTH, cut, heartbeat, known_name
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError, ToolError
 from reprobisect.model.cell import SYSTEM, Cell
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.repro import Fix, Form, FormName, Repro
+from reprobisect.run.console import WIDTH, cut, heartbeat, known_name
 from reprobisect.run.execute import RunSpec, execute, unrun_record
 from reprobisect.run.sandbox import Confinement, Sandbox
 from reprobisect.run.select import detect_cuda, select_fixes, select_forms

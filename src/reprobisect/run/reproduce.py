@@ -9,9 +9,9 @@ from typing import Literal
 
 from reprobisect.cells.envs import BaseInterpreter, resolve_cell
 from reprobisect.config.load import Config
-from reprobisect.console import heartbeat
 from reprobisect.model.record import Record
 from reprobisect.model.repro import Backend
+from reprobisect.run.console import heartbeat
 from reprobisect.run.matrix import MatrixRequest, run_matrix
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda, select_fixes, select_forms
