@@ -31,6 +31,7 @@ from reprobisect.cells.index import list_versions
 from reprobisect.errors import ConfigError, EnvBuildError, ToolError
 from reprobisect.model.cell import SYSTEM, Cell
 from reprobisect.util.cmd import run_logged, run_tool
+from reprobisect.util.files import write_atomic
 
 __all__ = [
     "BaseInterpreter",
@@ -297,9 +298,8 @@ def _ensure_env_locked(
     except EnvBuildError:
         marker.unlink(missing_ok=True)
         raise
-    marker.write_text(
-        json.dumps({"fingerprint": fingerprint, "tree": tree_digest(path), "cell": cell.to_dict()}, indent=2)
-    )
+    marker_data = {"fingerprint": fingerprint, "tree": tree_digest(path), "cell": cell.to_dict()}
+    write_atomic(marker, json.dumps(marker_data, indent=2), what="the cell's marker")
     return CellEnv(cell=cell, path=path, reused=False, build_seconds=time.perf_counter() - start)
 
 

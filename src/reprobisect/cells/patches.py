@@ -18,6 +18,7 @@ from reprobisect.cells.envs import CellEnv
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import Fix
 from reprobisect.util.cmd import run_tool
+from reprobisect.util.files import write_atomic
 
 __all__ = ["patched_paths", "prepare_overlay"]
 
@@ -100,5 +101,5 @@ def prepare_overlay(env: CellEnv, fix: Fix) -> Path:
         shutil.rmtree(overlay)
         msg = f"{fix.patch}: patch failed after a clean dry run: {applied.stdout.strip()[-400:]}"
         raise ConfigError(msg)
-    (overlay / ".applied").write_text(digest)
+    write_atomic(overlay / ".applied", digest, what="the overlay's marker")
     return overlay
