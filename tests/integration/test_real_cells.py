@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from reprobisect.cells.envs import base_interpreter, ensure_env, resolve_cell
+from reprobisect.cells.ops import entries
 from reprobisect.model.record import Record
 from tests.conftest import ROOT, TEST_CELLS, base_python
 from tests.system_tools import DEEPSPEED_OPS
@@ -131,3 +132,30 @@ def test_gan_cpu_forms_on_deepspeed_0_16_4_reproduce_the_report(tmp_path: Path, 
     summary = (tmp_path / "summary-gan.md").read_text()
     assert "zero-ipg-buffer-none" in summary
     assert "REPRODUCED" in summary
+
+
+@pytest.mark.requires_tool(*DEEPSPEED_OPS)
+def test_a_second_release_with_the_same_op_sources_takes_the_op_from_the_cache(tmp_path: Path, envs_dir: Path) -> None:
+    """DeepSpeed 0.16.4 and 0.16.5 ship the same CPU comm op sources: with an empty op cache, the first cell
+    compiles it and the second loads that build without compiling (issue #18)."""
+    cache = tmp_path / "ops"
+    records = []
+    for release in (OLD_DS, "0.16.5"):
+        out = tmp_path / release
+        done = subprocess.run(
+            [
+                sys.executable, "-m", "reprobisect", "repro", "gan", "--backend", "cpu", "--form", "cpu-deepspeed",
+                "--fix", "none", "--deepspeed", release, "--lightning", LIGHTNING, "--out", str(out),
+                "--envs", str(envs_dir), "--base-python", base_python(), "--config", str(ROOT / "matrix.yaml"),
+            ],
+            capture_output=True, text=True, timeout=1800, check=False, cwd=ROOT,
+            env={**os.environ, "REPROBISECT_OP_CACHE": str(cache)},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        (record,) = _records(out, "gan").values()
+        records.append(record)
+    first, second = (r.config["ops"] for r in records)
+    assert [(op["name"], op["built"]) for op in first] == [("deepspeed_shm_comm", True)]
+    assert [(op["name"], op["built"]) for op in second] == [("deepspeed_shm_comm", False)]
+    assert first[0]["key"] == second[0]["key"] and second[0]["seconds"] < 1.0
+    assert [entry.name for entry in entries(cache)] == ["deepspeed_shm_comm"]

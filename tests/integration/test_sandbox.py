@@ -204,3 +204,18 @@ def test_a_checkout_and_cell_under_tmp_stay_visible(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout.strip().splitlines()[-1])
         assert result["outcome"] == "PASS", Path(result["log"]).read_text()
+
+
+def test_a_finished_op_build_in_the_shared_cache_cannot_be_rewritten(tmp_path: Path) -> None:
+    """The op cache is writable (a run may build an op no cell had yet) but a finished build is read-only: no
+    run can swap the binary that the next cells load (issue #18)."""
+    finished = tmp_path / "ops" / f"fake_op-{'a' * 24}"
+    finished.mkdir(parents=True)
+    (finished / "fake_op.so").write_text("the real binary")
+    target = finished / "fake_op.so"
+    _, unconfined_log = _harness(tmp_path, "writes_outside.py", str(target), sandbox=False)
+    assert "wrote" in unconfined_log  # control: unconfined, the write goes through
+    (finished / "fake_op.so").write_text("the real binary")
+    result, log = _harness(tmp_path, "writes_outside.py", str(target))
+    assert result["outcome"] == "PASS", log
+    assert target.read_text() == "the real binary"

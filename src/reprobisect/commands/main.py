@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from reprobisect.commands import bench, bisect, env, matrix, nightly, report, repro, wheelhouse
+from reprobisect.commands import bench, bisect, env, matrix, nightly, ops, report, repro, wheelhouse
 from reprobisect.commands.options import Subparsers
 from reprobisect.errors import INTERRUPTED_EXIT, HarnessError
 
@@ -30,6 +30,7 @@ _SETUPS: tuple[Callable[[Subparsers], None], ...] = (
     report.setup_arguments,
     wheelhouse.setup_arguments,
     bench.setup_arguments,
+    ops.setup_arguments,
 )
 
 

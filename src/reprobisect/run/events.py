@@ -45,6 +45,7 @@ class RunEvents:
     config: dict[str, Any]
     exit: ExitReport
     ignored: int
+    ops: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # just-in-time ops: built or cached
 
 
 def _text(value: object) -> str | None:
@@ -60,6 +61,19 @@ def _seconds(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) and 0 <= value <= _MAX_SECONDS else None
+
+
+_MAX_OPS = 64
+
+
+def _op(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An ``op`` event of the op cache (run/child/op_cache.py): which op, its key, built here or taken cached."""
+    name, key, built, seconds = event.get("name"), event.get("key"), event.get("built"), event.get("seconds")
+    if _text(name) is None or not isinstance(key, str) or not key.isalnum() or len(key) > 64:
+        return None
+    if not isinstance(built, bool) or _seconds(seconds) is None:
+        return None
+    return {"name": name, "key": key, "built": built, "seconds": _seconds(seconds)}
 
 
 def _step(event: Mapping[str, Any]) -> StepTime | None:
@@ -148,6 +162,7 @@ def read_events(log: str) -> RunEvents:
     config: dict[str, Any] | None = None
     report = ExitReport()
     ignored = 0
+    ops: list[dict[str, Any]] = []
     for line in log.splitlines():
         _, mark, payload = line.partition(EVENT_MARK)
         if not mark:
@@ -162,6 +177,8 @@ def read_events(log: str) -> RunEvents:
             config = parsed
         elif kind == "exit":
             report = _exit(event)
+        elif kind == "op" and len(ops) < _MAX_OPS and (op := _op(event)) is not None:
+            ops.append(op)
         else:
             ignored += 1
-    return RunEvents(steps=steps, setup_seconds=setup, config=config or {}, exit=report, ignored=ignored)
+    return RunEvents(steps=steps, setup_seconds=setup, config=config or {}, exit=report, ignored=ignored, ops=ops)

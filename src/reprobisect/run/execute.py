@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import statistics
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from reprobisect import __version__
 from reprobisect.cells.envs import CellEnv
+from reprobisect.cells.ops import cache_root, finished
 from reprobisect.errors import ToolError
 from reprobisect.model.cell import Cell
 from reprobisect.model.outcome import Outcome
@@ -95,7 +97,7 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
         {
             "PATH": f"{spec.env.path / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}",
             "VIRTUAL_ENV": str(spec.env.path),
-            "TORCH_EXTENSIONS_DIR": str(spec.env.torch_extensions),
+            "TORCH_EXTENSIONS_DIR": str(spec.env.torch_extensions),  # ops the cache does not serve
             "PYTHONUNBUFFERED": "1",
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(free_port()),
@@ -118,6 +120,9 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
         env["REPROBISECT_SHIM"] = str(SHIMS[spec.form.shim])
     if spec.overlay is not None:
         env["PYTHONPATH"] = str(spec.overlay)
+    ops = cache_root(spec.env.path.parent, environ)
+    if ops is not None:
+        env["REPROBISECT_OP_CACHE"] = str(ops)
     env.update(spec.form.env)
     env.update(spec.extra_env)
     return env
@@ -150,11 +155,15 @@ def installed_versions(python: Path, extra: tuple[str, ...] = ()) -> dict[str, s
 def _confined(
     spec: RunSpec, sandbox: Sandbox, argv: tuple[str, ...], env: dict[str, str], workdir: Path
 ) -> tuple[tuple[str, ...], dict[str, str]]:
-    """The run's command inside ``sandbox``: writable only its work folder and the cell's op folder."""
+    """The run's command inside ``sandbox``: writable only its work folder, the cell's op folder and the op cache,
+    whose finished builds are read-only."""
     env = {**env, "TMPDIR": PRIVATE_TMP}
     if env.get("HOME", "/") in ("", "/"):
         env["HOME"] = PRIVATE_HOME
     spec.env.torch_extensions.mkdir(parents=True, exist_ok=True)
+    ops = Path(env["REPROBISECT_OP_CACHE"]) if env.get("REPROBISECT_OP_CACHE") else None
+    if ops is not None:
+        ops.mkdir(parents=True, exist_ok=True)
     readable = [
         spec.env.path,
         Path(os.path.realpath(spec.env.python)).parents[1],  # the interpreter the venv was made from
@@ -170,9 +179,10 @@ def _confined(
         argv,
         env=env,
         workdir=workdir,
-        writable=[spec.env.torch_extensions],
+        writable=[spec.env.torch_extensions, *([ops] if ops is not None else [])],
         readable=readable,
         hidden=[Path.cwd() / ".git"],
+        frozen=finished(ops) if ops is not None else [],
     )
     return tuple(wrapped), env
 
@@ -218,12 +228,18 @@ def _median_step(steps: list[StepTime]) -> float | None:
     return statistics.median(times[warm_up_steps(len(times)) :] or times)
 
 
-def compiling_ops(extensions: Path) -> list[str]:
-    """Ops torch is building just in time in this folder now (its build lock is held while it compiles)."""
-    try:
-        return sorted(lock.parent.name for lock in extensions.glob("*/lock"))
-    except OSError:
-        return []
+def compiling_ops(*folders: Path | None) -> list[str]:
+    """Ops torch is building just in time in these folders now (its build lock is held while it compiles);
+    the op cache's folders are ``<name>-<key>``, shown by name."""
+    names = set()
+    for folder in folders:
+        if folder is None:
+            continue
+        try:
+            names |= {re.sub(r"-[0-9a-f]{24}$", "", lock.parent.name) for lock in folder.glob("*/lock")}
+        except OSError:
+            continue
+    return sorted(names)
 
 
 def _heartbeat(spec: RunSpec, echo: Callable[[str], None]) -> Callable[[float], None]:
@@ -231,7 +247,7 @@ def _heartbeat(spec: RunSpec, echo: Callable[[str], None]) -> Callable[[float], 
     what = f"{spec.repro.name} {spec.form.name} {spec.fix.name}"
 
     def beat(elapsed: float) -> None:
-        ops = compiling_ops(spec.env.torch_extensions)
+        ops = compiling_ops(spec.env.torch_extensions, cache_root(spec.env.path.parent))
         doing = f", compiling op {', '.join(ops)} (just in time)" if ops else ", running"
         echo(f"  … {what}: {elapsed:.0f} s{doing}")
 
@@ -275,7 +291,11 @@ def execute(
     events = read_events(log)
     steps = events.steps
     claimed = events.exit
-    config = {**events.config, **({"ignored_events": events.ignored} if events.ignored else {})}
+    config = {
+        **events.config,
+        **({"ignored_events": events.ignored} if events.ignored else {}),
+        **({"ops": events.ops} if events.ops else {}),
+    }
     versions, versions_source = _checked_versions(claimed.versions, spec)
     record = Record(
         run_id=run_id,

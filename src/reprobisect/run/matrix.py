@@ -19,6 +19,7 @@ from typing import Literal
 
 from reprobisect.cells.envs import BaseInterpreter, CellEnv, base_interpreter, ensure_env, find_python
 from reprobisect.cells.index import IndexCache
+from reprobisect.cells.ops import DEFAULT_MAX_BYTES, cache_root, prune
 from reprobisect.cells.patches import prepare_overlay
 from reprobisect.config.load import Config, load_config
 from reprobisect.config.matrix import PlannedCell, expand, matches
@@ -286,6 +287,10 @@ def run_matrix(
     stats: RunStats | None = None,
 ) -> list[Record]:
     """Plan, build, run; returns one record per unit (stored ones included)."""
+    op_cache = cache_root(envs_dir, environ)
+    if op_cache is not None:
+        for entry in prune(op_cache):
+            echo(f"op cache over {DEFAULT_MAX_BYTES >> 30} GiB: removed {entry.name} (least recently used)")
     index = IndexCache(envs_dir / "index-cache.json", base.executable)
     planned = plan_cells(config, request, base, index)
     if cells:

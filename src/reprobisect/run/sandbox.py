@@ -67,9 +67,11 @@ class Sandbox:
         writable: Iterable[Path] = (),
         readable: Iterable[Path] = (),
         hidden: Iterable[Path] = (),
+        frozen: Iterable[Path] = (),
     ) -> list[str]:
         """``argv`` run inside the sandbox; ``readable`` are shown again under the private HOME and /tmp, ``hidden``
-        folders (a checkout's ``.git``, with its credentials) are covered by an empty tmpfs."""
+        folders (a checkout's ``.git``, with its credentials) are covered by an empty tmpfs, ``frozen`` ones are
+        read-only wherever they lie, also inside a writable folder (finished op builds in the op cache)."""
         home = Path(env["HOME"]) if env.get("HOME", "/") not in ("", "/") else Path(PRIVATE_HOME)
         cmd = [
             self.bwrap,
@@ -89,6 +91,7 @@ class Sandbox:
         mounts += [(p, "--ro-bind") for p in _existing(readable) if _shown_again(p, covered)]
         mounts += [(p, "--hide") for p in _existing(hidden)]
         mounts += [(p, "--bind") for p in _existing(writable)]
+        mounts += [(p, "--freeze") for p in _existing(frozen)]
         mounts.append((workdir, "--bind"))
         cmd += _in_mount_order(mounts)
         cmd += ["--chdir", str(workdir), "--", *argv]
@@ -119,7 +122,7 @@ def _existing(paths: Iterable[Path]) -> list[Path]:
     return sorted(found, key=lambda p: (len(p.parts), str(p)))
 
 
-_MOUNT_RANK = {"--tmpfs": 0, "--ro-bind": 1, "--hide": 2, "--bind": 3}
+_MOUNT_RANK = {"--tmpfs": 0, "--ro-bind": 1, "--hide": 2, "--bind": 3, "--freeze": 4}
 
 
 def _shown_again(path: Path, covered: list[Path]) -> bool:
@@ -132,7 +135,10 @@ def _in_mount_order(mounts: list[tuple[Path, str]]) -> list[str]:
     after the checkout is shown, and what is shown under HOME comes after HOME is emptied."""
     args: list[str] = []
     for path, kind in sorted(mounts, key=lambda m: (len(m[0].parts), _MOUNT_RANK[m[1]], str(m[0]))):
-        args += ["--tmpfs", str(path)] if kind in ("--tmpfs", "--hide") else [kind, str(path), str(path)]
+        if kind in ("--tmpfs", "--hide"):
+            args += ["--tmpfs", str(path)]
+        else:
+            args += ["--ro-bind" if kind == "--freeze" else kind, str(path), str(path)]
     return args
 
 

@@ -3,7 +3,8 @@
 This file is executed by path inside the cell's venv, which does not have the harness installed, so
 it imports nothing but the standard library. It:
 
-1. optionally installs a shim first (``REPROBISECT_SHIM`` = path of a file with ``install()``);
+1. optionally installs a shim first (``REPROBISECT_SHIM`` = path of a file with ``install()``), and the
+   cache of just-in-time ops (``REPROBISECT_OP_CACHE`` = its folder; see ``op_cache.py``);
 2. runs the script as ``__main__`` with the script's own ``sys.argv`` and ``sys.path[0]``;
 3. at exit (also after an uncaught exception) prints one ``@@repro {"event": "exit", ...}`` line with
    the versions of every distribution the run imported, the Python, the platform, the GPU (when CUDA
@@ -99,6 +100,9 @@ def main():
     shim = os.environ.get("REPROBISECT_SHIM")
     if shim:
         runpy.run_path(shim)["install"]()
+    op_cache = os.environ.get("REPROBISECT_OP_CACHE")
+    if op_cache:  # just-in-time ops from the cache every cell shares (op_cache.py beside this file)
+        runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "op_cache.py"))["install"](op_cache)
     sys.argv = [script, *sys.argv[2:]]
     sys.path[0] = os.path.dirname(script)
     runpy.run_path(script, run_name="__main__")

@@ -1,0 +1,113 @@
+"""The cache of just-in-time built ops that every cell, patch overlay and bisection probe shares.
+
+Runs fill it through ``run/child/op_cache.py`` (a wrapper of torch's ``load`` keyed on what determines the
+binary, never on where the sources lie); the harness only places it, shows finished entries read-only to the
+runs that follow, bounds its size and clears it. It lives beside the cells (``<envs>/ops``) unless
+``REPROBISECT_OP_CACHE`` names another folder (a node-local disk, a folder several checkouts share).
+
+Layout: ``<name>-<key>/`` holds one op's build (``<name>.so`` once finished) and ``<name>-<key>.flock`` the
+lock its builders take and the time it was last used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["DEFAULT_MAX_BYTES", "OpEntry", "cache_root", "clear", "entries", "finished", "prune"]
+
+DEFAULT_MAX_BYTES = 4 << 30  # a CUDA FusedAdam build is ~20 MB, the CPU comm op ~1 MB: room for hundreds
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OpEntry:
+    """One op build in the cache."""
+
+    path: Path
+    name: str
+    key: str
+    size: int
+    last_used: float
+    finished: bool
+
+
+OFF = ("off", "none", "0")
+
+
+def cache_root(envs_dir: Path, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """Where the op cache of the cells under ``envs_dir`` lives; None when ``REPROBISECT_OP_CACHE=off`` (each
+    cell then compiles its ops into its own folder, as torch does by default)."""
+    chosen = environ.get("REPROBISECT_OP_CACHE", "").strip()
+    if chosen.lower() in OFF:
+        return None
+    return Path(chosen).absolute() if chosen else envs_dir.absolute() / "ops"
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += (Path(root) / name).lstat().st_size
+            except OSError:
+                continue
+    return total
+
+
+def entries(root: Path) -> list[OpEntry]:
+    """Every op build under ``root``, least recently used first."""
+    found = []
+    try:
+        folders = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and "-" in p.name]
+    except OSError:
+        return []
+    for folder in folders:
+        name, _, key = folder.name.rpartition("-")
+        lock = root / f"{folder.name}.flock"
+        try:
+            used = lock.stat().st_mtime if lock.exists() else folder.stat().st_mtime
+        except OSError:
+            continue
+        done = (folder / f"{name}.so").is_file() and not (folder / "lock").exists()
+        found.append(OpEntry(path=folder, name=name, key=key, size=_size(folder), last_used=used, finished=done))
+    return sorted(found, key=lambda e: e.last_used)
+
+
+def finished(root: Path) -> list[Path]:
+    """Folders of finished builds: shown read-only to runs, so no run can change an op another run loads."""
+    return [entry.path for entry in entries(root) if entry.finished]
+
+
+def prune(root: Path, max_bytes: int = DEFAULT_MAX_BYTES, *, keep_newer_than: float = 3600.0) -> list[OpEntry]:
+    """Remove least recently used builds until the cache holds at most ``max_bytes``; builds used in the last
+    ``keep_newer_than`` seconds stay (another harness may be loading them). Returns what was removed."""
+    cached = entries(root)
+    total = sum(entry.size for entry in cached)
+    removed = []
+    now = time.time()
+    for entry in cached:
+        if total <= max_bytes:
+            break
+        if now - entry.last_used < keep_newer_than:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        (root / f"{entry.path.name}.flock").unlink(missing_ok=True)
+        total -= entry.size
+        removed.append(entry)
+    return removed
+
+
+def clear(root: Path) -> int:
+    """Empty the cache; returns the bytes freed."""
+    freed = sum(entry.size for entry in entries(root))
+    if root.is_dir():
+        for child in root.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+    return freed
