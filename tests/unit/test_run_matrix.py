@@ -457,3 +457,44 @@ def test_job_env_gives_each_job_its_gpu_or_its_share_of_cores() -> None:
 
 def test_run_stats_start_at_zero() -> None:
     assert RunStats() == RunStats(executed=0, reused=0)
+
+
+def test_a_patch_of_a_package_the_form_never_imports_is_said_once_and_not_run(
+    tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #18: a Lightning patch on the pure-DeepSpeed form cannot change its outcome; it is not run there."""
+    patches = {}
+    for package in ("lightning", "deepspeed"):
+        patches[package] = tmp_path / f"{package}.diff"
+        patches[package].write_text(f"--- a/{package}/x.py\n+++ b/{package}/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    config = _config(tmp_path)
+    data = yaml.safe_load(config.path.read_text())
+    data["repros"]["demo"]["fixes"].update(
+        {f"{package}-patch": {"patch": str(path), "strip": 1, "description": "d"} for package, path in patches.items()}
+    )
+    config.path.write_text(yaml.safe_dump(data, sort_keys=False))
+    config = load_config(config.path)
+    monkeypatch.setattr(matrix, "prepare_overlay", lambda env, fix: tmp_path / "overlay")
+    imported = {"torch": "2.13.0", "deepspeed": "0.16.4"}  # what the pure-DeepSpeed form's runs report
+    fakes.template = dataclasses.replace(fakes.template, versions=imported, versions_source="imported")
+    records, stats, lines = _run(tmp_path, config, _request(repros=("demo",)))
+    ran = {(cell, fix) for cell, _, _, fix, _ in fakes.executed}
+    assert {fix for _, fix in ran} == {"none", "other", "deepspeed-patch"}
+    assert stats.not_applicable == 2 and stats.executed == 6  # two cells
+    said = [line for line in lines if "not applicable" in line]
+    assert len(said) == 1 and "lightning-patch" in said[0] and "never imports lightning" in said[0]
+    assert [r.fix for r in records if r.cell["id"] == records[0].cell["id"]] == ["none", "other", "deepspeed-patch"]
+
+
+def test_without_an_unpatched_run_to_learn_from_every_patch_runs(
+    tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    patch = tmp_path / "lightning.diff"
+    patch.write_text("--- a/lightning/x.py\n+++ b/lightning/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    config = _config(tmp_path)
+    data = yaml.safe_load(config.path.read_text())
+    data["repros"]["demo"]["fixes"]["lightning-patch"] = {"patch": str(patch), "strip": 1, "description": "d"}
+    config.path.write_text(yaml.safe_dump(data, sort_keys=False))
+    monkeypatch.setattr(matrix, "prepare_overlay", lambda env, fix: tmp_path / "overlay")
+    records, stats, _ = _run(tmp_path, load_config(config.path), _request(fixes=("lightning-patch",)))
+    assert stats.not_applicable == 0 and {r.fix for r in records} == {"lightning-patch"}

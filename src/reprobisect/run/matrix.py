@@ -17,10 +17,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+from packaging.utils import canonicalize_name
+
 from reprobisect.cells.envs import BaseInterpreter, CellEnv, base_interpreter, ensure_env, find_python
 from reprobisect.cells.index import IndexCache
 from reprobisect.cells.ops import DEFAULT_MAX_BYTES, cache_root, prune
-from reprobisect.cells.patches import prepare_overlay
+from reprobisect.cells.patches import patched_paths, prepare_overlay
 from reprobisect.config.load import Config, load_config
 from reprobisect.config.matrix import PlannedCell, expand, matches
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError, ToolError
@@ -79,6 +81,7 @@ class RunStats:
 
     executed: int = 0
     reused: int = 0
+    not_applicable: int = 0  # patch fixes not run on a form that never imports what they patch
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -352,10 +355,55 @@ def run_matrix(
                     unit.repro, unit.form, unit.fix, unit.cell, failure, store, kind="PatchError", repeat=unit.repeat
                 )
             )
-    records.extend(
-        _run_units(runnable, envs, overlays, request, store, environ, backend, echo, stats or RunStats(), sandbox)
+    stats = stats if stats is not None else RunStats()
+    progress = _Progress(len(runnable), echo)
+    order = {id(unit): index for index, unit in enumerate(runnable)}
+    plain = [u for u in runnable if u.fix.patch is None]
+    done = _run_units(plain, envs, overlays, request, store, environ, backend, echo, stats, sandbox, progress)
+    patched = _applicable(
+        [u for u in runnable if u.fix.patch is not None], dict(zip(map(id, plain), done, strict=True)), plain, echo
     )
+    progress.total -= sum(1 for u in runnable if u.fix.patch is not None) - len(patched)
+    stats.not_applicable += sum(1 for u in runnable if u.fix.patch is not None) - len(patched)
+    done_patched = _run_units(patched, envs, overlays, request, store, environ, backend, echo, stats, sandbox, progress)
+    ran = sorted(
+        [*zip(plain, done, strict=True), *zip(patched, done_patched, strict=True)], key=lambda p: order[id(p[0])]
+    )
+    records.extend(record for _, record in ran)
     return records
+
+
+def _imports(record: Record) -> set[str] | None:
+    """Distributions a run imported, as its own report said (None when it never got to say)."""
+    if record.versions_source == "installed" or record.outcome == Outcome.ENV_ERROR.value:
+        return None
+    return {canonicalize_name(name) for name in record.versions}
+
+
+def _applicable(patched: list[Unit], done: Mapping[int, Record], plain: list[Unit], echo: Echo) -> list[Unit]:
+    """The patch units worth running: a patch whose packages the form never imports in this cell (a Lightning
+    patch on the pure-DeepSpeed form) cannot change its outcome, so it is said once and not run. Known from
+    the run of an unpatched fix of the same cell and form (``none`` first); without one, the unit runs."""
+    imported: dict[tuple[str, str], set[str]] = {}
+    for unit in plain:
+        found = _imports(done[id(unit)])
+        if found is not None:
+            imported.setdefault((unit.cell.id, unit.form.name), set()).update(found)
+    kept, said = [], set()
+    for unit in patched:
+        assert unit.fix.patch is not None
+        seen = imported.get((unit.cell.id, unit.form.name))
+        touched = sorted({path.parts[0] for path in patched_paths(unit.fix.patch, unit.fix.patch_strip)})
+        if seen is None or any(canonicalize_name(top) in seen for top in touched):
+            kept.append(unit)
+            continue
+        if (unit.form.name, unit.fix.name) not in said:
+            said.add((unit.form.name, unit.fix.name))
+            echo(
+                f"{unit.repro.name} {unit.form.name} {unit.fix.name}: not applicable, not run — the form never "
+                f"imports {', '.join(touched)}, which the patch changes"
+            )
+    return kept
 
 
 def _count(n: int, noun: str) -> str:
@@ -486,10 +534,10 @@ def _run_units(
     echo: Echo,
     stats: RunStats,
     sandbox: Sandbox | None,
+    progress: _Progress,
 ) -> list[Record]:
     per_run = request.cpus_per_run if request.cpus_per_run is not None else (1 if backend == "cuda" else 0)
     allowed = _allowed_cpus()
-    progress = _Progress(len(units), echo)
     with_cell = len({unit.cell.id for unit in units}) > 1
     gpus = gpu_count() if backend == "cuda" and request.jobs > 1 else 0
     slots: list[int] = list(range(max(1, request.jobs)))
