@@ -96,9 +96,9 @@ def wheelhouse(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Cold/warm cell build vs virtualenv+pip, env reuse, harness overhead per run, side by side."""
+    """Cell builds vs virtualenv+pip, reuse, run overhead, fresh repro_gan, cold bisection, --jobs 2: side by side."""
     session.install("virtualenv")
-    _harness(session, "bench")
+    _harness(session, "bench", "--workloads")
 
 
 @nox.session

@@ -19,6 +19,11 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("bench", help="cell build and run overhead figures, side by side")
     parser.add_argument("--runs", type=int, default=5, help="runs of the repro for the overhead ratio")
     parser.add_argument("--no-pip", action="store_true", help="skip the virtualenv+pip comparison")
+    parser.add_argument(
+        "--workloads",
+        action="store_true",
+        help="also time a fresh repro gan, a cold all-transitions bisection and --jobs 1 vs 2 (about 20 minutes)",
+    )
     add_common(parser)
     parser.set_defaults(run=run_from_args)
 
@@ -33,6 +38,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         runs=args.runs,
         with_pip=not args.no_pip,
         environ=os.environ,
+        workloads=args.workloads,
+        config_path=args.config,
     )
     print()
     print(format_bench(result))

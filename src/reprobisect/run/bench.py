@@ -1,9 +1,14 @@
 """Figures for how fast the harness builds cells and how little it adds to a run, printed side by side.
 
 Environment builds are measured cold (empty package cache) and warm (cache filled, new venv) for the
-harness (uv) and for nox's default backend (virtualenv + pip), both over the base interpreter's torch.
-Reuse is the cost of finding a built cell unchanged. Overhead is the harness's wall time per run divided
-by a bare ``python repros/<script>`` of the same form in the same warm cell.
+harness (uv) and for nox's default backend (virtualenv + pip, its wheel cache empty, then filled), both over
+the base interpreter's torch. Reuse is the cost of finding a built cell unchanged. Overhead is the harness's
+wall time per run divided by a bare ``python repros/<script>`` of the same form in the same warm cell.
+
+Workloads (``--workloads``) are what users type, timed whole, each in empty cells (op cache included) with
+the machine's package cache warm: ``repro gan`` on its default cell (what ``nox -s repro_gan`` runs), a cold
+``bisect --all-transitions`` over DeepSpeed 0.16.0-0.19.8 on the CPU, and the GAN's plain CPU fixes in one
+warm cell with ``--jobs 1`` and ``--jobs 2``.
 """
 
 from __future__ import annotations
@@ -41,6 +46,11 @@ class BenchResult:
     pip_warm: float | None
     harness_runs: list[float]
     bare_runs: list[float]
+    fresh_repro: float | None = None
+    cold_bisect: float | None = None
+    bisect_probes: int | None = None
+    jobs_one: float | None = None
+    jobs_two: float | None = None
 
 
 def _timed(action: Callable[[], object]) -> float:
@@ -81,6 +91,8 @@ def run_bench(
     with_pip: bool,
     environ: Mapping[str, str],
     echo: Echo = print,
+    workloads: bool = False,
+    config_path: Path = Path("matrix.yaml"),
 ) -> BenchResult:
     """Measure everything once (builds) or ``runs`` times (reuse, runs) and return the figures."""
     cell = resolve_cell(base, {**config.default_cell, **pins})
@@ -104,15 +116,82 @@ def run_bench(
             echo(f"virtualenv+pip warm build: {pip_warm:.1f} s")
         env = ensure_env(cell, base, root / "warm")
         harness_runs, bare_runs = _overhead(config, env, root, runs, environ)
-    return BenchResult(
-        harness_cold=cold,
-        harness_warm=warm,
-        reuse=reuse,
-        pip_cold=pip_cold,
-        pip_warm=pip_warm,
-        harness_runs=harness_runs,
-        bare_runs=bare_runs,
+        result = BenchResult(
+            harness_cold=cold,
+            harness_warm=warm,
+            reuse=reuse,
+            pip_cold=pip_cold,
+            pip_warm=pip_warm,
+            harness_runs=harness_runs,
+            bare_runs=bare_runs,
+        )
+        if workloads:
+            result = _workloads(result, config, base, cell.id, root, config_path, echo)
+    return result
+
+
+def _cli(args: list[str], root: Path, name: str, base: BaseInterpreter, config_path: Path) -> float:
+    """One harness command as a user types it, timed whole; its output goes to ``<root>/<name>.log``."""
+    log = root / f"{name}.log"
+    argv = [sys.executable, "-m", "reprobisect", *args, "--base-python", base.executable, "--config", str(config_path)]
+    env = {k: v for k, v in os.environ.items() if k not in ("REPROBISECT_ENVS", "REPROBISECT_OP_CACHE")}
+    start = time.perf_counter()
+    done = run_tool(argv, what=f"bench: {name}", timeout=3600, error=EnvBuildError, env=env, check=False)
+    seconds = time.perf_counter() - start
+    log.write_text(done.stdout + done.stderr)
+    if done.returncode not in (0, 1):  # 1: a run failed as the repro should; anything else is the harness's
+        msg = f"bench: {name} exited with status {done.returncode}; see {log}"
+        raise EnvBuildError(msg)
+    return seconds
+
+
+def _workloads(
+    result: BenchResult,
+    config: Config,
+    base: BaseInterpreter,
+    cell_id: str,
+    root: Path,
+    config_path: Path,
+    echo: Echo,
+) -> BenchResult:
+    fresh = _cli(
+        ["repro", "gan", "--envs", str(root / "fresh-cells"), "--out", str(root / "fresh-out")],
+        root,
+        "repro-gan",
+        base,
+        config_path,
     )
+    echo(f"fresh repro gan (empty cells, warm package cache): {fresh:.0f} s")
+    bisect_out = root / "bisect-out"
+    bisect_args = ["bisect", "--repro", "gan", "--axis", "deepspeed", "--good", "0.16.0", "--bad", "0.19.8"]
+    bisect_args += ["--all-transitions", "--envs", str(root / "bisect-cells"), "--out", str(bisect_out)]
+    cold = _cli(bisect_args, root, "bisect", base, config_path)
+    probes = len({p.parent.name for p in (bisect_out / "records").rglob("*.json")})
+    echo(f"cold bisect --all-transitions 0.16.0-0.19.8: {cold:.0f} s, {probes} probes")
+    repro = config.repro("gan")
+    plain = ",".join(name for name, fix in repro.fixes.items() if fix.patch is None and not fix.override)
+    timed = {}
+    for jobs in (0, 1, 2):  # 0: an untimed first pass, so both timed ones find the cell and its op built
+        args = ["matrix", "--repro", "gan", "--form", "cpu-deepspeed", "--fix", plain, "--jobs", str(jobs)]
+        args += ["--fresh", "--envs", str(root / "warm"), "--out", str(root / f"jobs{jobs}")]
+        args += [f"--{k}={v}" for k, v in _pins_of(cell_id, config).items()]
+        args[args.index("--jobs") + 1] = str(max(jobs, 1))
+        timed[jobs] = _cli(args, root, f"jobs{jobs}", base, config_path)
+        if jobs:
+            echo(f"gan cpu-deepspeed, {plain.count(',') + 1} fixes, --jobs {jobs}: {timed[jobs]:.0f} s")
+    return dataclasses.replace(
+        result, fresh_repro=fresh, cold_bisect=cold, bisect_probes=probes, jobs_one=timed[1], jobs_two=timed[2]
+    )
+
+
+def _pins_of(cell_id: str, config: Config) -> dict[str, str]:
+    """The default cell's pins as options, so the jobs comparison runs in the bench's warm cell."""
+    pins = {}
+    for part in cell_id.split("_"):
+        name, _, version = part.partition("-")
+        if name in ("deepspeed", "lightning"):
+            pins[name] = version
+    return pins
 
 
 def _overhead(
@@ -149,6 +228,8 @@ def format_bench(result: BenchResult) -> str:
         f"{ratio(result.pip_cold, result.harness_cold):>15}",
         f"{'warm cell build (cached)':32}{result.harness_warm:>13.1f}s{_s(result.pip_warm):>16}"
         f"{ratio(result.pip_warm, result.harness_warm):>15}",
+        f"{'warm harness vs pip, empty cache':32}{result.harness_warm:>13.1f}s{_s(result.pip_cold):>16}"
+        f"{ratio(result.pip_cold, result.harness_warm):>15}",
         f"{'reuse of a built cell':32}{reuse:>13.3f}s",
         "",
         f"{'run of gan cpu-deepspeed none':32}{'harness':>14}{'bare python':>16}{'harness ÷ bare':>15}",
@@ -158,6 +239,17 @@ def format_bench(result: BenchResult) -> str:
         "",
         "goals: warm build ≤ 3 s and ≥ 10× faster than virtualenv+pip; reuse ≤ 0.5 s; harness ÷ bare ≤ 1.10",
     ]
+    if result.fresh_repro is not None and result.jobs_one and result.jobs_two:
+        lines += [
+            "",
+            f"{'workload (empty cells, warm package cache)':46}{'seconds':>10}{'goal':>10}",
+            f"{'repro gan, its default cell (nox -s repro_gan)':46}{result.fresh_repro:>10.0f}{'≤ 180':>10}",
+            f"{'bisect --all-transitions deepspeed 0.16.0-0.19.8':46}{result.cold_bisect or 0:>10.0f}{'≤ 300':>10}"
+            f"   ({result.bisect_probes} probes)",
+            f"{'gan cpu-deepspeed plain fixes, --jobs 1':46}{result.jobs_one:>10.0f}",
+            f"{'gan cpu-deepspeed plain fixes, --jobs 2':46}{result.jobs_two:>10.0f}"
+            f"{'≥ 1.6×':>10}   (speed-up {result.jobs_one / result.jobs_two:.2f}×)",
+        ]
     return "\n".join(lines)
 
 
