@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import subprocess
 from collections.abc import Mapping, Sequence
 
 from reprobisect.cells.envs import base_interpreter, ensure_env, resolve_cell
 from reprobisect.commands.options import Subparsers, add_common, pins, prepare
 from reprobisect.config.load import load_config
 from reprobisect.errors import ToolError
+from reprobisect.util.cmd import run_tool
 
 __all__ = ["TOOL_TIMEOUT", "run_from_args", "setup_arguments"]
 
@@ -33,15 +32,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
 def _stream(argv: Sequence[str], *, what: str, env: Mapping[str, str] | None = None) -> None:
     """Run a report tool with its output on the terminal; its exit status is not ours to judge (both tools
     print what they found even when a part is missing), but a tool that cannot start or hangs is an error."""
-    shown = shlex.join(argv)
-    try:
-        subprocess.run(list(argv), check=False, timeout=TOOL_TIMEOUT, env=dict(env) if env is not None else None)
-    except subprocess.TimeoutExpired as exc:
-        msg = f"{what}: `{shown}` did not finish in {TOOL_TIMEOUT:g} s"
-        raise ToolError(msg) from exc
-    except OSError as exc:
-        msg = f"{what}: `{shown}` cannot start ({exc.strerror or exc})"
-        raise ToolError(msg) from exc
+    run_tool(argv, what=what, timeout=TOOL_TIMEOUT, error=ToolError, env=env, check=False, capture=False)
 
 
 def run_from_args(args: argparse.Namespace) -> int:

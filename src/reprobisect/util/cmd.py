@@ -35,16 +35,17 @@ def run_tool(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     stdin: str | None = None,
+    capture: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` and return what it did; raise ``error`` when it cannot start, runs past ``timeout`` seconds,
     or (with ``check``) exits non-zero. ``what`` says what the harness was doing, as in "listing deepspeed's
-    releases"."""
+    releases". Without ``capture`` the tool prints to the terminal (a report tool a user reads)."""
     cmd = [str(part) for part in argv]
     shown = shlex.join(cmd) if len(shlex.join(cmd)) <= 300 else shlex.join(cmd)[:297] + "..."
     try:
         done = subprocess.run(
             cmd,
-            capture_output=True,
+            capture_output=capture,
             text=True,
             errors="replace",
             timeout=timeout,
