@@ -91,7 +91,9 @@ def test_patch_and_override_fixes(tmp_path: Path, envs_dir: Path) -> None:  # no
     assert again.stdout.count("(stored)") == 3
 
 
-def test_a_patch_that_does_not_apply_stops_before_any_run(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
+def test_a_patch_that_does_not_apply_is_an_env_error_where_it_does_not(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
+    """A well-formed patch whose hunks match no line of this release (applied with --fuzz=0): its runs are
+    ENV_ERROR naming the file and why, the other fixes run; a patch that is no diff at all stops the run."""
     config = _config(tmp_path)
     bad = tmp_path / "bad.diff"
     bad.write_text(
@@ -102,6 +104,17 @@ def test_a_patch_that_does_not_apply_stops_before_any_run(tmp_path: Path, envs_d
     data["repros"]["gan"]["fixes"]["deepspeed-drop-foreign-grads"]["patch"] = str(bad)
     config.write_text(yaml.safe_dump(data))
     done = _matrix(config, tmp_path / "reports", envs_dir)
-    assert done.returncode == 2
-    assert "bad.diff: does not apply to cell torch-" in done.stderr
-    assert not (tmp_path / "reports" / "records").exists()
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = {r.fix: r for r in (Record.load(p) for p in (tmp_path / "reports" / "records").rglob("*.json"))}
+    patched = records["deepspeed-drop-foreign-grads"]
+    assert patched.outcome == "ENV_ERROR" and patched.signature is not None
+    assert patched.signature.exception == "PatchError" and "does not apply" in patched.signature.message
+    assert records["none"].outcome == "REPRODUCED"
+    not_a_diff = tmp_path / "not-a-diff.diff"
+    not_a_diff.write_text("this is no patch\n")
+    data["repros"]["gan"]["fixes"]["deepspeed-drop-foreign-grads"]["patch"] = str(not_a_diff)
+    config.write_text(yaml.safe_dump(data))
+    stopped = _matrix(config, tmp_path / "other", envs_dir)
+    assert stopped.returncode == 2
+    assert "not-a-diff.diff: no '+++ ' file headers" in stopped.stderr
+    assert not (tmp_path / "other" / "records").exists()

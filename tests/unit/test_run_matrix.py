@@ -498,3 +498,49 @@ def test_without_an_unpatched_run_to_learn_from_every_patch_runs(
     monkeypatch.setattr(matrix, "prepare_overlay", lambda env, fix: tmp_path / "overlay")
     records, stats, _ = _run(tmp_path, load_config(config.path), _request(fixes=("lightning-patch",)))
     assert stats.not_applicable == 0 and {r.fix for r in records} == {"lightning-patch"}
+
+
+def test_a_patch_for_other_releases_is_an_env_error_even_in_a_one_cell_run(
+    tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nox -s repro_gan runs one cell, the newest release: a DeepSpeed patch written for 0.16.x does not apply
+    there (patch --fuzz=0), which is that fix's ENV_ERROR, not the end of the session."""
+    from reprobisect.cells.patches import PatchDoesNotApplyError
+
+    patch = tmp_path / "deepspeed.diff"
+    patch.write_text("--- a/deepspeed/x.py\n+++ b/deepspeed/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    config = _config(
+        tmp_path, axes={"python": ["system"], "torch": ["system"], "deepspeed": ["0.16.4"], "lightning": ["2.6.6"]}
+    )
+    data = yaml.safe_load(config.path.read_text())
+    data["repros"]["demo"]["fixes"]["ds-patch"] = {"patch": str(patch), "strip": 1, "description": "d"}
+    config.path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    def mismatch(env: CellEnv, fix: object) -> Path:
+        msg = f"{patch}: does not apply to cell {env.cell.id}: Hunk #1 FAILED"
+        raise PatchDoesNotApplyError(msg)
+
+    monkeypatch.setattr(matrix, "prepare_overlay", mismatch)
+    records, _, _ = _run(tmp_path, load_config(config.path), _request())
+    by_fix = {r.fix: r for r in records}
+    assert by_fix["ds-patch"].outcome == Outcome.ENV_ERROR.value
+    assert by_fix["ds-patch"].signature is not None and by_fix["ds-patch"].signature.exception == "PatchError"
+    assert by_fix["none"].outcome == Outcome.PASS.value
+
+
+def test_a_patch_no_cell_can_use_stops_the_run(tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch) -> None:
+    patch = tmp_path / "lightning.diff"
+    patch.write_text("--- a/lightning/x.py\n+++ b/lightning/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    config = _config(tmp_path)
+    data = yaml.safe_load(config.path.read_text())
+    data["repros"]["demo"]["fixes"]["bad"] = {"patch": str(patch), "strip": 1, "description": "d"}
+    config.path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    def unusable(env: CellEnv, fix: object) -> Path:
+        msg = f"{patch}: patches 'lightning', which is not an importable package in cell {env.cell.id}"
+        raise ConfigError(msg)
+
+    monkeypatch.setattr(matrix, "prepare_overlay", unusable)
+    with pytest.raises(ConfigError, match="not an importable package"):
+        _run(tmp_path, load_config(config.path), _request())
+    assert fakes.executed == []

@@ -20,7 +20,13 @@ from reprobisect.model.repro import Fix
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.files import write_atomic
 
-__all__ = ["patched_paths", "prepare_overlay"]
+__all__ = ["PatchDoesNotApplyError", "patched_paths", "prepare_overlay"]
+
+
+class PatchDoesNotApplyError(ConfigError):
+    """A well-formed patch whose hunks do not match this release's code (``patch --fuzz=0`` refused them): the
+    fix's runs in that cell are ENV_ERROR with the reason, the other cells run it."""
+
 
 _TARGET = re.compile(r"^\+\+\+ (?P<path>\S+)")
 
@@ -95,7 +101,7 @@ def prepare_overlay(env: CellEnv, fix: Fix) -> Path:
         shutil.rmtree(overlay)
         detail = (check.stdout + check.stderr).strip().splitlines()
         msg = f"{fix.patch}: does not apply to cell {env.cell.id}: " + " / ".join(detail[-4:])
-        raise ConfigError(msg)
+        raise PatchDoesNotApplyError(msg)
     applied = _patch(overlay, fix, dry_run=False)
     if applied.returncode != 0:
         shutil.rmtree(overlay)

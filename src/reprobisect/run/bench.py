@@ -29,7 +29,7 @@ from reprobisect.run.execute import RunSpec, child_environ, execute
 from reprobisect.run.runner import ChildSpec, run_child
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
-from reprobisect.util.cmd import run_tool
+from reprobisect.util.cmd import output_tail, run_tool
 from reprobisect.util.echo import Echo
 
 __all__ = ["BenchResult", "run_bench"]
@@ -140,7 +140,7 @@ def _cli(args: list[str], root: Path, name: str, base: BaseInterpreter, config_p
     seconds = time.perf_counter() - start
     log.write_text(done.stdout + done.stderr)
     if done.returncode not in (0, 1):  # 1: a run failed as the repro should; anything else is the harness's
-        msg = f"bench: {name} exited with status {done.returncode}; see {log}"
+        msg = f"bench: {name} exited with status {done.returncode}:\n{output_tail(done.stdout + done.stderr)}"
         raise EnvBuildError(msg)
     return seconds
 

@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 from reprobisect.cells.envs import BaseInterpreter, CellEnv, base_interpreter, ensure_env, find_python
 from reprobisect.cells.index import IndexCache
 from reprobisect.cells.ops import DEFAULT_MAX_BYTES, cache_root, prune
-from reprobisect.cells.patches import patched_paths, prepare_overlay
+from reprobisect.cells.patches import PatchDoesNotApplyError, patched_paths, prepare_overlay
 from reprobisect.config.load import Config, load_config
 from reprobisect.config.matrix import PlannedCell, expand, matches
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError, ToolError
@@ -450,12 +450,14 @@ def _prepare_overlays(
 ) -> tuple[dict[tuple[str, str], Path], dict[tuple[str, str], str]]:
     """Apply every patch fix before any run.
 
-    A patch that applies to none of its cells is bad input: the run stops with nothing done. One that
-    applies to some cells only (a patch written for one release) runs there; elsewhere its runs are
-    ENV_ERROR with the reason.
+    A patch that cannot be used in any of its cells (not a diff, a package the cells do not have) is bad input:
+    the run stops with nothing done. One whose hunks do not match a release's code (a patch written for
+    other releases) runs where it applies; elsewhere its runs are ENV_ERROR with the reason, also when that
+    is every cell of this run (one cell, say: ``nox -s repro_gan`` on the newest release).
     """
     overlays: dict[tuple[str, str], Path] = {}
     failures: dict[tuple[str, str], str] = {}
+    mismatched: set[tuple[str, str]] = set()  # the patch is fine, this release's code is not what it expects
     for unit in units:
         env = envs[unit.cell.id]
         key = (unit.cell.id, unit.fix.name)
@@ -463,12 +465,16 @@ def _prepare_overlays(
             continue
         try:
             overlays[key] = prepare_overlay(env, unit.fix)
+        except PatchDoesNotApplyError as exc:
+            failures[key] = str(exc)
+            mismatched.add(key)
         except ConfigError as exc:
             failures[key] = str(exc)
     for fix in {unit.fix.name for unit in units if unit.fix.patch is not None}:
         tried = [key for key in (*overlays, *failures) if key[1] == fix]
-        if tried and all(key in failures for key in tried):
-            raise ConfigError(failures[tried[0]])
+        unusable = [key for key in tried if key in failures and key not in mismatched]
+        if tried and len(unusable) == len(tried):
+            raise ConfigError(failures[unusable[0]])
     return overlays, failures
 
 
