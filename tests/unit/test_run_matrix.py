@@ -544,3 +544,11 @@ def test_a_patch_no_cell_can_use_stops_the_run(tmp_path: Path, fakes: Fakes, mon
     with pytest.raises(ConfigError, match="not an importable package"):
         _run(tmp_path, load_config(config.path), _request())
     assert fakes.executed == []
+
+
+def test_a_pasted_script_gets_a_one_process_distributed_env_on_cuda_too() -> None:
+    """Issue #14: without torchrun's variables Lightning probes MPI, and on a GPU image with MPI installed a pasted
+    Fabric/DeepSpeed script ended as ENV_ERROR "Local abort before MPI_INIT"."""
+    script = SCRIPTS / "triage" / "fabric_deepspeed_pasted.py"
+    repro = script_repro(script, expect=None, shim=False)
+    assert repro.forms["cuda"].distributed_env and repro.forms["cpu-deepspeed"].distributed_env

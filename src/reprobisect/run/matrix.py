@@ -112,7 +112,9 @@ def script_repro(script: Path, *, expect: str | None, shim: bool) -> Repro:
         shim="lightning-cpu" if shim else None,
         distributed_env=not shim,
     )
-    cuda = Form(name="cuda", script=path, precision="as written")
+    # a one-process distributed environment (torchrun's variables), as the canonical cuda forms have: without
+    # it Lightning probes MPI, and on a GPU image with MPI installed a pasted script dies "before MPI_INIT"
+    cuda = Form(name="cuda", script=path, precision="as written", distributed_env=True)
     return Repro(
         name=f"script-{re.sub(r'[^A-Za-z0-9._+-]', '_', path.stem)[:48].strip('.') or 'x'}",
         title=f"script {script}",
