@@ -58,28 +58,45 @@ def _size(folder: Path) -> int:
     return total
 
 
+def _folders(root: Path) -> list[Path]:
+    """The build folders (``<name>-<key>``) under ``root``; none when it does not exist."""
+    try:
+        return [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and "-" in p.name]
+    except OSError:
+        return []
+
+
 def entries(root: Path) -> list[OpEntry]:
     """Every op build under ``root``, least recently used first."""
     found = []
-    try:
-        folders = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and "-" in p.name]
-    except OSError:
-        return []
-    for folder in folders:
+    for folder in _folders(root):
         name, _, key = folder.name.rpartition("-")
-        lock = root / f"{folder.name}.flock"
-        try:
-            used = lock.stat().st_mtime if lock.exists() else folder.stat().st_mtime
-        except OSError:
-            continue
-        done = (folder / f"{name}.so").is_file() and not (folder / "lock").exists()
-        found.append(OpEntry(path=folder, name=name, key=key, size=_size(folder), last_used=used, finished=done))
+        used = _last_used(root, folder)
+        found.append(
+            OpEntry(path=folder, name=name, key=key, size=_size(folder), last_used=used, finished=_is_finished(folder))
+        )
     return sorted(found, key=lambda e: e.last_used)
 
 
+def _last_used(root: Path, folder: Path) -> float:
+    """When a build was last loaded (its lock file's time, touched on each hit), else when it was made."""
+    for path in (root / f"{folder.name}.flock", folder):
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            continue
+    return 0.0
+
+
+def _is_finished(folder: Path) -> bool:
+    name = folder.name.rpartition("-")[0]
+    return (folder / f"{name}.so").is_file() and not (folder / "lock").exists()
+
+
 def finished(root: Path) -> list[Path]:
-    """Folders of finished builds: shown read-only to runs, so no run can change an op another run loads."""
-    return [entry.path for entry in entries(root) if entry.finished]
+    """Folders of finished builds: shown read-only to runs, so no run can change an op another run loads.
+    Asked before every run: it looks at two names per folder and sizes nothing."""
+    return sorted((f for f in _folders(root) if _is_finished(f)), key=lambda f: _last_used(root, f))
 
 
 def prune(root: Path, max_bytes: int = DEFAULT_MAX_BYTES, *, keep_newer_than: float = 3600.0) -> list[OpEntry]:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import time
-from pathlib import Path
 
 from reprobisect.cells import ops
-from reprobisect.commands.options import Subparsers
+from reprobisect.commands.options import Subparsers, add_envs
 
 __all__ = ["run_from_args", "setup_arguments"]
 
@@ -16,12 +14,7 @@ __all__ = ["run_from_args", "setup_arguments"]
 def setup_arguments(subparsers: Subparsers) -> None:
     """Add ``ops`` and its options."""
     parser = subparsers.add_parser("ops", help="show, bound or clear the cache of just-in-time built ops")
-    parser.add_argument(
-        "--envs",
-        type=Path,
-        default=Path(os.environ.get("REPROBISECT_ENVS", ".cells")),
-        help="the cells whose cache it is (env REPROBISECT_ENVS; REPROBISECT_OP_CACHE moves the cache)",
-    )
+    add_envs(parser, help="the cells whose cache it is (env REPROBISECT_ENVS; REPROBISECT_OP_CACHE moves the cache)")
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--clear", action="store_true", help="remove every build")
     action.add_argument("--max-gib", type=float, help="remove least recently used builds above this size")

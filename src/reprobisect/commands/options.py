@@ -82,17 +82,19 @@ def add_timeout(parser: argparse.ArgumentParser, help: str = "seconds per run (d
     parser.add_argument("--timeout", type=float, help=help)
 
 
+def add_envs(
+    parser: argparse.ArgumentParser, help: str = "one venv per cell lives here (env REPROBISECT_ENVS)"
+) -> None:
+    """``--envs DIR``: where the cells (and the op cache beside them) live."""
+    parser.add_argument("--envs", type=Path, default=Path(os.environ.get("REPROBISECT_ENVS", ".cells")), help=help)
+
+
 def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] | None = None) -> None:
     """The block every cell-building command ends with: files, the base interpreter, pins, wheelhouse,
     confinement, --debug. ``pin_help`` replaces the help of a pin whose meaning the command changes."""
     parser.add_argument("--config", type=Path, default=Path("matrix.yaml"), help="the matrix file")
     parser.add_argument("--out", type=Path, default=Path("reports"), help="records, logs and summaries go here")
-    parser.add_argument(
-        "--envs",
-        type=Path,
-        default=Path(os.environ.get("REPROBISECT_ENVS", ".cells")),
-        help="one venv per cell lives here (env REPROBISECT_ENVS)",
-    )
+    add_envs(parser)
     parser.add_argument(
         "--base-python",
         default=os.environ.get("REPROBISECT_BASE_PYTHON", _default_base()),

@@ -25,6 +25,7 @@ from pathlib import Path
 from reprobisect.cells.envs import BaseInterpreter, CellEnv, ensure_env, install_requirement, resolve_cell
 from reprobisect.config.load import Config
 from reprobisect.errors import EnvBuildError
+from reprobisect.model.cell import Cell
 from reprobisect.run.execute import RunSpec, child_environ, execute
 from reprobisect.run.runner import ChildSpec, run_child
 from reprobisect.run.sandbox import Confinement
@@ -126,19 +127,17 @@ def run_bench(
             bare_runs=bare_runs,
         )
         if workloads:
-            result = _workloads(result, config, base, cell.id, root, config_path, echo)
+            result = _workloads(result, config, base, cell, root, config_path, echo)
     return result
 
 
-def _cli(args: list[str], root: Path, name: str, base: BaseInterpreter, config_path: Path) -> float:
-    """One harness command as a user types it, timed whole; its output goes to ``<root>/<name>.log``."""
-    log = root / f"{name}.log"
+def _cli(args: list[str], name: str, base: BaseInterpreter, config_path: Path) -> float:
+    """One harness command as a user types it, timed whole; a harness error quotes the end of its output."""
     argv = [sys.executable, "-m", "reprobisect", *args, "--base-python", base.executable, "--config", str(config_path)]
     env = {k: v for k, v in os.environ.items() if k not in ("REPROBISECT_ENVS", "REPROBISECT_OP_CACHE")}
     start = time.perf_counter()
     done = run_tool(argv, what=f"bench: {name}", timeout=3600, error=EnvBuildError, env=env, check=False)
     seconds = time.perf_counter() - start
-    log.write_text(done.stdout + done.stderr)
     if done.returncode not in (0, 1):  # 1: a run failed as the repro should; anything else is the harness's
         msg = f"bench: {name} exited with status {done.returncode}:\n{output_tail(done.stdout + done.stderr)}"
         raise EnvBuildError(msg)
@@ -149,14 +148,13 @@ def _workloads(
     result: BenchResult,
     config: Config,
     base: BaseInterpreter,
-    cell_id: str,
+    cell: Cell,
     root: Path,
     config_path: Path,
     echo: Echo,
 ) -> BenchResult:
     fresh = _cli(
         ["repro", "gan", "--envs", str(root / "fresh-cells"), "--out", str(root / "fresh-out")],
-        root,
         "repro-gan",
         base,
         config_path,
@@ -165,33 +163,22 @@ def _workloads(
     bisect_out = root / "bisect-out"
     bisect_args = ["bisect", "--repro", "gan", "--axis", "deepspeed", "--good", "0.16.0", "--bad", "0.19.8"]
     bisect_args += ["--all-transitions", "--envs", str(root / "bisect-cells"), "--out", str(bisect_out)]
-    cold = _cli(bisect_args, root, "bisect", base, config_path)
+    cold = _cli(bisect_args, "bisect", base, config_path)
     probes = len({p.parent.name for p in (bisect_out / "records").rglob("*.json")})
     echo(f"cold bisect --all-transitions 0.16.0-0.19.8: {cold:.0f} s, {probes} probes")
     repro = config.repro("gan")
     plain = ",".join(name for name, fix in repro.fixes.items() if fix.patch is None and not fix.override)
     timed = {}
+    pins = [f"--{name}={version}" for name, version in cell.packages.items()]  # the bench's warm cell
     for jobs in (0, 1, 2):  # 0: an untimed first pass, so both timed ones find the cell and its op built
-        args = ["matrix", "--repro", "gan", "--form", "cpu-deepspeed", "--fix", plain, "--jobs", str(jobs)]
-        args += ["--fresh", "--envs", str(root / "warm"), "--out", str(root / f"jobs{jobs}")]
-        args += [f"--{k}={v}" for k, v in _pins_of(cell_id, config).items()]
-        args[args.index("--jobs") + 1] = str(max(jobs, 1))
-        timed[jobs] = _cli(args, root, f"jobs{jobs}", base, config_path)
+        args = ["matrix", "--repro", "gan", "--form", "cpu-deepspeed", "--fix", plain, "--jobs", str(max(jobs, 1))]
+        args += ["--fresh", "--envs", str(root / "warm"), "--out", str(root / f"jobs{jobs}"), *pins]
+        timed[jobs] = _cli(args, f"jobs{jobs}", base, config_path)
         if jobs:
             echo(f"gan cpu-deepspeed, {plain.count(',') + 1} fixes, --jobs {jobs}: {timed[jobs]:.0f} s")
     return dataclasses.replace(
         result, fresh_repro=fresh, cold_bisect=cold, bisect_probes=probes, jobs_one=timed[1], jobs_two=timed[2]
     )
-
-
-def _pins_of(cell_id: str, config: Config) -> dict[str, str]:
-    """The default cell's pins as options, so the jobs comparison runs in the bench's warm cell."""
-    pins = {}
-    for part in cell_id.split("_"):
-        name, _, version = part.partition("-")
-        if name in ("deepspeed", "lightning"):
-            pins[name] = version
-    return pins
 
 
 def _overhead(

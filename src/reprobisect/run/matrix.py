@@ -362,11 +362,10 @@ def run_matrix(
     order = {id(unit): index for index, unit in enumerate(runnable)}
     plain = [u for u in runnable if u.fix.patch is None]
     done = _run_units(plain, envs, overlays, request, store, environ, backend, echo, stats, sandbox, progress)
-    patched = _applicable(
-        [u for u in runnable if u.fix.patch is not None], dict(zip(map(id, plain), done, strict=True)), plain, echo
-    )
-    progress.total -= sum(1 for u in runnable if u.fix.patch is not None) - len(patched)
-    stats.not_applicable += sum(1 for u in runnable if u.fix.patch is not None) - len(patched)
+    candidates = [u for u in runnable if u.fix.patch is not None]
+    patched = _applicable(candidates, dict(zip(map(id, plain), done, strict=True)), plain, echo)
+    progress.total -= len(candidates) - len(patched)
+    stats.not_applicable += len(candidates) - len(patched)
     done_patched = _run_units(patched, envs, overlays, request, store, environ, backend, echo, stats, sandbox, progress)
     ran = sorted(
         [*zip(plain, done, strict=True), *zip(patched, done_patched, strict=True)], key=lambda p: order[id(p[0])]

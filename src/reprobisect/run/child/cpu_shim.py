@@ -27,9 +27,8 @@ Labelling
 Usage: ``runpy.run_path(this_file)["install"]()`` before the repro runs (idempotent).
 """
 
-import importlib.abc
-import importlib.util
-import sys
+import os
+import runpy
 
 _TARGETS = (
     "lightning.fabric.strategies.deepspeed",
@@ -61,35 +60,7 @@ def _patch_module(module) -> None:
     setattr(cls, _MARK, True)
 
 
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path, target=None):
-        if fullname not in _TARGETS:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        exec_module = loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            _patch_module(module)
-
-        loader.exec_module = exec_and_patch
-        return spec
-
-
 def install() -> None:
     """Patch Lightning's DeepSpeed strategies so they accept the CPU (idempotent)."""
-    for name in _TARGETS:
-        if name in sys.modules:
-            _patch_module(sys.modules[name])
-    if not any(type(f).__name__ == "_PatchOnImport" for f in sys.meta_path):  # runpy may load us twice
-        sys.meta_path.insert(0, _PatchOnImport())
+    hook = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "import_hook.py"))
+    hook["after_import"]("lightning-cpu-shim", _TARGETS, _patch_module)

@@ -24,12 +24,13 @@ This file runs inside the cell's interpreter: standard library only (torch is im
 
 import contextlib
 import fcntl
+import functools
 import hashlib
-import importlib.abc
 import importlib.util
 import inspect
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -84,13 +85,17 @@ def _normalized(values):
     return text
 
 
-def _compiler():
-    cxx = os.environ.get("CXX", "c++")
+@functools.cache  # one probe per compiler per run, not one per op loaded
+def _compiler_of(cxx):
     try:
         out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         out = ""
     return f"{cxx}: {out.strip().splitlines()[0] if out.strip() else '?'}"
+
+
+def _compiler():
+    return _compiler_of(os.environ.get("CXX", "c++"))
 
 
 def _cpu_flags():
@@ -207,38 +212,7 @@ def _wrap(module, root):
     setattr(module, _INSTALLED, True)
 
 
-class _WrapOnImport(importlib.abc.MetaPathFinder):
-    def __init__(self, root):
-        self.root = root
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _TARGET:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        exec_module = loader.exec_module
-        root = self.root
-
-        def exec_and_wrap(module):
-            exec_module(module)
-            _wrap(module, root)
-
-        loader.exec_module = exec_and_wrap
-        return spec
-
-
 def install(root):
     """Serve ``torch.utils.cpp_extension.load`` from the cache in ``root`` (idempotent)."""
-    if _TARGET in sys.modules:
-        _wrap(sys.modules[_TARGET], root)
-    if not any(type(f).__name__ == "_WrapOnImport" for f in sys.meta_path):
-        sys.meta_path.insert(0, _WrapOnImport(root))
+    hook = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "import_hook.py"))
+    hook["after_import"]("op-cache", (_TARGET,), lambda module: _wrap(module, root))
