@@ -125,3 +125,32 @@ def test_any_record_file_loads_or_raises_record_error(tmp_path_factory: pytest.T
     except RecordError:
         return
     json.loads(record.to_json())  # what loads, writes back as standard JSON
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"event": "op", "name": "fused_adam", "key": "../../etc", "built": False, "seconds": 0.1},
+        {"event": "op", "name": "fused_adam", "key": "a" * 65, "built": False, "seconds": 0.1},
+        {"event": "op", "name": "x\u001b[2J", "key": "abc", "built": True, "seconds": 0.1},
+        {"event": "op", "name": "fused_adam", "key": "abc", "built": "yes", "seconds": 0.1},
+        {"event": "op", "name": "fused_adam", "key": "abc", "built": True, "seconds": -1},
+        {"event": "op", "name": ["fused_adam"], "key": "abc", "built": True, "seconds": 1},
+    ],
+)
+def test_a_forged_op_event_is_ignored_and_counted(payload: dict[str, object]) -> None:
+    """The op cache's events (issue #18) come from inside the run: a path as key, a control character, a wrong
+    type or a negative time is no op the record may name."""
+    events = read_events("@@repro " + json.dumps(payload) + "\n")
+    assert events.ops == [] and events.ignored == 1
+
+
+def test_op_events_are_kept_within_a_bound() -> None:
+    line = json.dumps({"event": "op", "name": "fused_adam", "key": "abc123", "built": False, "seconds": 0.001})
+    events = read_events(("@@repro " + line + "\n") * 1000)
+    assert len(events.ops) == 64 and events.ops[0] == {
+        "name": "fused_adam",
+        "key": "abc123",
+        "built": False,
+        "seconds": 0.001,
+    }
