@@ -1,0 +1,311 @@
+"""Wheels the harness built from sdists, kept for every later cell: DeepSpeed publishes only sdists.
+
+Why the harness keeps them and not only uv: uv keys the wheel it builds on the index's response for the sdist,
+and where that response is not reused (a proxy that drops caching headers, an expired cache) every new cell
+built DeepSpeed again — 2.5 s of a 3.8 s cell build, and 34 copies of the 0.19.8 build in uv's cache. A wheel
+kept here is installed by path, with no build and, when uv's cache holds the rest, no network either.
+
+What determines a kept wheel: the package's name and version and the Python minor version that built it. Not
+torch: the build runs isolated (the installer's default), where DeepSpeed's ``setup.py`` finds no torch, records
+torch ``0.0`` and compiles no op (``DS_BUILD_OPS=0`` besides); its ops compile just in time in the run, into the
+op cache. Only pure-Python wheels (``…-none-any``) are kept: one with compiled code would also depend on the
+compiler and the libraries it linked, which this key does not see.
+
+The folder is untrusted input like any other: a wheel is installed only after its file name, its archive (every
+member's CRC, no member leaving the archive) and its METADATA's name and version agree with the pin it is to
+stand for. One that does not is removed, said in the cell's build log, and the pin is installed as it would be
+without this cache (built again, and kept again). A self-consistent wheel someone forged and put here is
+installed like any wheel they could put on the index: the folder is only as trusted as who can write to it.
+
+Layout (beside the cells, ``<envs>/wheels``, unless ``REPROBISECT_WHEEL_CACHE`` names another folder or is
+``off``): ``<name>-<version>-py<X.Y>/`` holds one wheel; ``<name>-<version>-py<X.Y>.flock`` is the lock its
+builder takes and, by its modification time, when it was last used (the size bound drops the oldest first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import email.parser
+import fcntl
+import os
+import re
+import shutil
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path, PurePosixPath
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from reprobisect.errors import ToolError
+from reprobisect.util.cmd import output_tail, run_tool
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "WheelEntry",
+    "build",
+    "cache_root",
+    "check_wheel",
+    "clear",
+    "entries",
+    "entry_name",
+    "lookup",
+    "prune",
+]
+
+DEFAULT_MAX_BYTES = 1 << 30  # a DeepSpeed wheel is about 2 MB: every release several times over
+OFF = ("off", "none", "0")
+_SAFE = re.compile(r"[a-z0-9][a-z0-9.+!_-]{0,150}")  # what a folder name of ours can hold
+_MAX_MEMBERS = 20_000  # DeepSpeed's wheel has about 1,000 files; a zip bomb of names is refused
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WheelEntry:
+    """One kept wheel."""
+
+    path: Path
+    name: str
+    size: int
+    last_used: float
+
+
+def cache_root(envs_dir: Path, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """Where the kept wheels of the cells under ``envs_dir`` live; None when ``REPROBISECT_WHEEL_CACHE=off``."""
+    chosen = environ.get("REPROBISECT_WHEEL_CACHE", "").strip()
+    if chosen.lower() in OFF:
+        return None
+    return Path(chosen).absolute() if chosen else envs_dir.absolute() / "wheels"
+
+
+def entry_name(name: str, version: str, python_version: str) -> str | None:
+    """The folder of ``name==version`` built by Python ``python_version`` (``3.11.7`` or ``3.11``); None when the
+    pin cannot name a folder (not a version, odd characters): such a pin is never kept."""
+    try:
+        normal = str(Version(version))
+    except InvalidVersion:
+        return None
+    minor = ".".join(python_version.split(".")[:2])
+    folder = f"{canonicalize_name(name)}-{normal}-py{minor}"
+    return folder if _SAFE.fullmatch(folder) and ".." not in folder else None
+
+
+def check_wheel(path: Path, name: str, version: str) -> str | None:
+    """Why the file at ``path`` must not be installed as ``name==version``, or None when it may."""
+    try:
+        wheel_name, wheel_version, _, tags = parse_wheel_filename(path.name)
+    except InvalidWheelFilename as exc:
+        return f"not a wheel's file name ({exc})"
+    if canonicalize_name(wheel_name) != canonicalize_name(name) or wheel_version != Version(version):
+        return f"its file name says {wheel_name} {wheel_version}, not {name} {version}"
+    if not all(tag.abi == "none" and tag.platform == "any" for tag in tags):
+        return "not a pure-Python wheel (only those are kept)"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return _check_archive(archive, name, version)
+    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as exc:
+        return f"not a readable wheel ({type(exc).__name__}: {str(exc)[:120]})"
+
+
+def _check_archive(archive: zipfile.ZipFile, name: str, version: str) -> str | None:
+    members = archive.namelist()
+    if len(members) > _MAX_MEMBERS:
+        return f"{len(members)} members (more than {_MAX_MEMBERS})"
+    for member in members:
+        parts = PurePosixPath(member).parts
+        if member.startswith(("/", "\\")) or ".." in parts or "\\" in member or "\0" in member:
+            return f"member {member[:80]!r} would leave the install folder"
+    metadata = [m for m in members if len(PurePosixPath(m).parts) == 2 and m.endswith(".dist-info/METADATA")]
+    if len(metadata) != 1:
+        return f"{len(metadata)} METADATA files at its top (a wheel has one)"
+    headers = email.parser.BytesHeaderParser().parsebytes(archive.read(metadata[0]))
+    meta_name, meta_version = headers.get("Name", ""), headers.get("Version", "")
+    try:
+        same_version = Version(meta_version) == Version(version)
+    except InvalidVersion:
+        same_version = False
+    if canonicalize_name(meta_name) != canonicalize_name(name) or not same_version:
+        return f"its METADATA names {meta_name[:60]!r} {meta_version[:40]!r}, not {name} {version}"
+    broken = archive.testzip()  # every member read and its CRC compared: a cut or altered file shows here
+    return None if broken is None else f"member {broken[:80]!r} is damaged (CRC)"
+
+
+def _the_wheel(folder: Path) -> Path | None:
+    """The one ``.whl`` file in ``folder``, or None (missing, several, a link, not a file)."""
+    try:
+        found = [p for p in folder.iterdir() if p.name.endswith(".whl")]
+    except OSError:
+        return None
+    if len(found) != 1 or found[0].is_symlink() or not found[0].is_file():
+        return None
+    return found[0]
+
+
+def lookup(root: Path, name: str, version: str, python_version: str, *, say: Callable[[str], None]) -> Path | None:
+    """The kept wheel of ``name==version``, checked; a wheel that fails the check is removed and ``say``-d."""
+    folder_name = entry_name(name, version, python_version)
+    if folder_name is None:
+        return None
+    wheel, why = _inspect(root / folder_name, name, version)
+    if why is not None:
+        say(f"kept wheel {wheel or root / folder_name}: {why}; removed, {name} {version} is installed from the index")
+        with _locked(root, folder_name):
+            _remove(root / folder_name)
+        return None
+    if wheel is not None:
+        with contextlib.suppress(OSError):
+            (root / f"{folder_name}.flock").touch()  # its last use, for the size bound
+    return wheel
+
+
+def _inspect(folder: Path, name: str, version: str) -> tuple[Path | None, str | None]:
+    """The entry's wheel and why it must not be used: (None, None) when there is no entry."""
+    if folder.is_symlink():
+        return None, "a link, not a folder"
+    if not folder.is_dir():
+        return None, ("not a folder" if folder.exists() else None)
+    wheel = _the_wheel(folder)
+    if wheel is None:
+        return None, "not exactly one wheel file in it"
+    return wheel, check_wheel(wheel, name, version)
+
+
+def _remove(folder: Path) -> None:
+    if folder.is_symlink() or folder.is_file():
+        folder.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _locked(root: Path, folder_name: str) -> Iterator[None]:
+    """The entry's lock: one builder at a time; the kernel frees it when its holder dies."""
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / f"{folder_name}.flock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def build(
+    root: Path, name: str, version: str, *, python: str, python_version: str, log: Path, timeout: float = 1800
+) -> Path | None:
+    """Build ``name==version``'s wheel with ``python``'s pip (the index its configuration names, isolated, no
+    ops) and keep it; the kept wheel, or None when it cannot be built or kept (the reason goes to ``log``: the
+    cell is then installed as without this cache)."""
+    folder_name = entry_name(name, version, python_version)
+    if folder_name is None:
+        return None
+    with _locked(root, folder_name):
+        kept, why = _inspect(root / folder_name, name, version)
+        if why is None and kept is not None:
+            return kept  # another harness built it while this one waited
+        if why is not None:
+            _note(log, f"kept wheel {kept or root / folder_name}: {why}; removed, built again")
+        with tempfile.TemporaryDirectory(dir=root, prefix=f".build-{folder_name}-") as tmp:
+            built = _pip_wheel(python, name, version, Path(tmp), log, timeout)
+            if built is None:
+                return None
+            why = check_wheel(built, name, version)
+            if why is not None:
+                _note(log, f"not kept: the wheel pip built for {name} {version} is {why}")
+                return None
+            staging = Path(tmp) / "entry"
+            staging.mkdir()
+            os.replace(built, staging / built.name)
+            _remove(root / folder_name)
+            os.replace(staging, root / folder_name)  # whole or not at all: a reader never sees half a wheel
+        return _the_wheel(root / folder_name)
+
+
+def _pip_wheel(python: str, name: str, version: str, dest: Path, log: Path, timeout: float) -> Path | None:
+    argv = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-binary", name, f"{name}=={version}"]
+    argv += ["--wheel-dir", str(dest), "--disable-pip-version-check"]
+    env = {**os.environ, "DS_BUILD_OPS": "0"}
+    start = time.perf_counter()
+    try:
+        done = run_tool(argv, what=f"building a wheel of {name} {version}", timeout=timeout, env=env, check=False)
+    except ToolError as exc:
+        _note(log, f"not kept: {exc}")
+        return None
+    _note(log, f"$ {' '.join(argv)}  ({time.perf_counter() - start:.1f} s, exit {done.returncode})")
+    if done.returncode != 0:
+        _note(log, f"not kept: pip could not build {name} {version}:\n{output_tail(done.stderr or done.stdout)}")
+        return None
+    wheels = list(dest.glob("*.whl"))
+    if len(wheels) != 1:
+        _note(log, f"not kept: pip left {len(wheels)} wheels for {name} {version}")
+        return None
+    return wheels[0]
+
+
+def _note(log: Path, text: str) -> None:
+    with contextlib.suppress(OSError), log.open("a") as handle:
+        handle.write(f"# wheel cache: {text}\n")
+
+
+def _folders(root: Path) -> list[Path]:
+    try:
+        return [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")]
+    except OSError:
+        return []
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    with contextlib.suppress(OSError):
+        for child in folder.iterdir():
+            with contextlib.suppress(OSError):
+                total += child.lstat().st_size
+    return total
+
+
+def _last_used(root: Path, folder: Path) -> float:
+    for path in (root / f"{folder.name}.flock", folder):
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            continue
+    return 0.0
+
+
+def entries(root: Path) -> list[WheelEntry]:
+    """Every kept wheel under ``root``, least recently used first."""
+    found = [
+        WheelEntry(path=folder, name=folder.name, size=_size(folder), last_used=_last_used(root, folder))
+        for folder in _folders(root)
+    ]
+    return sorted(found, key=lambda e: e.last_used)
+
+
+def prune(root: Path, max_bytes: int = DEFAULT_MAX_BYTES, *, keep_newer_than: float = 3600.0) -> list[WheelEntry]:
+    """Remove least recently used wheels until at most ``max_bytes`` are kept; those used in the last
+    ``keep_newer_than`` seconds stay (another harness may be installing them). Returns what was removed."""
+    kept = entries(root)
+    total = sum(entry.size for entry in kept)
+    removed = []
+    now = time.time()
+    for entry in kept:
+        if total <= max_bytes:
+            break
+        if now - entry.last_used < keep_newer_than:
+            continue
+        with _locked(root, entry.name):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        (root / f"{entry.name}.flock").unlink(missing_ok=True)
+        total -= entry.size
+        removed.append(entry)
+    return removed
+
+
+def clear(root: Path) -> int:
+    """Remove every kept wheel; returns the bytes freed."""
+    freed = sum(entry.size for entry in entries(root))
+    if root.is_dir():
+        for child in root.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+    return freed
