@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +20,7 @@ from reprobisect.model.record import Record
 from reprobisect.model.verdict import fold_repeats
 from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix, script_repro
 from reprobisect.run.sandbox import Confinement
+from reprobisect.run.select import detect_cuda
 from reprobisect.run.store import Store
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
@@ -52,6 +53,7 @@ class BisectRequest:
     fresh: bool = False
     timeout: float | None = None
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
+    jobs: int = 1  # probes at a time: the two ends together, then every open segment's middle (all-transitions)
 
 
 def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prereleases: bool) -> list[str]:
@@ -84,6 +86,8 @@ def git_revisions(repo: Path, good: str, bad: str) -> list[str]:
 
 
 def _probe_result(version: str, records: list[Record]) -> ProbeResult:
+    if not records:  # a matrix run of several probes that left none for this one: skipped, never a verdict
+        return ProbeResult(version=version, outcome="ENV_ERROR", signature="no record of this probe")
     verdict = fold_repeats((r.outcome, r.signature.id if r.signature else "") for r in records)
     sig_id = verdict.signature_id or None
     text = next((r.signature.text for r in records if r.signature and r.signature.id == sig_id), None)
@@ -95,6 +99,11 @@ def _probe_result(version: str, records: list[Record]) -> ProbeResult:
         flaky=verdict.flaky,
         runs=verdict.runs,
     )
+
+
+def _records_of(records: Sequence[Record], axis: str, value: str) -> list[Record]:
+    """The records of the probe whose ``axis`` pin is ``value`` (one matrix run may hold several probes)."""
+    return [r for r in records if str(r.cell.get("packages", {}).get(axis)) == value]
 
 
 def _target(config: Config, request: BisectRequest) -> Callable[[ProbeResult], bool]:
@@ -141,16 +150,19 @@ def run_bisect(
     held = {**config.default_cell, **request.pins}
     held.pop(request.axis, None)
     stats = RunStats()
+    backend = request.backend
+    if backend == "auto":  # asked once here, not by every probe (each ask imports torch: seconds on a small CPU)
+        backend = "cuda" if base.torch and detect_cuda(Path(base.executable)) else "cpu"
 
-    def probe(version: str) -> ProbeResult:
-        axes = {name: (spec,) for name, spec in held.items()}
-        axes[request.axis] = (value(version),)
+    def probe_many(chosen: Sequence[str]) -> list[ProbeResult]:
+        axes: dict[str, tuple[str, ...]] = {name: (spec,) for name, spec in held.items()}
+        axes[request.axis] = tuple(value(version) for version in chosen)
         matrix = MatrixRequest(
             repros=() if request.script else (repro.name,),
             script=request.script,
             expect_signature=request.expect_signature,
             shim=request.shim,
-            backend=request.backend,
+            backend=backend,
             axes=axes,
             forms=(form,),
             fixes=(request.fix,),
@@ -159,11 +171,20 @@ def run_bisect(
             timeout=request.timeout,
             use_includes=False,
             confinement=request.confinement,
+            jobs=max(1, min(request.jobs, len(chosen))),
         )
         records = run_matrix(
             config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=lambda _: None, stats=stats
         )
-        return _probe_result(version[:12] if request.git else version, records)
+        if len(chosen) == 1:
+            return [_probe_result(chosen[0][:12] if request.git else chosen[0], records)]
+        return [
+            _probe_result(version[:12] if request.git else version, _records_of(records, request.axis, value(version)))
+            for version in chosen
+        ]
+
+    def probe(version: str) -> ProbeResult:
+        return probe_many([version])[0]
 
     mode = "all-transitions" if request.all_transitions else "first-bad"
     echo(
@@ -176,10 +197,14 @@ def run_bisect(
     def probe_by_short(version: str) -> ProbeResult:
         return probe(versions[short.index(version)])
 
+    def many_by_short(chosen: Sequence[str]) -> list[ProbeResult]:
+        return probe_many([versions[short.index(version)] for version in chosen])
+
+    many = many_by_short if request.jobs > 1 else None
     if request.all_transitions:
-        result = all_transitions(short, probe_by_short, log=echo)
+        result = all_transitions(short, probe_by_short, log=echo, probe_many=many)
     else:
-        result = first_bad(short, probe_by_short, _target(config, request), log=echo)
+        result = first_bad(short, probe_by_short, _target(config, request), log=echo, probe_many=many)
     report = _report(config, request, repro.name, form, versions, result, stats, held)
     path = store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
     write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")

@@ -11,6 +11,11 @@ Two questions, as maintainers ask them:
 Probes that say nothing about the bug (ENV_ERROR, TIMEOUT) or that disagree with themselves across
 repeats (flaky) are skipped like git bisect's exit 125: the search moves to a neighbour and the result
 lists what was skipped and why. Every probe is memoized.
+
+Probes may run several at a time (``probe_many``): the two ends together, and in ``all_transitions`` the
+middles of every segment still open, one wave at a time. The searches ask exactly what they ask one at a time
+(each segment's next probe depends only on its two ends), so the answer and the set of probes are the same;
+only the order of the probe list differs.
 """
 
 from __future__ import annotations
@@ -80,13 +85,18 @@ class Search:
     """Memoizing wrapper around a probe, with a log of what was asked."""
 
     def __init__(
-        self, versions: Sequence[str], probe: Callable[[str], ProbeResult], log: Callable[[str], None] = lambda _: None
+        self,
+        versions: Sequence[str],
+        probe: Callable[[str], ProbeResult],
+        log: Callable[[str], None] = lambda _: None,
+        probe_many: Callable[[Sequence[str]], Sequence[ProbeResult]] | None = None,
     ) -> None:
         if len(versions) < 2:
             msg = f"need at least two versions to search, got {list(versions)}"
             raise BisectInconclusiveError(msg)
         self.versions = list(versions)
         self._probe = probe
+        self._probe_many = probe_many
         self.results: dict[int, ProbeResult] = {}
         self.order: list[int] = []
         self.log = log
@@ -99,6 +109,18 @@ class Search:
             self.order.append(index)
             self.log(self.picture(index))
         return self.results[index]
+
+    def prefetch(self, indices: Sequence[int]) -> None:
+        """Probe the ones of ``indices`` not probed yet together, when a ``probe_many`` was given (else they are
+        probed one at a time when first asked for)."""
+        wanted = [i for i in dict.fromkeys(indices) if i not in self.results]
+        if self._probe_many is None or len(wanted) < 2:
+            return
+        found = self._probe_many([self.versions[i] for i in wanted])
+        for index, result in zip(wanted, found, strict=True):
+            self.results[index] = result
+            self.order.append(index)
+            self.log(self.picture(index))
 
     def usable_between(self, lo: int, hi: int) -> int | None:
         """A probed-or-probeable index strictly between lo and hi whose probe is not skipped, nearest the middle."""
@@ -147,9 +169,11 @@ def first_bad(
     probe: Callable[[str], ProbeResult],
     is_bad: Callable[[ProbeResult], bool],
     log: Callable[[str], None] = lambda _: None,
+    probe_many: Callable[[Sequence[str]], Sequence[ProbeResult]] | None = None,
 ) -> BisectResult:
     """The adjacent (last good, first bad) pair between a good first and a bad last version."""
-    search = Search(versions, probe, log)
+    search = Search(versions, probe, log, probe_many)
+    search.prefetch([0, len(versions) - 1])
     lo = _end(search, 0, 1, len(versions) - 1)
     hi = _end(search, len(versions) - 1, -1, lo)
     if is_bad(search.at(lo)):
@@ -176,16 +200,36 @@ def first_bad(
 
 
 def all_transitions(
-    versions: Sequence[str], probe: Callable[[str], ProbeResult], log: Callable[[str], None] = lambda _: None
+    versions: Sequence[str],
+    probe: Callable[[str], ProbeResult],
+    log: Callable[[str], None] = lambda _: None,
+    probe_many: Callable[[Sequence[str]], Sequence[ProbeResult]] | None = None,
 ) -> BisectResult:
     """Every change of state (outcome + signature id) between the first and last version."""
-    search = Search(versions, probe, log)
+    search = Search(versions, probe, log, probe_many)
+    search.prefetch([0, len(versions) - 1])
     lo = _end(search, 0, 1, len(versions) - 1)
     hi = _end(search, len(versions) - 1, -1, lo)
     transitions: list[Transition] = []
-    stack = [(lo, hi)]
-    while stack:
-        left, right = stack.pop()
+    wave = [(lo, hi)]
+    while wave:  # one wave: every open segment's middle, probed together when probe_many allows
+        search.prefetch([(left + right) // 2 for left, right in wave if _open(search, left, right)])
+        wave = _split(search, versions, wave, transitions)
+    transitions.sort(key=lambda t: versions.index(t.last))
+    return search.result(transitions)
+
+
+def _open(search: Search, left: int, right: int) -> bool:
+    """A segment whose ends differ and that has versions between them: its middle is probed next."""
+    return right - left > 1 and search.at(left).state != search.at(right).state
+
+
+def _split(
+    search: Search, versions: Sequence[str], wave: list[tuple[int, int]], transitions: list[Transition]
+) -> list[tuple[int, int]]:
+    """Each segment of ``wave`` closed (constant, or a transition found) or split at a usable middle."""
+    after: list[tuple[int, int]] = []
+    for left, right in wave:
         if search.at(left).state == search.at(right).state:
             continue
         if right - left == 1:
@@ -206,6 +250,5 @@ def all_transitions(
                 )
             )
             continue
-        stack.extend([(mid, right), (left, mid)])
-    transitions.sort(key=lambda t: versions.index(t.last))
-    return search.result(transitions)
+        after.extend([(left, mid), (mid, right)])
+    return after
