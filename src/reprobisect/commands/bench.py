@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
+from pathlib import Path
 
-from reprobisect.cells.envs import base_interpreter
+from reprobisect.bisect.probes import BisectRequest, run_bisect
+from reprobisect.cells.envs import BaseInterpreter, base_interpreter
 from reprobisect.commands.options import Subparsers, add_common, pins, prepare
-from reprobisect.config.load import load_config
+from reprobisect.config.load import Config, load_config
 from reprobisect.run.bench import format_bench, run_bench
+from reprobisect.run.store import Store
 
 __all__ = ["run_from_args", "setup_arguments"]
 
@@ -28,18 +32,38 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args)
 
 
+def _bisect_two(config: Config, base: BaseInterpreter) -> Callable[[Path, Path], int]:
+    """The workloads' cold bisection with two probes at a time (``bisect`` has no ``--jobs`` option yet), in the
+    environment a command gets: no moved cells or caches."""
+    moved = ("REPROBISECT_ENVS", "REPROBISECT_OP_CACHE", "REPROBISECT_WHEEL_CACHE")
+    environ = {k: v for k, v in os.environ.items() if k not in moved}
+
+    def bisect(envs_dir: Path, out: Path) -> int:
+        request = BisectRequest(
+            repro="gan", axis="deepspeed", good="0.16.0", bad="0.19.8", all_transitions=True, jobs=2
+        )
+        result, _, _ = run_bisect(
+            config, request, base=base, store=Store(out), envs_dir=envs_dir, environ=environ, echo=lambda _: None
+        )
+        return len(result.probes)
+
+    return bisect
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Measure and print the figures."""
     prepare(args)
+    config, base = load_config(args.config), base_interpreter(args.base_python)
     result = run_bench(
-        load_config(args.config),
-        base_interpreter(args.base_python),
+        config,
+        base,
         pins(args),
         runs=args.runs,
         with_pip=not args.no_pip,
         environ=os.environ,
         workloads=args.workloads,
         config_path=args.config,
+        bisect_two=_bisect_two(config, base),
     )
     print()
     print(format_bench(result))

@@ -1,14 +1,17 @@
 """Figures for how fast the harness builds cells and how little it adds to a run, printed side by side.
 
-Environment builds are measured cold (empty package cache) and warm (cache filled, new venv) for the
-harness (uv) and for nox's default backend (virtualenv + pip, its wheel cache empty, then filled), both over
-the base interpreter's torch. Reuse is the cost of finding a built cell unchanged. Overhead is the harness's
+Environment builds are measured cold (empty package caches: uv's and the harness's kept wheels) and warm (both
+filled by the cold build, new venv) for the harness (uv) and for nox's default backend (virtualenv + pip, its
+wheel cache empty, then filled), all over the base interpreter's torch; the warm build says where its seconds
+went (venv, install, marker). Reuse is the cost of finding a built cell unchanged. Overhead is the harness's
 wall time per run divided by a bare ``python repros/<script>`` of the same form in the same warm cell.
 
 Workloads (``--workloads``) are what users type, timed whole, each in empty cells (op cache included) with
 the machine's package cache warm: ``repro gan`` on its default cell (what ``nox -s repro_gan`` runs), a cold
-``bisect --all-transitions`` over DeepSpeed 0.16.0-0.19.8 on the CPU, and the GAN's plain CPU fixes in one
-warm cell with ``--jobs 1`` and ``--jobs 2``.
+``bisect --all-transitions`` over DeepSpeed 0.16.0-0.19.8 on the CPU (as typed, one probe at a time, and again
+in empty cells with two probes at a time, ``BisectRequest.jobs=2``: the command gives that callable, as the
+``bisect`` command has no ``--jobs`` yet), and the GAN's plain
+CPU fixes in one warm cell with ``--jobs 1`` and ``--jobs 2``.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ class BenchResult:
     bisect_probes: int | None = None
     jobs_one: float | None = None
     jobs_two: float | None = None
+    warm_steps: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    bisect_two: float | None = None
+    bisect_two_probes: int | None = None
 
 
 def _timed(action: Callable[[], object]) -> float:
@@ -94,20 +100,31 @@ def run_bench(
     echo: Echo = print,
     workloads: bool = False,
     config_path: Path = Path("matrix.yaml"),
+    bisect_two: Callable[[Path, Path], int] | None = None,
 ) -> BenchResult:
-    """Measure everything once (builds) or ``runs`` times (reuse, runs) and return the figures."""
+    """Measure everything once (builds) or ``runs`` times (reuse, runs) and return the figures. ``bisect_two``
+    (cells folder, output folder → probes made) runs the workloads' bisection two probes at a time."""
     cell = resolve_cell(base, {**config.default_cell, **pins})
     echo(f"bench cell {cell.id}; {runs} runs each; pip/virtualenv comparison: {'on' if with_pip else 'off'}")
     with tempfile.TemporaryDirectory(prefix="reprobisect-bench-") as tmp:
         root = Path(tmp)
-        os.environ["UV_CACHE_DIR"] = str(root / "uv-cache")
+        # the harness's kept wheels are a package cache too: empty for the cold build, filled for the warm one
+        caches = {"UV_CACHE_DIR": str(root / "uv-cache"), "REPROBISECT_WHEEL_CACHE": str(root / "kept-wheels")}
+        saved = {name: os.environ.get(name) for name in caches}
+        os.environ.update(caches)
         try:
             cold = _timed(lambda: ensure_env(cell, base, root / "cold"))
             echo(f"harness cold build: {cold:.1f} s")
-            warm = _timed(lambda: ensure_env(cell, base, root / "warm"))
-            echo(f"harness warm build: {warm:.1f} s")
+            start = time.perf_counter()
+            warm_steps = ensure_env(cell, base, root / "warm").steps
+            warm = time.perf_counter() - start
+            echo(f"harness warm build: {warm:.2f} s ({_steps(warm_steps)})")
         finally:
-            del os.environ["UV_CACHE_DIR"]
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         reuse = [_timed(lambda: ensure_env(cell, base, root / "warm")) for _ in range(max(runs, 3))]
         pip_cold = pip_warm = None
         if with_pip:
@@ -125,9 +142,10 @@ def run_bench(
             pip_warm=pip_warm,
             harness_runs=harness_runs,
             bare_runs=bare_runs,
+            warm_steps=warm_steps,
         )
         if workloads:
-            result = _workloads(result, config, base, cell, root, config_path, echo)
+            result = _workloads(result, config, base, cell, root, config_path, echo, bisect_two)
     return result
 
 
@@ -152,6 +170,7 @@ def _workloads(
     root: Path,
     config_path: Path,
     echo: Echo,
+    bisect_two: Callable[[Path, Path], int] | None,
 ) -> BenchResult:
     fresh = _cli(
         ["repro", "gan", "--envs", str(root / "fresh-cells"), "--out", str(root / "fresh-out")],
@@ -166,6 +185,12 @@ def _workloads(
     cold = _cli(bisect_args, "bisect", base, config_path)
     probes = len({p.parent.name for p in (bisect_out / "records").rglob("*.json")})
     echo(f"cold bisect --all-transitions 0.16.0-0.19.8: {cold:.0f} s, {probes} probes")
+    two = two_probes = None
+    if bisect_two is not None:
+        start = time.perf_counter()
+        two_probes = bisect_two(root / "bisect2-cells", root / "bisect2-out")
+        two = time.perf_counter() - start
+        echo(f"cold bisect --all-transitions 0.16.0-0.19.8, two probes at a time: {two:.0f} s, {two_probes} probes")
     repro = config.repro("gan")
     plain = ",".join(name for name, fix in repro.fixes.items() if fix.patch is None and not fix.override)
     timed = {}
@@ -177,7 +202,14 @@ def _workloads(
         if jobs:
             echo(f"gan cpu-deepspeed, {plain.count(',') + 1} fixes, --jobs {jobs}: {timed[jobs]:.0f} s")
     return dataclasses.replace(
-        result, fresh_repro=fresh, cold_bisect=cold, bisect_probes=probes, jobs_one=timed[1], jobs_two=timed[2]
+        result,
+        fresh_repro=fresh,
+        cold_bisect=cold,
+        bisect_probes=probes,
+        jobs_one=timed[1],
+        jobs_two=timed[2],
+        bisect_two=two,
+        bisect_two_probes=two_probes,
     )
 
 
@@ -213,11 +245,12 @@ def format_bench(result: BenchResult) -> str:
         f"{'':32}{'harness (uv)':>14}{'virtualenv+pip':>16}{'pip ÷ harness':>15}",
         f"{'cold cell build (empty cache)':32}{result.harness_cold:>13.1f}s{_s(result.pip_cold):>16}"
         f"{ratio(result.pip_cold, result.harness_cold):>15}",
-        f"{'warm cell build (cached)':32}{result.harness_warm:>13.1f}s{_s(result.pip_warm):>16}"
+        f"{'warm cell build (cached)':32}{result.harness_warm:>13.2f}s{_s(result.pip_warm):>16}"
         f"{ratio(result.pip_warm, result.harness_warm):>15}",
-        f"{'warm harness vs pip, empty cache':32}{result.harness_warm:>13.1f}s{_s(result.pip_cold):>16}"
+        f"{'warm harness vs pip, empty cache':32}{result.harness_warm:>13.2f}s{_s(result.pip_cold):>16}"
         f"{ratio(result.pip_cold, result.harness_warm):>15}",
         f"{'reuse of a built cell':32}{reuse:>13.3f}s",
+        f"{'warm build, where it went':32}  {_steps(result.warm_steps)}",
         "",
         f"{'run of gan cpu-deepspeed none':32}{'harness':>14}{'bare python':>16}{'harness ÷ bare':>15}",
         f"{'median wall per run':32}{h_run:>13.2f}s{b_run:>15.2f}s{h_run / b_run:>14.3f}×",
@@ -232,12 +265,24 @@ def format_bench(result: BenchResult) -> str:
             f"{'workload (empty cells, warm package cache)':46}{'seconds':>10}{'goal':>10}",
             f"{'repro gan, its default cell (nox -s repro_gan)':46}{result.fresh_repro:>10.0f}{'≤ 180':>10}",
             f"{'bisect --all-transitions deepspeed 0.16.0-0.19.8':46}{result.cold_bisect or 0:>10.0f}{'≤ 300':>10}"
-            f"   ({result.bisect_probes} probes)",
+            f"   ({result.bisect_probes} probes, one at a time)",
+            *(
+                [
+                    f"{'  the same, two probes at a time':46}{result.bisect_two:>10.0f}{'≤ 300':>10}"
+                    f"   ({result.bisect_two_probes} probes)"
+                ]
+                if result.bisect_two is not None
+                else []
+            ),
             f"{'gan cpu-deepspeed plain fixes, --jobs 1':46}{result.jobs_one:>10.0f}",
             f"{'gan cpu-deepspeed plain fixes, --jobs 2':46}{result.jobs_two:>10.0f}"
             f"{'≥ 1.6×':>10}   (speed-up {result.jobs_one / result.jobs_two:.2f}×)",
         ]
     return "\n".join(lines)
+
+
+def _steps(steps: Mapping[str, float]) -> str:
+    return ", ".join(f"{name} {seconds:.2f} s" for name, seconds in steps.items()) or "-"
 
 
 def _s(value: float | None) -> str:
