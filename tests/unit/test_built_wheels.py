@@ -349,3 +349,23 @@ def test_a_vcs_pin_goes_to_the_index_and_an_unbuildable_one_to_uv(
     assert len(installs) == 1 and "--offline" not in installs[0] and pip.calls == []
     installs = _build_cell(tmp_path, monkeypatch, FakeUv(offline_fails=True), pip, deepspeed="0.16.4")
     assert installs[-1].endswith("deepspeed==0.16.4") and pip.calls == ["deepspeed==0.16.4"]
+
+
+def test_the_ops_command_shows_bounds_and_clears_the_kept_wheels_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from reprobisect.commands import ops as ops_command
+
+    monkeypatch.delenv("REPROBISECT_WHEEL_CACHE", raising=False)
+    monkeypatch.delenv("REPROBISECT_OP_CACHE", raising=False)
+    envs_dir = tmp_path / "cells"
+    _kept(envs_dir / "wheels")
+    (envs_dir / "wheels" / "x\nodd").mkdir()
+    args = argparse.Namespace(envs=envs_dir, clear=False, max_gib=None)
+    assert ops_command.run_from_args(args) == 0
+    shown = capsys.readouterr().out
+    assert "2 kept wheels" in shown and "'deepspeed-0.19.8-py3.11'" in shown and "'x\\nodd'" in shown
+    assert ops_command.run_from_args(argparse.Namespace(envs=envs_dir, clear=True, max_gib=None)) == 0
+    assert "0 kept wheels" in capsys.readouterr().out and built_wheels.entries(envs_dir / "wheels") == []
