@@ -57,6 +57,18 @@ def repro_zero3(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def triage(session: nox.Session) -> None:
+    """A script from an issue, default cell, every form, your fixes (`-- issue.py --fix-env quiet=V=1 -- --lr 1e-4`)."""
+    _harness(session, "triage")
+
+
+@nox.session(default=False)
+def repro(session: nox.Session) -> None:
+    """Any repro of matrix.yaml by name, as repro_gan runs gan (`-- NAME --deepspeed 0.16.4 --fix none`)."""
+    _harness(session, "repro")
+
+
+@nox.session(default=False)
 def matrix(session: nox.Session) -> None:
     """Every cell × repro × form × fix of matrix.yaml (`-- --repro gan --select 'deepspeed=0.18.*' --jobs 2`)."""
     _harness(session, "matrix")

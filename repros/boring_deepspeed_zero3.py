@@ -18,8 +18,9 @@ Upstream reports
     under ``deepspeed.zero.Init`` (bf16, frozen) plus an fp32 trainable adapter added afterwards
     (like a PEFT LoRA adapter).  0.19.2 stopped casting ZeRO-Init models, so the persistent
     parameters mix bf16 and fp32 and ``_allgather_params_coalesced`` sizes every output buffer
-    with the first parameter's dtype.  That path only runs with more than one rank, so this flag
-    runs two local processes (gloo) by default (see ``--nprocs``).
+    with the first parameter's dtype.  That path only runs with more than one rank: run it with two,
+    either from the harness (``--nproc 2``: its launcher starts the ranks with torchrun's variables) or by
+    hand with ``--nprocs 2`` (this script then starts its own ranks, gloo on the CPU).
 
 Expected signature
     Original (fp16, old releases): RuntimeError: output tensor must have the same type as input
@@ -185,13 +186,11 @@ def main():
         action="store_true",
         help="bf16 frozen layer built under zero.Init + fp32 trainable adapter (DeepSpeed #8072)",
     )
-    p.add_argument(
-        "--nprocs", type=int, default=None, help="local ranks (default: 2 with --mixed-dtype-params, else 1)"
-    )
+    p.add_argument("--nprocs", type=int, default=1, help="local ranks this script starts itself (by hand)")
     args = p.parse_args()
-    nprocs = args.nprocs or (2 if args.mixed_dtype_params else 1)
-    if nprocs > 1 and os.environ.get("REPRO_LOCAL_CHILD") != "1":
-        sys.exit(launch(nprocs))
+    started = os.environ.get("REPRO_LOCAL_CHILD") == "1" or int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if args.nprocs > 1 and not started:  # a launcher (the harness's, torchrun) already started the ranks
+        sys.exit(launch(args.nprocs))
 
     import deepspeed
     from deepspeed.accelerator import get_accelerator

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from reprobisect.cells.envs import BaseInterpreter, CellEnv
 from reprobisect.config.load import Config, check_name, load_config
+from reprobisect.config.scripts import script_repro
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
-from reprobisect.model.cell import Cell
+from reprobisect.model.cell import Cell, run_cell
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.run import matrix
@@ -30,7 +31,6 @@ from reprobisect.run.matrix import (
     listed_cells,
     plan_cells,
     run_matrix,
-    script_repro,
 )
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
@@ -136,9 +136,11 @@ class Fakes:
             form=spec.form.name,
             fix=spec.fix.name,
             repeat=spec.repeat,
-            cell=spec.env.cell.to_dict(),
+            cell=run_cell(spec.env.cell, spec.nproc),
             outcome=Outcome.PASS.value,
             matrix_cell=spec.matrix_cell,
+            nproc=spec.nproc,
+            rerun=list(spec.rerun),
         )
         store.write(record)
         return record
@@ -397,10 +399,16 @@ def test_an_override_fix_runs_in_its_own_cell_but_reports_beside_its_row(tmp_pat
 
 
 def test_a_script_run_needs_no_repro_of_the_config(tmp_path: Path, fakes: Fakes) -> None:
-    records, _, _ = _run(
-        tmp_path, _config(tmp_path), _request(repros=(), script=SCRIPTS / "passes.py", select=("deepspeed=0.16.4",))
-    )
+    config = _config(tmp_path)
+    repro = script_repro(SCRIPTS / "passes.py", rerun=("nox", "-s", "triage", "--", "passes.py"))
+    config = dataclasses.replace(config, repros={**config.repros, repro.name: repro})
+    records, _, _ = _run(tmp_path, config, _request(repros=(repro.name,), select=("deepspeed=0.16.4",)))
     assert [(r.repro, r.form, r.fix) for r in records] == [("script-passes", "cpu-deepspeed", "none")]
+    # the record says how to run it again: the triage session with the script and the cell's pins
+    assert records[0].rerun == [
+        *("nox", "-s", "triage", "--", "passes.py", "--deepspeed", "0.16.4", "--lightning", "2.6.6"),
+        *("--form", "cpu-deepspeed", "--fix", "none"),
+    ]
 
 
 # --- pieces ------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.model.verdict import fold_repeats
-from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix, script_repro
+from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
 from reprobisect.run.store import Store
@@ -33,13 +33,10 @@ __all__ = ["BisectRequest", "bisect_slug", "git_revisions", "releases_between", 
 class BisectRequest:
     """A bisection as asked for on the command line."""
 
-    repro: str | None
+    repro: str  # a name of config.repros (a script is one: config.scripts.script_repro)
     axis: str
     good: str
     bad: str
-    script: Path | None = None
-    expect_signature: str | None = None
-    shim: bool = False
     backend: Literal["auto", "cuda", "cpu"] = "auto"
     form: str | None = None
     fix: str = "none"
@@ -113,7 +110,7 @@ def _target(config: Config, request: BisectRequest) -> Callable[[ProbeResult], b
     if request.target:
         target = request.target
         return lambda p: p.signature_id == target
-    expected = request.expect_signature if request.script else config.repro(request.repro or "").expected_signature
+    expected = config.repro(request.repro).expected_signature
     if expected is None:
         msg = "no target signature: pass --signature ID or --any-failure (the repro has no expected_signature)"
         raise ConfigError(msg)
@@ -141,11 +138,7 @@ def run_bisect(
     def value(version: str) -> str:
         return f"git+file://{repo}@{version}" if repo is not None else version
 
-    repro = (
-        script_repro(request.script, expect=request.expect_signature, shim=request.shim)
-        if request.script
-        else config.repro(request.repro or "")
-    )
+    repro = config.repro(request.repro)
     form = request.form or _default_form(list(repro.forms), request.backend)
     held = {**config.default_cell, **request.pins}
     held.pop(request.axis, None)
@@ -158,10 +151,7 @@ def run_bisect(
         axes: dict[str, tuple[str, ...]] = {name: (spec,) for name, spec in held.items()}
         axes[request.axis] = tuple(value(version) for version in chosen)
         matrix = MatrixRequest(
-            repros=() if request.script else (repro.name,),
-            script=request.script,
-            expect_signature=request.expect_signature,
-            shim=request.shim,
+            repros=(repro.name,),
             backend=backend,
             axes=axes,
             forms=(form,),

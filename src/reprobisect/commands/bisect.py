@@ -14,11 +14,13 @@ from reprobisect.commands.options import (
     Subparsers,
     add_backend,
     add_common,
+    add_nproc,
+    add_script_options,
     add_timeout,
-    check_script,
     confinement,
     pins,
     prepare,
+    with_script,
 )
 from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
@@ -34,15 +36,14 @@ def setup_arguments(subparsers: Subparsers) -> None:
         "bisect", help="which release (or commit) changed the outcome; every change with --all-transitions"
     )
     parser.add_argument("--repro", help="repro name from matrix.yaml")
-    parser.add_argument("--script", type=Path, help="bisect any script instead of a canonical repro")
-    parser.add_argument("--expect-signature", help="with --script: what counts as REPRODUCED")
-    parser.add_argument("--shim", action="store_true", help="with --script: through the Lightning CPU shim")
+    add_script_options(parser)
     parser.add_argument("--axis", default="deepspeed", help="the package whose releases are searched")
     parser.add_argument("--good", required=True, help="a release (or git revision) without the target")
     parser.add_argument("--bad", required=True, help="a release (or git revision) with the target")
     add_backend(parser)
     parser.add_argument("--form", help="the form to probe (default: cpu-deepspeed on the CPU, cuda on a GPU)")
-    parser.add_argument("--fix", default="none", help="the fix to probe (default: none)")
+    parser.add_argument("--fix", default="none", help="the fix to probe (default: none; or one of --fix-*)")
+    add_nproc(parser)
     parser.add_argument("--signature", help="bad = this signature id (default: the repro's expected signature)")
     parser.add_argument("--any-failure", action="store_true", help="bad = any failure")
     parser.add_argument("--all-transitions", action="store_true", help="map every change of outcome in the range")
@@ -52,28 +53,23 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.add_argument("--fresh", action="store_true", help="re-run probes that already have a record")
     add_timeout(parser, help="seconds per run")
     add_common(parser)
-    parser.set_defaults(run=run_from_args)
+    parser.set_defaults(run=run_from_args, script_args=())
 
 
-def _request(args: argparse.Namespace) -> BisectRequest:
+def _request(args: argparse.Namespace, repro: str) -> BisectRequest:
     """The options as a BisectRequest; contradictions are refused here, before anything is built."""
-    if bool(args.script) == bool(args.repro):
-        msg = "bisect needs exactly one of --repro NAME or --script PATH"
-        raise ConfigError(msg)
-    check_script(args.script)
     if args.signature and args.any_failure:
         msg = "--signature and --any-failure contradict each other: choose one target"
         raise ConfigError(msg)
     fixed = pins(args)
     fixed.pop(args.axis, None)  # the axis is what the bisection varies
+    if args.nproc:
+        fixed["nproc"] = args.nproc
     return BisectRequest(
-        repro=args.repro,
+        repro=repro,
         axis=args.axis,
         good=args.good,
         bad=args.bad,
-        script=args.script,
-        expect_signature=args.expect_signature,
-        shim=args.shim,
         backend=args.backend,
         form=args.form,
         fix=args.fix,
@@ -118,9 +114,19 @@ def _print_report(report: dict[str, Any], path: Path, *, all_transitions: bool) 
 def run_from_args(args: argparse.Namespace) -> int:
     """Bisect and print the transitions; 0 when the bisection names them (no transition included)."""
     prepare(args)
-    request = _request(args)
-    _, report, path = run_bisect(
+    if bool(args.script) == bool(args.repro):
+        msg = "bisect needs exactly one of --repro NAME or --script PATH"
+        raise ConfigError(msg)
+    config, script = with_script(
         load_config(args.config),
+        args,
+        args.script,
+        repros=(args.repro,) if args.repro else (),
+        rerun=("nox", "-s", "triage", "--"),
+    )
+    request = _request(args, script or args.repro)
+    _, report, path = run_bisect(
+        config,
         request,
         base=base_interpreter(args.base_python),
         store=Store(args.out),

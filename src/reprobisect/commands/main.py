@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from reprobisect.commands import bench, bisect, env, matrix, nightly, ops, report, repro, wheelhouse
+from reprobisect.commands import bench, bisect, env, matrix, nightly, ops, report, repro, triage, wheelhouse
 from reprobisect.commands.options import Subparsers
 from reprobisect.errors import INTERRUPTED_EXIT, HarnessError
 
@@ -23,6 +23,7 @@ DESCRIPTION = "Command line: ``reprobisect repro gan``, ``reprobisect env``. nox
 # In the order ``reprobisect --help`` lists them.
 _SETUPS: tuple[Callable[[Subparsers], None], ...] = (
     repro.setup_arguments,
+    triage.setup_arguments,
     env.setup_arguments,
     matrix.setup_arguments,
     nightly.setup_arguments,
@@ -38,14 +39,24 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line as a namespace whose ``run`` is the command's ``run_from_args``. An unknown option
     is reported by the command's own parser (its usage, ``reprobisect CMD: error: ...``), as ``report``'s
     parser always did; argparse alone would report it with the top-level usage."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first ``--`` is the script's own (``triage issue.py -- --lr 0.1``), never ours.
+    cut = words.index("--") if "--" in words else len(words)
+    words, script_args = words[:cut], words[cut + 1 :]
     parser = argparse.ArgumentParser(prog="reprobisect", description=DESCRIPTION)
     parser.set_defaults(error_prefix="reprobisect")  # a command may name itself instead (report does)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for setup in _SETUPS:
         setup(subparsers)
-    args, unknown = parser.parse_known_args(argv)
+    args, unknown = parser.parse_known_args(words)
     if unknown:
         subparsers.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    if script_args and not hasattr(args, "script_args"):
+        subparsers.choices[args.command].error(
+            f"arguments after '--' ({' '.join(script_args)}) go to a script: triage, matrix --script, bisect --script"
+        )
+    if hasattr(args, "script_args"):
+        args.script_args = tuple(script_args)
     return args
 
 

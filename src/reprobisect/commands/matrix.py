@@ -8,7 +8,6 @@ import json
 import os
 import shlex
 import sys
-from pathlib import Path
 
 from reprobisect.cells.envs import base_interpreter
 from reprobisect.commands.options import (
@@ -18,36 +17,46 @@ from reprobisect.commands.options import (
     add_common,
     add_fixes,
     add_forms,
+    add_nproc,
+    add_script_options,
     add_timeout,
-    check_script,
     confinement,
     prepare,
     split,
+    with_script,
 )
 from reprobisect.commands.output import print_runs
-from reprobisect.config.load import load_config
+from reprobisect.config.load import Config, load_config
 from reprobisect.errors import ConfigError
 from reprobisect.report.load import markdown_summary
 from reprobisect.run.matrix import MatrixRequest, listed_cells, run_matrix
 from reprobisect.run.store import Store
 from reprobisect.util.files import write_atomic
 
-__all__ = ["run_from_args", "setup_arguments"]
+__all__ = ["add_run_options", "axis_values", "matrix_request", "run_and_summarize", "run_from_args", "setup_arguments"]
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
     """Add ``matrix`` and its options."""
     parser = subparsers.add_parser("matrix", help="run repros across the matrix's cells (one venv per cell)")
     parser.add_argument("--repro", action="append", help="repro name(s) from matrix.yaml; default: all")
-    parser.add_argument("--script", type=Path, help="run any script (e.g. pasted from an issue) instead of a repro")
-    parser.add_argument("--expect-signature", help="with --script: the known name or id that counts as REPRODUCED")
-    parser.add_argument("--shim", action="store_true", help="with --script: run it through the Lightning CPU shim")
+    add_script_options(parser)
+    add_run_options(parser)
+    parser.add_argument("--cell", action="append", default=[], help="run only the cell(s) with this id")
+    parser.add_argument("--list", action="store_true", help="list the cells with their ids and stop")
+    parser.add_argument("--list-json", action="store_true", help="print the cells as a GitHub Actions matrix and stop")
+    add_common(parser)
+    parser.set_defaults(run=run_from_args, script_args=())
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options ``matrix`` and ``triage`` share: which forms, fixes and cells, how many at a time, how often."""
     add_backend(parser)
     parser.add_argument(
         "--select", action="append", default=[], help="keep cells where AXIS=PATTERN, e.g. 'deepspeed=0.18.*'"
     )
-    parser.add_argument("--cell", action="append", default=[], help="run only the cell(s) with this id")
     parser.add_argument("--python", help="replace the python axis (comma-separated values)")
+    add_nproc(parser)
     add_fixes(parser)
     add_forms(parser)
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (each gets its GPU or share of cores)")
@@ -55,37 +64,29 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.add_argument("--fresh", action="store_true", help="re-run units that already have a record")
     parser.add_argument("--refresh-index", action="store_true", help="ask the index again for ranges and latest")
     add_timeout(parser)
-    parser.add_argument("--list", action="store_true", help="list the cells with their ids and stop")
-    parser.add_argument("--list-json", action="store_true", help="print the cells as a GitHub Actions matrix and stop")
-    add_common(parser)
-    parser.set_defaults(run=run_from_args)
 
 
-def _axis_values(value: str) -> tuple[str, ...]:
+def axis_values(value: str) -> tuple[str, ...]:
     """``0.16.4,0.19.8`` is two values; a specifier such as ``>=0.16,<0.20`` is one."""
     if value.startswith(("<", ">", "=", "!", "~")):
         return (value,)
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
-def _request(args: argparse.Namespace) -> MatrixRequest:
-    """The options as a MatrixRequest; contradictions are refused here, before anything is planned."""
-    axes = {name: _axis_values(getattr(args, name)) for name in (*PINNED, "python") if getattr(args, name)}
-    check_script(args.script)
-    if args.expect_signature and not args.script:
-        msg = "--expect-signature goes with --script (a canonical repro's expectation lives in matrix.yaml)"
-        raise ConfigError(msg)
-    if args.script and args.repro:
-        msg = "--script and --repro contradict each other: run a canonical repro or a script, not both"
-        raise ConfigError(msg)
+def matrix_request(
+    args: argparse.Namespace, repros: tuple[str, ...], *, base_axes: dict[str, tuple[str, ...]] | None = None
+) -> MatrixRequest:
+    """The options as a MatrixRequest; contradictions are refused here, before anything is planned. ``base_axes``
+    replace matrix.yaml's axes (triage starts from the default cell) before the command line's do."""
+    axes = dict(base_axes or {})
+    axes.update(
+        {name: axis_values(getattr(args, name)) for name in (*PINNED, "python", "nproc") if getattr(args, name)}
+    )
     if args.jobs < 1 or args.repeat < 1:
         msg = f"--jobs {args.jobs} / --repeat {args.repeat}: both must be at least 1"
         raise ConfigError(msg)
     return MatrixRequest(
-        repros=split(args.repro),
-        script=args.script,
-        expect_signature=args.expect_signature,
-        shim=args.shim,
+        repros=repros,
         backend=args.backend,
         axes=axes,
         select=tuple(args.select),
@@ -98,6 +99,7 @@ def _request(args: argparse.Namespace) -> MatrixRequest:
         timeout=args.timeout,
         cpus_per_run=args.cpus_per_run,
         confinement=confinement(args),
+        use_includes=base_axes is None,
     )
 
 
@@ -105,8 +107,13 @@ def run_from_args(args: argparse.Namespace) -> int:
     """List the cells, or run the selection, print the table and write ``summary-matrix.md``; 0 whatever the
     outcomes."""
     prepare(args)
-    config = load_config(args.config)
-    request = _request(args)
+    if args.script and args.repro:
+        msg = "--script and --repro contradict each other: run a canonical repro or a script, not both"
+        raise ConfigError(msg)
+    config, script = with_script(
+        load_config(args.config), args, args.script, repros=split(args.repro), rerun=("nox", "-s", "triage", "--")
+    )
+    request = matrix_request(args, (script,) if script else split(args.repro))
     base = base_interpreter(args.base_python)
     if args.list or args.list_json:
         cells = listed_cells(config, request, base, args.envs)
@@ -116,22 +123,32 @@ def run_from_args(args: argparse.Namespace) -> int:
             else "\n".join(f"{c['cell']}  {c['status']}" for c in cells)
         )
         return 0
+    run_and_summarize(config, request, args, title="Matrix", summary="summary-matrix.md", cells=tuple(args.cell))
+    return 0
+
+
+def run_and_summarize(
+    config: Config,
+    request: MatrixRequest,
+    args: argparse.Namespace,
+    *,
+    title: str,
+    summary: str,
+    cells: tuple[str, ...] = (),
+) -> None:
+    """Run the request, print the table and write the Markdown summary under ``--out``."""
     records = run_matrix(
         config,
         request,
-        base=base,
+        base=base_interpreter(args.base_python),
         store=Store(args.out),
         envs_dir=args.envs,
         environ=os.environ,
-        cells=tuple(args.cell),
+        cells=cells,
     )
     print_runs(records)
-    summary = args.out / "summary-matrix.md"
-    summary.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(
-        summary,
-        markdown_summary(records, title="Matrix", command="nox -s matrix -- " + shlex.join(sys.argv[2:])),
-        what="the matrix summary",
-    )
-    print(f"\nRecords: {args.out / 'records'}  Summary: {summary}")
-    return 0
+    path = args.out / summary
+    path.parent.mkdir(parents=True, exist_ok=True)
+    command = f"nox -s {args.command} -- " + shlex.join(sys.argv[2:])
+    write_atomic(path, markdown_summary(records, title=title, command=command), what="the summary")
+    print(f"\nRecords: {args.out / 'records'}  Summary: {path}")

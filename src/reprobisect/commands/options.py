@@ -8,6 +8,7 @@ A help text that differs between commands is a parameter, not a copy of the opti
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -16,7 +17,8 @@ from pathlib import Path
 from typing import TypeAlias
 
 from reprobisect.cells.wheelhouse import use_wheelhouse
-from reprobisect.config.load import check_pin
+from reprobisect.config.load import Config, check_pin
+from reprobisect.config.scripts import CliFixes, cli_fixes, script_repro, with_fixes
 from reprobisect.errors import ConfigError
 from reprobisect.run.sandbox import Confinement
 
@@ -24,15 +26,19 @@ __all__ = [
     "PINNED",
     "Subparsers",
     "add_backend",
+    "add_cli_fixes",
     "add_common",
     "add_fixes",
     "add_forms",
+    "add_nproc",
+    "add_script_options",
     "add_timeout",
     "check_script",
     "confinement",
     "pins",
     "prepare",
     "split",
+    "with_script",
 ]
 
 PINNED = ("torch", "deepspeed", "lightning")
@@ -75,6 +81,80 @@ def add_fixes(parser: argparse.ArgumentParser, help: str = "fix name(s); default
 def add_forms(parser: argparse.ArgumentParser, help: str = "form(s) instead of the backend's") -> None:
     """``--form``, repeatable and comma-separated (read it with ``split``)."""
     parser.add_argument("--form", action="append", help=help)
+
+
+def add_script_options(parser: argparse.ArgumentParser, *, script: bool = True) -> None:
+    """What a script run takes besides the script: its expectation, the shim, and fixes defined on the command
+    line (``--fix-args/--fix-patch/--fix-override/--fix-env NAME=VALUE``, each repeatable). Arguments for the
+    script itself follow a ``--`` at the end of the command line."""
+    if script:
+        parser.add_argument("--script", type=Path, help="run any script (e.g. pasted from an issue) instead of a repro")
+    parser.add_argument("--expect-signature", help="with a script: the known name or id that counts as REPRODUCED")
+    parser.add_argument("--shim", action="store_true", help="with a script: run it through the Lightning CPU shim")
+    add_cli_fixes(parser)
+
+
+def add_cli_fixes(parser: argparse.ArgumentParser) -> None:
+    """``--fix-args/--fix-patch/--fix-override/--fix-env NAME=VALUE``: candidate fixes defined on the command line,
+    shown in reports like matrix.yaml's."""
+    group = parser.add_argument_group(
+        "fixes from the command line",
+        "each NAME=VALUE, repeatable; one NAME may take several (arguments and a variable)",
+    )
+    group.add_argument("--fix-args", action="append", default=[], metavar="NAME=ARGS", help="extra arguments")
+    group.add_argument("--fix-patch", action="append", default=[], metavar="NAME=PATH[:STRIP]", help="a patch file")
+    group.add_argument(
+        "--fix-override",
+        action="append",
+        default=[],
+        metavar="NAME=PKG==VERSION",
+        help="another version (or PKG@git+URL@ref) of a package, in a cell of its own",
+    )
+    group.add_argument(
+        "--fix-env", action="append", default=[], metavar="NAME=VAR=VALUE", help="an environment variable"
+    )
+
+
+def add_nproc(parser: argparse.ArgumentParser) -> None:
+    """``--nproc 1,2``: ranks per run, an axis (replaces matrix.yaml's ``nproc`` axis)."""
+    parser.add_argument(
+        "--nproc", help="ranks per run, comma-separated values (an axis; each rank gets torchrun's variables)"
+    )
+
+
+def with_script(
+    config: Config, args: argparse.Namespace, script: Path | None, *, repros: Sequence[str], rerun: tuple[str, ...]
+) -> tuple[Config, str | None]:
+    """``config`` with the script (if any) as a repro, and the fixes from the command line added to the script or
+    to ``repros`` (all of matrix.yaml's when empty); returns the script repro's name. ``rerun`` is the command
+    that re-runs the script (reports print it), to which the script's path and options are added."""
+    fixes = cli_fixes(CliFixes(args=args.fix_args, patch=args.fix_patch, override=args.fix_override, env=args.fix_env))
+    script_args = tuple(getattr(args, "script_args", ()))
+    if script is None:
+        if getattr(args, "expect_signature", None) or getattr(args, "shim", False) or script_args:
+            msg = "--expect-signature, --shim and arguments after '--' go with a script (a repro's live in matrix.yaml)"
+            raise ConfigError(msg)
+        names = set(repros or config.repros)
+        updated = {n: with_fixes(r, fixes) if fixes and n in names else r for n, r in config.repros.items()}
+        return dataclasses.replace(config, repros=updated), None
+    check_script(script)
+    options = [
+        *(["--expect-signature", args.expect_signature] if args.expect_signature else []),
+        *(["--shim"] if args.shim else []),
+    ]
+    repro = script_repro(
+        script,
+        args=script_args,
+        expect=args.expect_signature,
+        shim=args.shim,
+        fixes=fixes,
+        timeout=args.timeout or 900,
+        rerun=(*rerun, str(script), *options),
+    )
+    if repro.name in config.repros:
+        msg = f"script {script}: its repro name {repro.name!r} is a repro of {config.path.name}; rename the script"
+        raise ConfigError(msg)
+    return dataclasses.replace(config, repros={**config.repros, repro.name: repro}), repro.name
 
 
 def add_timeout(parser: argparse.ArgumentParser, help: str = "seconds per run (default: the repro's)") -> None:

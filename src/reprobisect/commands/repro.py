@@ -11,14 +11,17 @@ from reprobisect.commands.options import (
     PINNED,
     Subparsers,
     add_backend,
+    add_cli_fixes,
     add_common,
     add_fixes,
     add_forms,
+    add_nproc,
     add_timeout,
     confinement,
     pins,
     prepare,
     split,
+    with_script,
 )
 from reprobisect.commands.output import print_runs
 from reprobisect.config.load import load_config
@@ -40,7 +43,9 @@ def setup_arguments(subparsers: Subparsers) -> None:
     add_forms(parser, help="form(s) to run instead of the backend's")
     parser.add_argument("--repeat", type=int, default=1, help="run each form × fix N times")
     parser.add_argument("--resume", action="store_true", help="reuse stored records of identical runs")
+    add_nproc(parser)
     add_timeout(parser)
+    add_cli_fixes(parser)
     add_common(parser)
     parser.set_defaults(run=run_from_args)
 
@@ -56,19 +61,25 @@ def _reproduce_command(args: argparse.Namespace) -> str:
     for option in ("fix", "form"):
         if getattr(args, option):
             extra += [f"--{option}", ",".join(split(getattr(args, option)))]
+    if args.nproc:
+        extra += ["--nproc", args.nproc]
+    for option in ("fix_args", "fix_patch", "fix_override", "fix_env"):
+        for value in getattr(args, option):
+            extra += [f"--{option.replace('_', '-')}", value]
     return f"nox -s repro_{args.repro}" + (f" -- {shlex.join(extra)}" if extra else "")
 
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the selection, print the table and the next step, write ``summary-NAME.md``; 0 whatever the outcomes."""
     prepare(args)
-    config = load_config(args.config)
+    config, _ = with_script(load_config(args.config), args, None, repros=(args.repro,), rerun=())
     request = ReproRequest(
         repro=args.repro,
         backend=args.backend,
         fixes=split(args.fix),
         forms=split(args.form),
         pins=pins(args),
+        nproc=tuple(v.strip() for v in args.nproc.split(",") if v.strip()) if args.nproc else (),
         repeat=args.repeat,
         resume=args.resume,
         timeout=args.timeout,

@@ -16,7 +16,7 @@ import yaml
 
 from reprobisect.config.matrix import META_KEYS, CompatibilityRule, MatrixSpec, matches
 from reprobisect.errors import ConfigError
-from reprobisect.model.repro import FORMS, SHIMS, Fix, Form, FormName, Repro
+from reprobisect.model.repro import FORMS, SHIMS, Fix, Form, FormName, Repro, script_forms
 
 __all__ = [
     "Config",
@@ -199,7 +199,9 @@ def _read_form(reader: _Reader, name: str, raw: Any, where: str, root: Path) -> 
 
 
 def _read_fix(reader: _Reader, name: str, raw: Any, where: str, forms: set[str], root: Path) -> Fix:
-    fix = reader.mapping(raw or {}, where, allowed={"args", "description", "form_args", "patch", "strip", "override"})
+    fix = reader.mapping(
+        raw or {}, where, allowed={"args", "description", "form_args", "patch", "strip", "override", "env"}
+    )
     per_form = reader.mapping(fix.get("form_args", {}), f"{where}.form_args", allowed=forms)
     patch = None
     if "patch" in fix:
@@ -210,6 +212,7 @@ def _read_fix(reader: _Reader, name: str, raw: Any, where: str, forms: set[str],
     if isinstance(strip, bool) or not isinstance(strip, int) or strip < 0:
         raise reader.fail(f"{where}.strip", f"expected a number of leading path parts (patch -p), got {strip!r}")
     override_raw = reader.mapping(fix.get("override", {}), f"{where}.override", allowed=_keys(fix.get("override")))
+    env_raw = reader.mapping(fix.get("env", {}), f"{where}.env", allowed=_keys(fix.get("env")))
     kinds = [key for key in ("patch", "override") if key in fix]
     if len(kinds) > 1:
         raise reader.fail(where, "a fix is a patch or an override, not both; make two fixes")
@@ -224,7 +227,19 @@ def _read_fix(reader: _Reader, name: str, raw: Any, where: str, forms: set[str],
             str(k): check_pin(reader.string(v, f"{where}.override.{k}"), f"{reader.path.name}: {where}.override.{k}")
             for k, v in override_raw.items()
         },
+        env={
+            _env_name(reader, str(k), f"{where}.env"): reader.string(v, f"{where}.env.{k}") for k, v in env_raw.items()
+        },
     )
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _env_name(reader: _Reader, name: str, where: str) -> str:
+    if not _ENV_NAME.fullmatch(name):
+        raise reader.fail(where, f"{name!r} is not an environment variable name (letters, digits and '_')")
+    return name
 
 
 def _pins(reader: _Reader, raw: Any, where: str) -> dict[str, str]:
@@ -283,9 +298,63 @@ def _read_matrix(reader: _Reader, raw: Any) -> MatrixSpec:
     )
 
 
+_SCRIPT_KEYS = {"script", "args", "shim", "title", "report", "expected_signature", "timeout", "fixes"}
+
+
+def _read_script_repro(reader: _Reader, name: str, data: dict[str, Any], root: Path) -> Repro:
+    """The short entry of a script: ``NAME: {script: issue.py}``, with the forms any script gets (a cuda form with a
+    one-process distributed environment, a CPU form), optional arguments, expectation and fixes."""
+    where = f"repros.{name}"
+    reader.mapping(data, where, allowed=_SCRIPT_KEYS, required={"script"})
+    script = root / reader.string(data["script"], f"{where}.script")
+    if not script.is_file():
+        raise reader.fail(f"{where}.script", f"{script} does not exist")
+    shim = data.get("shim", False)
+    if not isinstance(shim, bool):
+        raise reader.fail(
+            f"{where}.shim", f"expected true or false (run it through the Lightning CPU shim), got {shim!r}"
+        )
+    forms = script_forms(script, args=reader.strings(data.get("args", []), f"{where}.args"), shim=shim)
+    fixes = _read_fixes(reader, where, data.get("fixes") or {"none": {}}, set(forms), root)
+    return Repro(
+        name=name,
+        title=reader.string(data.get("title", f"script {data['script']}"), f"{where}.title"),
+        report=reader.string(data.get("report", ""), f"{where}.report"),
+        expected_signature=_expected(reader, where, data),
+        timeout=_timeout(reader, where, data),
+        forms=forms,
+        fixes=fixes,
+    )
+
+
+def _read_fixes(reader: _Reader, where: str, raw: Any, forms: set[str], root: Path) -> dict[str, Fix]:
+    fixes_raw = reader.mapping(raw, f"{where}.fixes", allowed=_keys(raw))
+    if "none" not in fixes_raw:
+        raise reader.fail(f"{where}.fixes", "must define 'none' (the unmodified repro)")
+    fixes = {}
+    for fix_name, fix_raw in fixes_raw.items():
+        check_name("fix", str(fix_name), f"{reader.path.name}: {where}.fixes")
+        fixes[fix_name] = _read_fix(reader, fix_name, fix_raw, f"{where}.fixes.{fix_name}", forms, root)
+    return fixes
+
+
+def _timeout(reader: _Reader, where: str, data: dict[str, Any]) -> float:
+    timeout = data.get("timeout", 900)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise reader.fail(f"{where}.timeout", f"expected a positive number of seconds, got {timeout!r}")
+    return float(timeout)
+
+
+def _expected(reader: _Reader, where: str, data: dict[str, Any]) -> str | None:
+    expected = data.get("expected_signature")
+    return None if expected is None else reader.string(expected, f"{where}.expected_signature")
+
+
 def _read_repro(reader: _Reader, name: str, raw: Any, root: Path) -> Repro:
     where = f"repros.{name}"
     check_name("repro", str(name), f"{reader.path.name}: repros")
+    if isinstance(raw, dict) and "script" in raw:
+        return _read_script_repro(reader, name, raw, root)
     data = reader.mapping(
         raw,
         where,
@@ -297,24 +366,13 @@ def _read_repro(reader: _Reader, name: str, raw: Any, root: Path) -> Repro:
     for form_name, value in forms_raw.items():
         form = _read_form(reader, form_name, value, f"{where}.forms", root)
         forms[form.name] = form
-    fixes_raw = reader.mapping(data["fixes"], f"{where}.fixes", allowed=_keys(data["fixes"]))
-    if "none" not in fixes_raw:
-        raise reader.fail(f"{where}.fixes", "must define 'none' (the unmodified repro)")
-    fixes = {}
-    for fix_name, fix_raw in fixes_raw.items():
-        fwhere = f"{where}.fixes.{fix_name}"
-        check_name("fix", str(fix_name), f"{reader.path.name}: {where}.fixes")
-        fixes[fix_name] = _read_fix(reader, fix_name, fix_raw, fwhere, set(forms), root)
-    timeout = data.get("timeout", 900)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise reader.fail(f"{where}.timeout", f"expected a positive number of seconds, got {timeout!r}")
-    expected = data.get("expected_signature")
+    fixes = _read_fixes(reader, where, data["fixes"], set(forms), root)
     return Repro(
         name=name,
         title=reader.string(data["title"], f"{where}.title"),
         report=reader.string(data.get("report", ""), f"{where}.report"),
-        expected_signature=None if expected is None else reader.string(expected, f"{where}.expected_signature"),
-        timeout=float(timeout),
+        expected_signature=_expected(reader, where, data),
+        timeout=_timeout(reader, where, data),
         forms=forms,
         fixes=fixes,
     )

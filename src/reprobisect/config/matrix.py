@@ -19,6 +19,8 @@ from packaging.version import InvalidVersion, Version
 from reprobisect.errors import ConfigError
 
 __all__ = [
+    "NON_PACKAGE_AXES",
+    "RANKS_AXIS",
     "CompatibilityRule",
     "MatrixSpec",
     "PlannedCell",
@@ -29,7 +31,10 @@ __all__ = [
     "resolve_value",
 ]
 
-INTERPRETER_AXIS = "python"  # the one axis that is no package on the index
+INTERPRETER_AXIS = "python"  # an axis that is no package on the index: the interpreter a cell is made from
+RANKS_AXIS = "nproc"  # nor is this one: the ranks each run starts (run/child/launch.py); 1 without it
+NON_PACKAGE_AXES = (INTERPRETER_AXIS, "torch", RANKS_AXIS)  # torch is a package, but the cell installs it apart
+_MAX_RANKS = 64
 META_KEYS = ("repros", "label")  # include entries may carry these; they are not axes
 SYSTEM = "system"
 LATEST = "latest"
@@ -115,6 +120,11 @@ def resolve_value(axis: str, value: str, available: Callable[[str], Sequence[str
 
     The ``python`` axis names interpreters, not packages: its values are taken as given (the cell is made
     from an interpreter of that version found on this machine, or is reported as not buildable here)."""
+    if axis == RANKS_AXIS:
+        if not value.isdigit() or not 1 <= int(value) <= _MAX_RANKS:
+            msg = f"nproc: {value!r} is not a number of ranks; give a whole number from 1 to {_MAX_RANKS}"
+            raise ConfigError(msg)
+        return [str(int(value))]
     if value == SYSTEM or is_local(value) or axis == INTERPRETER_AXIS:
         return [value]
     if not is_specifier(value) and value != LATEST and not any(c in value for c in "*?["):

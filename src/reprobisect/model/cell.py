@@ -6,7 +6,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
-__all__ = ["SYSTEM", "Cell", "id_without"]
+__all__ = ["SYSTEM", "Cell", "id_without", "run_cell"]
 
 SYSTEM = "system"
 _UNSAFE = re.compile(r"[^A-Za-z0-9.+_-]")
@@ -69,3 +69,12 @@ def id_without(cell_id: str, package: str, spec: str) -> str:
     """
     part = re.escape(_UNSAFE.sub("_", f"{package}-{_short(spec)}"))
     return re.sub(rf"(^{part}_|_{part}(?=_|$))", "", cell_id, count=1)
+
+
+def run_cell(cell: Cell, nproc: int) -> dict[str, object]:
+    """The cell as a run's record names it: the cell, and with several ranks ``_nproc-N`` after its id (a run of
+    two ranks is another row of a report than a run of one, and its record another file)."""
+    data = cell.to_dict()
+    if nproc != 1:
+        data.update(id=f"{cell.id}_nproc-{nproc}", nproc=nproc)
+    return data

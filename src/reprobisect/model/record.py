@@ -90,6 +90,10 @@ class Record:
     fix_kind: str = "args"
     matrix_cell: str | None = None
     sandbox: str = "none"  # how the run was confined (see sandbox.py); "none": unconfined, or before sandboxes
+    nproc: int = 1  # ranks the run was started with (run/child/launch.py)
+    failed_rank: int | None = None  # with several ranks: the first to fail, whose log gave the signature
+    rank_logs: list[str] = dataclasses.field(default_factory=list)  # logs of ranks 1..N-1, relative to the store
+    rerun: list[str] = dataclasses.field(default_factory=list)  # the words of a command that re-runs this run
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> str:

@@ -8,7 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["FORMS", "SHIMS", "Backend", "Fix", "Form", "FormName", "Repro"]
+__all__ = ["FORMS", "SHIMS", "Backend", "Fix", "Form", "FormName", "Repro", "script_forms"]
+
+# Repros with a nox session of their own (noxfile.py); any other is re-run through ``nox -s repro -- NAME``.
+SESSIONS = ("gan", "zero3")
 
 Backend = Literal["cuda", "cpu"]
 FormName = Literal["cuda", "cpu-shim", "cpu-deepspeed"]
@@ -20,9 +23,10 @@ SHIMS = ("lightning-cpu",)
 class Fix:
     """A named candidate fix.
 
-    One of: extra arguments the repro understands (a user-side workaround); a patch applied to an
-    installed package, in a private copy used by this fix's runs only; or package overrides (another
-    version, a VCS ref, a local path) that make the fix run in a cell of its own.
+    One of: extra arguments the repro understands (a user-side workaround); environment variables set for
+    the run; a patch applied to an installed package, in a private copy used by this fix's runs only; or
+    package overrides (another version, a VCS ref, a local path) that make the fix run in a cell of its own.
+    ``cli`` holds the command-line options that defined it (``--fix-env NAME=...``), empty for matrix.yaml's.
     """
 
     name: str
@@ -32,15 +36,19 @@ class Fix:
     patch: Path | None = None
     patch_strip: int = 1
     override: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    cli: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
-        """``patch``, ``override``, ``args`` or ``none`` (the unmodified repro)."""
+        """``patch``, ``override``, ``args``, ``env`` or ``none`` (the unmodified repro)."""
         if self.patch is not None:
             return "patch"
         if self.override:
             return "override"
-        return "args" if self.args or self.form_args else "none"
+        if self.args or self.form_args:
+            return "args"
+        return "env" if self.env else "none"
 
     def args_for(self, form: str) -> tuple[str, ...]:
         """The arguments for one form (forms whose scripts spell the workaround differently)."""
@@ -76,3 +84,40 @@ class Repro:
     timeout: float
     forms: Mapping[FormName, Form]
     fixes: Mapping[str, Fix]
+    # The command that re-runs it, up to the cell's pins: ``nox -s repro_gan --`` for a canonical repro (the
+    # default), ``nox -s triage -- issue.py`` for a script; the script's own arguments follow a last ``--``.
+    rerun: tuple[str, ...] = ()
+
+    def rerun_command(self, cell_options: list[str], form: str, fix: Fix) -> list[str]:
+        """The words of a command that re-runs one form and fix of this repro in a cell given by its options."""
+        session = (
+            ["nox", "-s", f"repro_{self.name}", "--"]
+            if self.name in SESSIONS
+            else ["nox", "-s", "repro", "--", self.name]
+        )
+        head = list(self.rerun) or session
+        args = self.forms[form].args if form in self.forms and self.rerun else ()  # type: ignore[index]
+        tail = ["--", *args] if args else []
+        return [*head, *cell_options, "--form", form, "--fix", fix.name, *fix.cli, *tail]
+
+
+def script_forms(script: Path, *, args: tuple[str, ...] = (), shim: bool = False) -> dict[FormName, Form]:
+    """The forms of a repro made from any script: as written on CUDA, and one CPU form.
+
+    The cuda form gets a one-process distributed environment (torchrun's variables), as the canonical cuda
+    forms have: without it Lightning probes MPI, and on a GPU image with MPI installed a pasted script dies
+    "before MPI_INIT". On the CPU the script runs with DeepSpeed's CPU accelerator (``cpu-deepspeed``) or, with
+    ``shim``, through the Lightning CPU shim (``cpu-shim``). ``args`` go to the script in both.
+    """
+    cpu_name: FormName = "cpu-shim" if shim else "cpu-deepspeed"
+    cpu = Form(
+        name=cpu_name,
+        script=script,
+        precision="as written",
+        args=args,
+        env={"DS_ACCELERATOR": "cpu"},
+        shim="lightning-cpu" if shim else None,
+        distributed_env=not shim,
+    )
+    cuda = Form(name="cuda", script=script, precision="as written", args=args, distributed_env=True)
+    return {"cuda": cuda, cpu_name: cpu}

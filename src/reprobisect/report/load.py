@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import statistics
 import warnings
 from collections.abc import Sequence
@@ -229,6 +230,14 @@ def _pin(record: Record, axis: str) -> str:
     return str(record.cell.get("packages", {}).get(axis, ""))
 
 
+def _rerun_text(words: Sequence[str]) -> str:
+    """The record's command that re-runs it, quoted for a shell; "" when a word could break the report's code block
+    or a terminal (a control character, a line of backticks, an unreasonable length): records are untrusted."""
+    if not words or len(words) > 200 or any(len(w) > 500 or not w.isprintable() or "`" in w for w in words):
+        return ""
+    return shlex.join(words)
+
+
 def _row(item: Loaded) -> dict[str, Any]:
     r = item.record
     sig = r.signature
@@ -245,6 +254,8 @@ def _row(item: Loaded) -> dict[str, Any]:
         "repeat": r.repeat,
         **{axis: _pin(r, axis) for axis in AXES},
         "torch_source": str(r.cell.get("torch_source", "")),
+        "nproc": r.nproc,
+        "rerun": _rerun_text(r.rerun),
         "outcome": r.outcome,
         "glyph": Outcome(r.outcome).glyph,
         "signature_id": sig.id if sig else "",
@@ -302,6 +313,8 @@ def _row_columns() -> tuple[str, ...]:
         "repeat",
         *AXES,
         "torch_source",
+        "nproc",
+        "rerun",
         "outcome",
         "glyph",
         "signature_id",

@@ -250,12 +250,13 @@ def _env_section(frame: pd.DataFrame) -> list[str]:
 def _commands_section(frame: pd.DataFrame) -> list[str]:
     lines: list[str] = []
     runs = frame.drop_duplicates(KEY)
-    for cell in sorted_cells(frame):
-        part = runs[runs["cell"] == cell]
-        for form in sorted(set(part["form"])):
-            for fix in fix_order(part.loc[part["form"] == form, "fix"]):
-                row = part[(part["form"] == form) & (part["fix"] == fix)].iloc[0]
-                lines.append(reproduce_command(str(row["repro"]), row, form, fix))
+    for repro in sorted(set(runs["repro"])):  # one command per repro and cell: repros may share a cell
+        for cell in sorted_cells(frame):
+            part = runs[(runs["cell"] == cell) & (runs["repro"] == repro)]
+            for form in sorted(set(part["form"])):
+                for fix in fix_order(part.loc[part["form"] == form, "fix"]):
+                    row = part[(part["form"] == form) & (part["fix"] == fix)].iloc[0]
+                    lines.append(reproduce_command(repro, row, form, fix))
     return ["<details><summary>Reproduce each cell</summary>", "", "```bash", *lines, "```", "", "</details>", ""]
 
 

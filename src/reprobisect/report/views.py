@@ -215,7 +215,12 @@ def env_errors(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def reproduce_command(repro: str, cell: dict[str, Any] | pd.Series[Any], form: str, fix: str) -> str:
-    """The nox command that re-runs exactly this cell, form and fix (``--torch`` only when torch is pinned)."""
+    """The command that re-runs exactly this cell, form and fix: the one its record keeps (a script's names the
+    triage session, the script and its arguments), else the canonical repro's session with the cell's pins
+    (``--torch`` only when torch is pinned), for records made before runs kept theirs."""
+    kept = cell.get("rerun", "")
+    if isinstance(kept, str) and kept:
+        return kept
     args: list[str] = []
     if cell["torch_source"] != "system":
         args += ["--torch", str(cell["torch"])]

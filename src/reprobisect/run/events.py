@@ -17,7 +17,7 @@ from typing import Any
 from reprobisect.model.record import StepTime
 from reprobisect.run.runner import EVENT_MARK, parse_event
 
-__all__ = ["ExitReport", "RunEvents", "read_events"]
+__all__ = ["ExitReport", "RankReport", "RunEvents", "read_events"]
 
 _MAX_TEXT = 200  # a version, a GPU name, a platform string
 _MAX_CONFIG_KEYS = 64
@@ -37,6 +37,15 @@ class ExitReport:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class RankReport:
+    """What the rank launcher (run/child/launch.py) printed last: every rank's exit status, the first to fail."""
+
+    nproc: int
+    exit_codes: list[int | None]
+    first_failed: int | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RunEvents:
     """The valid events of one run, in order, and how many lines were ignored."""
 
@@ -46,6 +55,7 @@ class RunEvents:
     exit: ExitReport
     ignored: int
     ops: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # just-in-time ops: built or cached
+    ranks: RankReport | None = None
 
 
 def _text(value: object) -> str | None:
@@ -74,6 +84,22 @@ def _op(event: Mapping[str, Any]) -> dict[str, Any] | None:
     if not isinstance(built, bool) or _seconds(seconds) is None:
         return None
     return {"name": name, "key": key, "built": built, "seconds": _seconds(seconds)}
+
+
+_MAX_RANKS = 1024
+
+
+def _ranks(event: Mapping[str, Any]) -> RankReport | None:
+    """A ``ranks`` event: as many exit statuses as ranks (whole numbers from -64 to 255, or null), and the first
+    to fail one of them (or null)."""
+    nproc, codes, first = event.get("nproc"), event.get("exit_codes"), event.get("first_failed")
+    if _count(nproc, _MAX_RANKS) is None or not isinstance(codes, list) or len(codes) != nproc:
+        return None
+    if not all(c is None or (isinstance(c, int) and not isinstance(c, bool) and -64 <= c <= 255) for c in codes):
+        return None
+    if first is not None and (_count(first, _MAX_RANKS) is None or first >= len(codes)):
+        return None
+    return RankReport(nproc=nproc, exit_codes=codes, first_failed=first)
 
 
 def _step(event: Mapping[str, Any]) -> StepTime | None:
@@ -163,6 +189,7 @@ def read_events(log: str) -> RunEvents:
     report = ExitReport()
     ignored = 0
     ops: list[dict[str, Any]] = []
+    ranks: RankReport | None = None
     for line in log.splitlines():
         _, mark, payload = line.partition(EVENT_MARK)
         if not mark:
@@ -179,6 +206,10 @@ def read_events(log: str) -> RunEvents:
             report = _exit(event)
         elif kind == "op" and len(ops) < _MAX_OPS and (op := _op(event)) is not None:
             ops.append(op)
+        elif kind == "ranks" and (rank_report := _ranks(event)) is not None:
+            ranks = rank_report
         else:
             ignored += 1
-    return RunEvents(steps=steps, setup_seconds=setup, config=config or {}, exit=report, ignored=ignored, ops=ops)
+    return RunEvents(
+        steps=steps, setup_seconds=setup, config=config or {}, exit=report, ignored=ignored, ops=ops, ranks=ranks
+    )

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import statistics
 import tempfile
 import uuid
@@ -19,13 +20,13 @@ from reprobisect import __version__
 from reprobisect.cells.envs import CellEnv
 from reprobisect.cells.ops import cache_root, finished
 from reprobisect.errors import ToolError
-from reprobisect.model.cell import Cell
+from reprobisect.model.cell import Cell, run_cell
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.signature import Signature, normalize_message
 from reprobisect.run.classify import classify
-from reprobisect.run.events import read_events
+from reprobisect.run.events import RankReport, read_events
 from reprobisect.run.runner import ChildSpec, free_port, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, link_hops
 from reprobisect.run.store import Store
@@ -44,6 +45,9 @@ __all__ = [
 
 _CHILD = Path(__file__).parent / "child"
 BOOTSTRAP = _CHILD / "bootstrap.py"
+LAUNCH = _CHILD / "launch.py"  # starts the ranks of a run with nproc > 1
+_RANK_LOG_HEAD = 4 * 2**20  # what is kept of each further rank's log: its start and its end
+_RANK_LOG_TAIL = 2 * 2**20
 SHIMS = {"lightning-cpu": _CHILD / "cpu_shim.py"}
 
 
@@ -57,17 +61,23 @@ class RunSpec:
     env: CellEnv
     repeat: int = 0
     timeout: float | None = None
-    extra_args: tuple[str, ...] = ()
     overlay: Path | None = None
     extra_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     matrix_cell: str | None = None
     cpus: tuple[int, ...] = ()  # how it runs (pinned cores), not what: not part of the key
     sandbox: Sandbox | None = None  # how it runs too: None is unconfined
+    nproc: int = 1  # ranks, each with torchrun's variables (run/child/launch.py)
+    rerun: tuple[str, ...] = ()  # the words of a command that re-runs it, kept in the record
 
     @property
     def args(self) -> tuple[str, ...]:
-        """The script's arguments: the form's, then the fix's, then the user's."""
-        return (*self.form.args, *self.fix.args_for(self.form.name), *self.extra_args)
+        """The script's arguments: the form's (a script's own, given after ``--``), then the fix's."""
+        return (*self.form.args, *self.fix.args_for(self.form.name))
+
+    @property
+    def cell_id(self) -> str:
+        """The id its record and log are filed under: the cell's, with ``_nproc-N`` for several ranks."""
+        return str(run_cell(self.env.cell, self.nproc)["id"])
 
     @property
     def key(self) -> str:
@@ -86,6 +96,8 @@ class RunSpec:
             "expected": self.repro.expected_signature,
             "patch": hashlib.sha256(self.fix.patch.read_bytes()).hexdigest() if self.fix.patch else None,
             "override": dict(self.fix.override),
+            **({"env_fix": dict(self.fix.env)} if self.fix.env else {}),
+            **({"nproc": self.nproc} if self.nproc != 1 else {}),
         }
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
 
@@ -103,7 +115,7 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
             "MASTER_PORT": str(free_port()),
         }
     )
-    if spec.form.distributed_env:
+    if spec.form.distributed_env or spec.nproc > 1:  # with several ranks the launcher sets each rank's own
         # torchrun's variables, TORCHELASTIC_RUN_ID included: Lightning then takes the TorchElastic environment and
         # never probes MPI (importing mpi4py where an MPI is installed but cannot start aborts the process).
         env.update(
@@ -124,6 +136,7 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
     if ops is not None:
         env["REPROBISECT_OP_CACHE"] = str(ops)
     env.update(spec.form.env)
+    env.update(spec.fix.env)
     env.update(spec.extra_env)
     return env
 
@@ -264,8 +277,10 @@ def execute(
 ) -> Record:
     """Run ``spec`` once, write its record atomically, and return it (``echo`` hears a line every 15 s)."""
     run_id = uuid.uuid4().hex[:12]
-    log_path = store.log_path(spec.repro.name, spec.env.cell.id, spec.form.name, spec.fix.name, spec.repeat, run_id)
+    log_path = store.log_path(spec.repro.name, spec.cell_id, spec.form.name, spec.fix.name, spec.repeat, run_id)
     argv: tuple[str, ...] = (str(spec.env.python), str(BOOTSTRAP), str(spec.form.script), *spec.args)
+    if spec.nproc > 1:
+        argv = (str(spec.env.python), str(LAUNCH), str(spec.nproc), *argv)
     workdir = Path(tempfile.mkdtemp(prefix="reprobisect-run-"))
     env = child_environ(spec, environ, allow=allow_env)
     if spec.sandbox is not None:
@@ -282,14 +297,18 @@ def execute(
                 cpus=spec.cpus,
             )
         )
+        rank_logs = _keep_rank_logs(workdir, log_path, spec.nproc)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     log = log_path.read_text(encoding="utf-8", errors="replace")
-    verdict = classify(
-        exit_code=result.exit_code, timed_out=result.timed_out, log=log, expected=spec.repro.expected_signature
-    )
     events = read_events(log)
-    steps = events.steps
+    failed_rank = _failed_rank(events.ranks, spec.nproc, rank_logs) if not result.timed_out else None
+    # the first rank to fail gives the run its signature and the step it died at
+    judged = rank_logs[failed_rank].read_text(encoding="utf-8", errors="replace") if failed_rank else log
+    verdict = classify(
+        exit_code=result.exit_code, timed_out=result.timed_out, log=judged, expected=spec.repro.expected_signature
+    )
+    steps = read_events(judged).steps if failed_rank else events.steps
     claimed = events.exit
     config = {
         **events.config,
@@ -306,8 +325,8 @@ def execute(
         precision=spec.form.precision,
         repeat=spec.repeat,
         script=str(spec.form.script.name),
-        argv=[Path(argv[0]).name, *[str(a) for a in argv[2:]]],
-        cell=spec.env.cell.to_dict(),
+        argv=[Path(spec.env.python).name, str(spec.form.script), *spec.args],
+        cell=run_cell(spec.env.cell, spec.nproc),
         versions=versions,
         versions_source=versions_source,
         python=claimed.python or spec.env.cell.python,
@@ -334,15 +353,66 @@ def execute(
         harness_version=__version__,
         config=config,
         fix_kind=spec.fix.kind,
-        matrix_cell=spec.matrix_cell or spec.env.cell.id,
+        matrix_cell=spec.matrix_cell or spec.cell_id,
         sandbox=spec.sandbox.description if spec.sandbox is not None else NO_SANDBOX,
+        nproc=spec.nproc,
+        failed_rank=failed_rank,
+        rank_logs=[str(path.relative_to(store.root)) for path in rank_logs.values()],
+        rerun=list(spec.rerun),
     )
     store.write(record)
     return record
 
 
+def _keep_rank_logs(workdir: Path, log_path: Path, nproc: int) -> dict[int, Path]:
+    """The logs of ranks 1..N-1, copied beside the run's log (``<log>.rank-N.log``) before the work folder goes.
+
+    The run wrote them, so they are read as untrusted: never through a link (a rank could point its log at a
+    secret of the host's), only regular files, and at most the first and last few MiB of each.
+    """
+    kept: dict[int, Path] = {}
+    for rank in range(1, nproc):
+        try:
+            fd = os.open(workdir / "ranks" / f"rank-{rank}.log", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as source:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            size = os.fstat(fd).st_size
+            head = source.read(_RANK_LOG_HEAD)
+            note, tail = b"", b""
+            if size > _RANK_LOG_HEAD + _RANK_LOG_TAIL:
+                source.seek(size - _RANK_LOG_TAIL)
+                note = f"\n[reprobisect: {size - _RANK_LOG_HEAD - _RANK_LOG_TAIL} bytes dropped here]\n".encode()
+            tail = source.read(_RANK_LOG_TAIL)
+        target = log_path.with_name(f"{log_path.stem}.rank-{rank}.log")
+        target.write_bytes(head + note + tail)
+        kept[rank] = target
+    return kept
+
+
+def _failed_rank(report: RankReport | None, nproc: int, rank_logs: Mapping[int, Path]) -> int | None:
+    """The first rank to fail, as the launcher told it, when that tale fits the run (its number of ranks, a log
+    for that rank); rank 0's failure is the run's own log. None with one rank, or when nothing failed."""
+    if nproc == 1 or report is None or report.nproc != nproc or report.first_failed is None:
+        return None
+    first = report.first_failed
+    return first if first == 0 or first in rank_logs else None
+
+
 def unrun_record(
-    repro: Repro, form: Form, fix: Fix, cell: Cell, reason: str, store: Store, *, kind: str, repeat: int = 0
+    repro: Repro,
+    form: Form,
+    fix: Fix,
+    cell: Cell,
+    reason: str,
+    store: Store,
+    *,
+    kind: str,
+    repeat: int = 0,
+    nproc: int = 1,
+    rerun: tuple[str, ...] = (),
 ) -> Record:
     """An ENV_ERROR record for a run that could not start: the cell did not build, or no rule allows it.
 
@@ -350,7 +420,8 @@ def unrun_record(
     repeat gets its own record, as a run would.
     """
     run_id = uuid.uuid4().hex[:12]
-    log_path = store.log_path(repro.name, cell.id, form.name, fix.name, repeat, run_id)
+    filed = run_cell(cell, nproc)
+    log_path = store.log_path(repro.name, str(filed["id"]), form.name, fix.name, repeat, run_id)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text(reason + "\n", encoding="utf-8")
     record = Record(
@@ -363,7 +434,7 @@ def unrun_record(
         repeat=repeat,
         script=form.script.name,
         argv=[],
-        cell=cell.to_dict(),
+        cell=filed,
         versions=dict(cell.versions),
         versions_source="pinned",
         outcome=Outcome.ENV_ERROR.value,
@@ -375,7 +446,9 @@ def unrun_record(
         failing_step="setup",
         config={"reason": reason},
         fix_kind=fix.kind,
-        matrix_cell=cell.id,
+        matrix_cell=str(filed["id"]),
+        nproc=nproc,
+        rerun=list(rerun),
     )
     store.write(record)
     return record

@@ -11,7 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,12 +23,12 @@ from reprobisect.cells.index import IndexCache
 from reprobisect.cells.ops import DEFAULT_MAX_BYTES, cache_root, prune
 from reprobisect.cells.patches import PatchDoesNotApplyError, patched_paths, prepare_overlay
 from reprobisect.config.load import Config, load_config
-from reprobisect.config.matrix import PlannedCell, expand, matches
+from reprobisect.config.matrix import NON_PACKAGE_AXES, RANKS_AXIS, PlannedCell, expand, matches
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError, ToolError
-from reprobisect.model.cell import SYSTEM, Cell
+from reprobisect.model.cell import SYSTEM, Cell, run_cell
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
-from reprobisect.model.repro import Fix, Form, FormName, Repro
+from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.run.console import WIDTH, cut, heartbeat, known_name
 from reprobisect.run.execute import RunSpec, execute, unrun_record
 from reprobisect.run.sandbox import Confinement, Sandbox
@@ -48,7 +47,6 @@ __all__ = [
     "listed_cells",
     "plan_cells",
     "run_matrix",
-    "script_repro",
 ]
 
 
@@ -56,10 +54,7 @@ __all__ = [
 class MatrixRequest:
     """A matrix run as the user asked for it."""
 
-    repros: tuple[str, ...] = ()
-    script: Path | None = None
-    expect_signature: str | None = None
-    shim: bool = False
+    repros: tuple[str, ...] = ()  # names of config.repros (a script is one: config.scripts.script_repro)
     backend: Literal["auto", "cuda", "cpu"] = "auto"
     axes: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     select: tuple[str, ...] = ()
@@ -96,34 +91,41 @@ class Unit:
     fix: Fix
     repeat: int
 
+    @property
+    def nproc(self) -> int:
+        """Ranks per run: the cell's ``nproc`` axis value (1 without one)."""
+        return int(self.planned.pins.get(RANKS_AXIS, "1"))
 
-def script_repro(script: Path, *, expect: str | None, shim: bool) -> Repro:
-    """A repro made on the spot from any script (e.g. one pasted from an issue), with the fix ``none``."""
-    if not script.is_file():
-        msg = f"--script {script}: no such file"
-        raise ConfigError(msg)
-    path = script.resolve()
-    cpu_name: FormName = "cpu-shim" if shim else "cpu-deepspeed"
-    cpu = Form(
-        name=cpu_name,
-        script=path,
-        precision="as written",
-        env={"DS_ACCELERATOR": "cpu"},
-        shim="lightning-cpu" if shim else None,
-        distributed_env=not shim,
-    )
-    # a one-process distributed environment (torchrun's variables), as the canonical cuda forms have: without
-    # it Lightning probes MPI, and on a GPU image with MPI installed a pasted script dies "before MPI_INIT"
-    cuda = Form(name="cuda", script=path, precision="as written", distributed_env=True)
-    return Repro(
-        name=f"script-{re.sub(r'[^A-Za-z0-9._+-]', '_', path.stem)[:48].strip('.') or 'x'}",
-        title=f"script {script}",
-        report="",
-        expected_signature=expect,
-        timeout=900,
-        forms={"cuda": cuda, cpu_name: cpu},
-        fixes={"none": Fix(name="none", description="")},
-    )
+    @property
+    def rerun(self) -> tuple[str, ...]:
+        """The words of a command that re-runs this unit: the repro's own command with the cell's pins when the
+        command line can say them, else ``nox -s matrix`` naming the cell."""
+        pins = self.planned.pins
+        python = pins.get("python", SYSTEM)
+        if set(pins) <= {"python", "torch", "deepspeed", "lightning", RANKS_AXIS} and (
+            python == SYSTEM or self.repro.rerun
+        ):
+            options = [*(["--python", python] if python != SYSTEM else [])]
+            for axis in ("torch", "deepspeed", "lightning"):
+                if pins.get(axis, SYSTEM) != SYSTEM:
+                    options += [f"--{axis}", pins[axis]]
+            options += ["--nproc", str(self.nproc)] if self.nproc != 1 else []
+            return tuple(self.repro.rerun_command(options, self.form.name, self.fix))
+        cell = _matrix_cell_id(self).removesuffix(f"_nproc-{self.nproc}")
+        options = ["--cell", cell, *(["--nproc", str(self.nproc)] if self.nproc != 1 else [])]
+        return (
+            "nox",
+            "-s",
+            "matrix",
+            "--",
+            "--repro",
+            self.repro.name,
+            *options,
+            "--form",
+            self.form.name,
+            "--fix",
+            self.fix.name,
+        )
 
 
 def _select(cells: list[PlannedCell], select: Sequence[str], system_versions: Mapping[str, str]) -> list[PlannedCell]:
@@ -141,7 +143,7 @@ def plan_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, in
     """The matrix's cells for this request (axes replaced from the command line, then --select)."""
     axes = dict(config.matrix.axes)
     for axis, values in request.axes.items():
-        if axis not in axes:
+        if axis not in axes and axis != RANKS_AXIS:
             msg = f"--{axis}: {axis!r} is not an axis of {config.path.name} (axes: {', '.join(axes)})"
             raise ConfigError(msg)
         axes[axis] = values
@@ -151,7 +153,7 @@ def plan_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, in
     system_versions = {"torch": base.torch or "", "python": base.version}
     available = lambda axis: index.versions(axis, prereleases=spec.prereleases, refresh=request.refresh_index)  # noqa: E731
     cells = _select(expand(spec, available, system_versions=system_versions), request.select, system_versions)
-    if request.repros and not request.script:  # an include entry for other repros would be a job with nothing to run
+    if request.repros:  # an include entry for other repros would be a job with nothing to run
         cells = [c for c in cells if any(c.runs_repro(name) for name in request.repros)]
     if not cells:
         msg = "the selection leaves no cell; check --select and the axes"
@@ -171,7 +173,7 @@ def to_cell(planned: PlannedCell, base: BaseInterpreter) -> tuple[Cell | None, B
     torch = planned.pins.get("torch", SYSTEM)
     if "torch" in planned.pins and torch == SYSTEM and interpreter.torch is None:
         return None, None, f"torch 'system' but {interpreter.executable} has no torch"
-    packages = {k: v for k, v in planned.pins.items() if k not in ("python", "torch")}
+    packages = {k: v for k, v in planned.pins.items() if k not in NON_PACKAGE_AXES}
     cell = Cell(
         python=interpreter.version,
         torch=(interpreter.torch or "none") if torch == SYSTEM else torch,
@@ -189,7 +191,7 @@ def _named_cell(planned: PlannedCell, base: BaseInterpreter) -> Cell:
 
 def _placeholder(planned: PlannedCell, base: BaseInterpreter) -> Cell:
     """A cell to name in records when the real one cannot even be described (no such Python)."""
-    packages = {k: v for k, v in planned.pins.items() if k not in ("python", "torch")}
+    packages = {k: v for k, v in planned.pins.items() if k not in NON_PACKAGE_AXES}
     torch = planned.pins.get("torch", SYSTEM)
     return Cell(
         python=planned.pins.get("python", base.version),
@@ -225,11 +227,7 @@ def _units(
     cells: list[tuple[PlannedCell, Cell, BaseInterpreter]],
     backend: Literal["cuda", "cpu"],
 ) -> list[Unit]:
-    repros = (
-        [script_repro(request.script, expect=request.expect_signature, shim=request.shim)]
-        if request.script
-        else [config.repro(name) for name in (request.repros or tuple(config.repros))]
-    )
+    repros = [config.repro(name) for name in (request.repros or tuple(config.repros))]
     units: list[Unit] = []
     for planned, cell, interpreter in cells:
         for repro in repros:
@@ -330,7 +328,10 @@ def run_matrix(
         units_of = _units(config, request, [(cell_plan, cell, base)], backend)
         text = f"not installable together: {reason}" if cell_plan.blocked else f"cannot build here: {reason}"
         records.extend(
-            unrun_record(u.repro, u.form, u.fix, cell, text, store, kind=kind, repeat=u.repeat) for u in units_of
+            unrun_record(
+                u.repro, u.form, u.fix, cell, text, store, kind=kind, repeat=u.repeat, nproc=u.nproc, rerun=u.rerun
+            )
+            for u in units_of
         )
     runnable = [
         u for u in units if isinstance(envs[u.cell.id], CellEnv) and (u.cell.id, u.fix.name) not in patch_failures
@@ -349,12 +350,23 @@ def run_matrix(
                     store,
                     kind="EnvBuildError",
                     repeat=unit.repeat,
+                    nproc=unit.nproc,
+                    rerun=unit.rerun,
                 )
             )
         elif failure is not None:
             records.append(
                 unrun_record(
-                    unit.repro, unit.form, unit.fix, unit.cell, failure, store, kind="PatchError", repeat=unit.repeat
+                    unit.repro,
+                    unit.form,
+                    unit.fix,
+                    unit.cell,
+                    failure,
+                    store,
+                    kind="PatchError",
+                    repeat=unit.repeat,
+                    nproc=unit.nproc,
+                    rerun=unit.rerun,
                 )
             )
     stats = stats if stats is not None else RunStats()
@@ -568,12 +580,14 @@ def _run_units(
                 cpus=job_cpus(slot, request.jobs, per_run, allowed),
                 sandbox=sandbox,
                 matrix_cell=_matrix_cell_id(unit),
+                nproc=unit.nproc,
+                rerun=unit.rerun,
             )
             progress.start()
             stored = (
                 None
                 if request.fresh
-                else store.find(spec.key, unit.repro.name, unit.cell.id, unit.form.name, unit.fix.name, unit.repeat)
+                else store.find(spec.key, unit.repro.name, spec.cell_id, unit.form.name, unit.fix.name, unit.repeat)
             )
             record = stored or execute(spec, store, environ=environ, echo=lambda line: echo(cut(line, WIDTH)))
             with slot_lock:
@@ -594,11 +608,13 @@ def _run_units(
 
 
 def _matrix_cell_id(unit: Unit) -> str:
-    """The row a run belongs to: an override fix runs in a cell of its own but reports beside its row."""
-    if not unit.fix.override:
-        return unit.cell.id
-    base_packages = {k: v for k, v in unit.planned.pins.items() if k not in ("python", "torch")}
-    return dataclasses.replace(unit.cell, packages=base_packages).id
+    """The row a run belongs to: an override fix runs in a cell of its own but reports beside its row; a run of
+    several ranks is a row of its own (``_nproc-N``)."""
+    cell = unit.cell
+    if unit.fix.override:
+        base_packages = {k: v for k, v in unit.planned.pins.items() if k not in NON_PACKAGE_AXES}
+        cell = dataclasses.replace(unit.cell, packages=base_packages)
+    return str(run_cell(cell, unit.nproc)["id"])
 
 
 def cell_ids(config_path: str, base_python: str) -> list[str]:

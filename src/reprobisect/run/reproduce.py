@@ -31,10 +31,10 @@ class ReproRequest:
     fixes: tuple[str, ...] = ()
     forms: tuple[str, ...] = ()
     pins: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    nproc: tuple[str, ...] = ()  # ranks per run (an axis: several values, several rows)
     repeat: int = 1
     resume: bool = False
     timeout: float | None = None
-    extra_args: tuple[str, ...] = ()
     cpus_per_run: int | None = None
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
 
@@ -71,6 +71,8 @@ def reproduce(
     pins = {"torch": cell.torch if cell.torch_source != "system" else "system", **cell.packages}
     axes = {axis: (pins[axis],) if axis in pins else values[:1] for axis, values in config.matrix.axes.items()}
     axes.update({axis: (value,) for axis, value in pins.items()})
+    if request.nproc:
+        axes["nproc"] = request.nproc
     matrix = MatrixRequest(
         repros=(repro.name,),
         backend=backend,

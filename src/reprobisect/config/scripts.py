@@ -1,0 +1,206 @@
+"""Scripts as repros: any script (pasted from an issue, a file of a package's own) becomes a Repro with the same
+forms a canonical repro has, its own arguments, and candidate fixes given on the command line.
+
+A script is untrusted code but the options that describe it are the user's own: they are checked here, once,
+with errors that name the option and the value, before anything is planned or built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from reprobisect.config.load import check_name, check_pin
+from reprobisect.errors import ConfigError
+from reprobisect.model.repro import Fix, Repro, script_forms
+
+__all__ = ["FIX_OPTIONS", "CliFixes", "cli_fixes", "script_name", "script_repro", "with_fixes"]
+
+# The options that define a fix on the command line, each ``NAME=VALUE``: what the fix changes.
+FIX_OPTIONS = ("fix_args", "fix_patch", "fix_override", "fix_env")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# Variables the harness sets itself for every run: a fix that changed them would change how the run is made.
+_HARNESS_ENV = ("REPROBISECT_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_", "TORCHELASTIC_")
+_PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def script_name(script: Path) -> str:
+    """``script-<stem>``: the repro name records and logs of a script go under (a safe folder name)."""
+    stem = re.sub(r"[^A-Za-z0-9._+-]", "_", script.stem)[:48].strip(".") or "x"
+    return f"script-{stem}"
+
+
+def script_repro(
+    script: Path,
+    *,
+    args: Sequence[str] = (),
+    expect: str | None = None,
+    shim: bool = False,
+    fixes: Mapping[str, Fix] | None = None,
+    name: str | None = None,
+    title: str | None = None,
+    report: str = "",
+    timeout: float = 900,
+    rerun: Sequence[str] = (),
+) -> Repro:
+    """A repro made on the spot from any script, with the forms of a canonical one (``model.repro.script_forms``);
+    ``fixes`` are added to ``none``, ``rerun`` is the command that re-runs it, up to the cell's pins."""
+    if not script.is_file():
+        msg = f"script {script}: no such file"
+        raise ConfigError(msg)
+    path = script.resolve()
+    return Repro(
+        name=name or script_name(path),
+        title=title or f"script {script}",
+        report=report,
+        expected_signature=expect,
+        timeout=timeout,
+        forms=script_forms(path, args=tuple(args), shim=shim),
+        fixes={"none": Fix(name="none", description="the script as written"), **(fixes or {})},
+        rerun=tuple(rerun),
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CliFixes:
+    """The ``--fix-args/--fix-patch/--fix-override/--fix-env NAME=VALUE`` options, as given (repeatable)."""
+
+    args: Sequence[str] = ()
+    patch: Sequence[str] = ()
+    override: Sequence[str] = ()
+    env: Sequence[str] = ()
+
+
+def _split(option: str, item: str) -> tuple[str, str]:
+    name, sep, value = item.partition("=")
+    if not sep or not name:
+        msg = f"--{option} {item!r}: expected NAME=VALUE, e.g. --{option} {_EXAMPLES[option]}"
+        raise ConfigError(msg)
+    return check_name("fix", name.strip(), f"--{option}"), value
+
+
+_EXAMPLES = {
+    "fix-args": "'lower-lr=--lr 1e-4'",
+    "fix-patch": "my-fix=fix.diff (or my-fix=fix.diff:0 for patch -p0)",
+    "fix-override": "newer-lightning=lightning==2.6.6 (or lightning=git+https://...@ref)",
+    "fix-env": "no-overlap=DS_OVERLAP_COMM=0",
+}
+
+
+def _patch(item: str, value: str) -> tuple[Path, int]:
+    path_text, strip = value, 1
+    match = re.fullmatch(r"(.+):(\d)", value)
+    if match and not Path(value).is_file():
+        path_text, strip = match.group(1), int(match.group(2))
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        msg = f"--fix-patch {item!r}: {path} is not a file; give NAME=PATH.diff (PATH:0 for patch -p0)"
+        raise ConfigError(msg)
+    return path.resolve(), strip
+
+
+def _override(item: str, value: str) -> tuple[str, str]:
+    """``pkg==1.2``, ``pkg=SPEC`` or ``pkg @ URL``: a package and what it is pinned to in this fix's cell."""
+    match = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(==|=|@)\s*(\S.*)", value)
+    if match is None or not _PACKAGE.fullmatch(match.group(1)):
+        msg = (
+            f"--fix-override {item!r}: expected NAME=PACKAGE==VERSION or NAME=PACKAGE@URL, e.g. --fix-override "
+            + (_EXAMPLES["fix-override"])
+        )
+        raise ConfigError(msg)
+    return match.group(1).lower(), check_pin(match.group(3).strip(), f"--fix-override {item!r}")
+
+
+def _env(item: str, value: str) -> tuple[str, str]:
+    var, sep, setting = value.partition("=")
+    if not sep or not _ENV_NAME.fullmatch(var):
+        msg = f"--fix-env {item!r}: expected NAME=VARIABLE=VALUE with a variable name of letters, digits and '_'"
+        raise ConfigError(msg)
+    if var.startswith(_HARNESS_ENV):
+        msg = f"--fix-env {item!r}: {var} is set by the harness for every run; a fix cannot change it"
+        raise ConfigError(msg)
+    if any(ord(c) < 32 and c != "\t" for c in setting) or len(setting) > 4096:
+        msg = f"--fix-env {item!r}: the value holds a control character or is longer than 4096 characters"
+        raise ConfigError(msg)
+    return var, setting
+
+
+def cli_fixes(given: CliFixes) -> dict[str, Fix]:
+    """Fixes defined on the command line, by name. One name may take several options (arguments and a variable,
+    say); a patch and an override never share one, as in matrix.yaml. Each fix keeps the options that made it, so
+    a report can print a command that re-runs it."""
+    parts: dict[str, dict[str, object]] = {}
+    words: dict[str, list[str]] = {}
+
+    def part(name: str, option: str, item: str) -> dict[str, object]:
+        words.setdefault(name, []).extend([f"--{option}", item])
+        return parts.setdefault(name, {"args": [], "env": {}, "override": {}})
+
+    for item in given.args:
+        name, value = _split("fix-args", item)
+        try:
+            split = shlex.split(value)
+        except ValueError as exc:
+            msg = f"--fix-args {item!r}: {exc} (quote as in a shell)"
+            raise ConfigError(msg) from exc
+        args = part(name, "fix-args", item)["args"]
+        assert isinstance(args, list)
+        args.extend(split)
+    for item in given.patch:
+        name, value = _split("fix-patch", item)
+        part(name, "fix-patch", item)["patch"] = _patch(item, value)
+    for item in given.override:
+        name, value = _split("fix-override", item)
+        package, pin = _override(item, value)
+        override = part(name, "fix-override", item)["override"]
+        assert isinstance(override, dict)
+        override[package] = pin
+    for item in given.env:
+        name, value = _split("fix-env", item)
+        var, setting = _env(item, value)
+        env = part(name, "fix-env", item)["env"]
+        assert isinstance(env, dict)
+        env[var] = setting
+    return {name: _fix(name, data, tuple(words[name])) for name, data in parts.items()}
+
+
+def _fix(name: str, data: Mapping[str, object], words: tuple[str, ...]) -> Fix:
+    if name == "none":
+        msg = "--fix-*: 'none' is the unmodified repro; give the fix another name"
+        raise ConfigError(msg)
+    patch = data.get("patch")
+    override = data["override"]
+    args, env = data["args"], data["env"]
+    assert isinstance(override, dict) and isinstance(args, list) and isinstance(env, dict)
+    if patch is not None and override:
+        msg = f"fix {name!r}: a fix is a patch or an override, not both; make two fixes"
+        raise ConfigError(msg)
+    path, strip = patch if isinstance(patch, tuple) else (None, 1)
+    described = [
+        *([f"arguments {shlex.join(args)}"] if args else []),
+        *([f"patch {path.name}"] if path is not None else []),
+        *([" ".join(f"{k} {v}" for k, v in override.items())] if override else []),
+        *([" ".join(f"{k}={v}" for k, v in env.items())] if env else []),
+    ]
+    return Fix(
+        name=name,
+        description="; ".join(described) + " (command line)",
+        args=tuple(args),
+        patch=path,
+        patch_strip=strip,
+        override=dict(override),
+        env=dict(env),
+        cli=words,
+    )
+
+
+def with_fixes(repro: Repro, fixes: Mapping[str, Fix]) -> Repro:
+    """``repro`` with fixes from the command line added; a name matrix.yaml already gives is refused."""
+    clash = sorted(set(fixes) & set(repro.fixes))
+    if clash:
+        msg = f"--fix-*: {clash[0]!r} is already a fix of {repro.name} in matrix.yaml; give yours another name"
+        raise ConfigError(msg)
+    return dataclasses.replace(repro, fixes={**repro.fixes, **fixes})
