@@ -90,7 +90,8 @@ def _watch(procs, grace):
 def _exit_as(code):
     sys.stdout.flush()
     if code < 0:  # the rank died of a signal: die of the same one, so the run is classified as that rank was
-        signal.signal(-code, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP keep their default: nothing to reset
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
         time.sleep(1)
         code = 128 - code
