@@ -193,3 +193,54 @@ def test_deepspeed_8072_needs_two_ranks_and_bisects_to_0_19_2(tmp_path: Path, en
         out=out,
     )
     assert "0.19.2 REPRODUCED" in done.stdout and "-> 0.19.3 PASS" in done.stdout
+
+
+TREE = SCRIPTS.parent / "pytest_tree"
+THINGS = TREE / "pkgtests" / "sub" / "test_things.py"
+
+
+@pytest.mark.requires_tool(*DEEPSPEED_OPS)
+def test_a_package_own_tests_as_repros(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
+    out = tmp_path / "out"
+    selections = [f"{THINGS}::{name}" for name in ("test_passes", "test_warns", "test_fails_unless_fixed")]
+    broken = TREE / "pkgtests" / "sub" / "test_broken_import.py"
+    options = [item for spec in [*selections, str(broken)] for item in ("--pytest", spec)]
+    _harness("triage", *options, *CELL, "--fix-env", "fixed=THINGS_FIXED=1", envs=envs_dir, out=out)
+    records = {(r.repro, r.fix): r for r in _records(out)}
+    for name in ("test_passes", "test_warns"):
+        assert records[(f"pytest-test_things-{name}", "none")].outcome == "PASS"
+    failing = records[("pytest-test_things-test_fails_unless_fixed", "none")]
+    assert failing.outcome == "OTHER_FAILURE" and failing.signature is not None
+    assert failing.signature.exception == "AssertionError" and "broke things" in failing.signature.message
+    assert failing.tests == {"pkgtests/sub/test_things.py::test_fails_unless_fixed": "failed"}
+    assert failing.failing_step == 0
+    assert records[("pytest-test_things-test_fails_unless_fixed", "fixed")].outcome == "PASS"
+    collect = records[("pytest-test_broken_import", "none")]
+    assert collect.outcome == "OTHER_FAILURE" and collect.signature is not None
+    assert collect.signature.exception == "CollectionError" and "no_such_module" in collect.signature.message
+    assert records[("pytest-test_things-test_passes", "none")].rerun[:6] == [
+        *("nox", "-s", "triage", "--", "--pytest", f"{THINGS}::test_passes"),
+    ]
+
+
+def test_pytest_is_brought_to_a_cell_without_one(tmp_path: Path) -> None:
+    from reprobisect.cells.envs import CellEnv
+    from reprobisect.cells.tools import has_pytest, pytest_folder
+    from reprobisect.model.cell import Cell
+
+    venv = tmp_path / "venv"
+    subprocess.run([base_python(), "-m", "venv", "--without-pip", str(venv)], check=True)
+    cell = Cell(python="3", torch="none", torch_source="system", packages={})
+    env = CellEnv(cell=cell, path=venv, reused=True, build_seconds=0.0)
+    assert not has_pytest(env)
+    folder = pytest_folder(env, tmp_path / "envs")
+    assert folder is not None and (folder / "pytest").is_dir()
+    assert pytest_folder(env, tmp_path / "envs") == folder  # installed once per Python version
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import pytest; print(pytest.__version__)"],
+        env={"PYTHONPATH": str(folder)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr

@@ -17,14 +17,23 @@ from hypothesis import strategies as st
 from reprobisect.commands.main import _parse
 from reprobisect.config.load import load_config
 from reprobisect.config.matrix import MatrixSpec, expand
-from reprobisect.config.scripts import CliFixes, cli_fixes, script_repro, with_fixes
+from reprobisect.config.scripts import (
+    PYTEST_RUNNER,
+    CliFixes,
+    cli_fixes,
+    pytest_repro,
+    pytest_root,
+    script_repro,
+    with_fixes,
+)
 from reprobisect.errors import ConfigError
 from reprobisect.model.cell import Cell, run_cell
 from reprobisect.model.repro import Fix
 from reprobisect.report.load import _rerun_text
 from reprobisect.report.views import reproduce_command
+from reprobisect.run.classify import classify
 from reprobisect.run.events import read_events
-from reprobisect.run.execute import LAUNCH, RunSpec, _failed_rank, _keep_rank_logs, child_environ
+from reprobisect.run.execute import LAUNCH, RunSpec, _failed_rank, _keep_rank_logs, child_environ, inputs_digest
 from tests.conftest import SCRIPTS
 
 PASSES = SCRIPTS / "passes.py"
@@ -63,7 +72,7 @@ def test_each_kind_of_fix_from_the_command_line(tmp_path: Path) -> None:
         (CliFixes(args=["none=--x"]), "'none' is the unmodified repro"),
         (CliFixes(args=["q=--lr 'unclosed"]), "No closing quotation"),
         (CliFixes(env=["e=1BAD=1"]), "variable name"),
-        (CliFixes(env=["e=NOVALUE"]), "NAME=VARIABLE=VALUE"),
+        (CliFixes(env=["e=NOVALUE"]), "VARIABLE=VALUE"),
         (CliFixes(env=["e=RANK=3"]), "set by the harness"),
         (CliFixes(env=["e=REPROBISECT_OP_CACHE=/"]), "set by the harness"),
         (CliFixes(env=["e=X=a\nb"]), "control character"),
@@ -314,3 +323,127 @@ def test_a_hostile_command_in_a_record_is_not_printed(words: list[str]) -> None:
 def test_a_kept_command_is_quoted_for_a_shell() -> None:
     words = ["nox", "-s", "triage", "--", "my issue.py", "--fix-args", "a=--lr 1e-4"]
     assert shlex.split(_rerun_text(words)) == words
+
+
+# --- a package's own tests as repros (--pytest) ------------------------------------------------------------
+
+TREE = Path(__file__).parents[1] / "resources" / "pytest_tree"
+THINGS = TREE / "pkgtests" / "sub" / "test_things.py"
+
+
+def test_a_pytest_repro_runs_from_above_the_test_tree() -> None:
+    repro = pytest_repro(f"{THINGS}::test_passes", keyword="passes", args=("-x",))
+    assert repro.name == "pytest-test_things-test_passes"
+    form = repro.forms["cpu-deepspeed"]
+    assert form.script == PYTEST_RUNNER and form.pytest and form.inputs == (TREE,)
+    assert form.args == (str(TREE), "pkgtests/sub/test_things.py::test_passes", "-k", "passes", "-x")
+    assert pytest_root(THINGS) == TREE
+    assert pytest_repro(str(THINGS)).name == "pytest-test_things"
+
+
+@pytest.mark.parametrize(
+    ("spec", "root", "message"),
+    [("/no/such/test_x.py", None, "does not exist"), (str(THINGS), SCRIPTS, "is not inside --pytest-root")],
+)
+def test_a_bad_pytest_selection_is_refused(spec: str, root: Path | None, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        pytest_repro(spec, root=root)
+
+
+def test_a_changed_conftest_is_another_run(tmp_path: Path, plain_env: object) -> None:
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "__init__.py").write_text("")
+    (tree / "pkg" / "conftest.py").write_text("A = 1\n")
+    (tree / "pkg" / "test_a.py").write_text("def test_a():\n    pass\n")
+    repro = pytest_repro(str(tree / "pkg" / "test_a.py"))
+    spec = RunSpec(repro=repro, form=repro.forms["cuda"], fix=repro.fixes["none"], env=plain_env)  # type: ignore[arg-type]
+    before = spec.key
+    (tree / "pkg" / "conftest.py").write_text("A = 2\n")
+    assert spec.key != before
+    (tree / "pkg" / "notes.md").write_text("not an input")
+    assert inputs_digest((tree,)) == inputs_digest((tree,))
+
+
+def _run_tests(tmp_path: Path, tree: Path, *selection: str) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+    done = subprocess.run(
+        [sys.executable, str(PYTEST_RUNNER), str(tree), *selection],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    marked = [line.partition("@@repro ")[2] for line in done.stdout.splitlines()]
+    events = [json.loads(payload) for payload in marked if payload]  # pytest's progress may precede a mark
+    return done, events
+
+
+def _tree(tmp_path: Path) -> Path:
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "__init__.py").write_text("")
+    (tree / "pkg" / "conftest.py").write_text("import pytest\n\n@pytest.fixture\ndef answer():\n    return 42\n")
+    (tree / "pkg" / "test_a.py").write_text(
+        "import pytest, warnings\n"
+        "def test_ok(answer):\n    warnings.warn('tolerated', DeprecationWarning)\n    assert answer == 42\n"
+        "def test_bad(answer):\n    assert answer == 41, 'the answer changed'\n"
+        "def test_worse():\n    raise KeyError('second failure')\n"
+        "@pytest.mark.skip(reason='later')\ndef test_later():\n    pass\n"
+    )
+    (tree / "pkg" / "test_broken.py").write_text("import no_such_module_anywhere\n")
+    return tree
+
+
+def test_the_runner_reports_each_test_and_signs_with_the_first_failure(tmp_path: Path) -> None:
+    done, events = _run_tests(tmp_path, _tree(tmp_path), "pkg/test_a.py")
+    assert done.returncode == 1
+    tests = {e["nodeid"]: e["outcome"] for e in events if e["event"] == "test"}
+    assert tests == {
+        "pkg/test_a.py::test_ok": "passed",  # its warning is no error: the tree's settings, not this checkout's
+        "pkg/test_a.py::test_bad": "failed",
+        "pkg/test_a.py::test_worse": "failed",
+        "pkg/test_a.py::test_later": "skipped",
+    }
+    assert [e["step"] for e in events if e["event"] == "step"] == [1, 2]
+    # the first failure's exception is the log's last traceback, so the run's signature
+    verdict = classify(exit_code=1, timed_out=False, log=done.stdout, expected=None)
+    assert verdict.signature is not None and verdict.signature.exception == "AssertionError"
+    assert verdict.signature.message.startswith("the answer changed")
+
+
+def test_a_module_that_cannot_be_collected_is_a_failure_of_the_run(tmp_path: Path) -> None:
+    done, _ = _run_tests(tmp_path, _tree(tmp_path), "pkg/test_broken.py")
+    assert done.returncode == 1
+    assert "CollectionError: pkg/test_broken.py: ModuleNotFoundError: No module named 'no_such_module_anywhere'" in (
+        done.stderr
+    )
+
+
+@pytest.mark.parametrize("selection", [("pkg/test_a.py::test_later",), ("pkg/test_a.py", "-k", "nothing_matches")])
+def test_a_session_where_no_test_ran_is_never_a_pass(tmp_path: Path, selection: tuple[str, ...]) -> None:
+    done, _ = _run_tests(tmp_path, _tree(tmp_path), *selection)
+    assert done.returncode == 1 and "NoTestRan: pytest exit status" in done.stderr
+    verdict = classify(exit_code=done.returncode, timed_out=False, log=done.stdout + done.stderr, expected=None)
+    assert verdict.outcome.value == "ENV_ERROR" and verdict.known is not None and verdict.known.name == "no-test-ran"
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"nodeid": "", "outcome": "passed"},
+        {"nodeid": "a\nb", "outcome": "passed"},
+        {"nodeid": "x" * 501, "outcome": "passed"},
+        {"nodeid": "t::a", "outcome": "won"},
+        {"nodeid": ["t"], "outcome": "passed"},
+    ],
+)
+def test_a_forged_test_event_is_ignored(event: dict[str, object]) -> None:
+    events = read_events("@@repro " + json.dumps({"event": "test", **event}))
+    assert events.tests == {} and events.ignored == 1
+
+
+def test_a_run_keeps_at_most_two_thousand_test_results() -> None:
+    lines = [f'@@repro {{"event": "test", "nodeid": "t::{i}", "outcome": "passed"}}' for i in range(2500)]
+    assert len(read_events("\n".join(lines)).tests) == 2000

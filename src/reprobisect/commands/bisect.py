@@ -114,17 +114,17 @@ def _print_report(report: dict[str, Any], path: Path, *, all_transitions: bool) 
 def run_from_args(args: argparse.Namespace) -> int:
     """Bisect and print the transitions; 0 when the bisection names them (no transition included)."""
     prepare(args)
-    if bool(args.script) == bool(args.repro):
-        msg = "bisect needs exactly one of --repro NAME or --script PATH"
+    if bool(args.script) + bool(args.repro) + len(args.pytest or ()) != 1:
+        msg = "bisect needs exactly one of --repro NAME, --script PATH or --pytest PATH::TEST"
         raise ConfigError(msg)
-    config, script = with_script(
+    config, made = with_script(
         load_config(args.config),
         args,
         args.script,
         repros=(args.repro,) if args.repro else (),
         rerun=("nox", "-s", "triage", "--"),
     )
-    request = _request(args, script or args.repro)
+    request = _request(args, made[0] if made else args.repro)
     _, report, path = run_bisect(
         config,
         request,

@@ -107,13 +107,13 @@ def run_from_args(args: argparse.Namespace) -> int:
     """List the cells, or run the selection, print the table and write ``summary-matrix.md``; 0 whatever the
     outcomes."""
     prepare(args)
-    if args.script and args.repro:
-        msg = "--script and --repro contradict each other: run a canonical repro or a script, not both"
+    if (args.script or args.pytest) and args.repro:
+        msg = "--script/--pytest and --repro contradict each other: run canonical repros or a script, not both"
         raise ConfigError(msg)
-    config, script = with_script(
+    config, made = with_script(
         load_config(args.config), args, args.script, repros=split(args.repro), rerun=("nox", "-s", "triage", "--")
     )
-    request = matrix_request(args, (script,) if script else split(args.repro))
+    request = matrix_request(args, made or split(args.repro))
     base = base_interpreter(args.base_python)
     if args.list or args.list_json:
         cells = listed_cells(config, request, base, args.envs)

@@ -18,7 +18,7 @@ from typing import TypeAlias
 
 from reprobisect.cells.wheelhouse import use_wheelhouse
 from reprobisect.config.load import Config, check_pin
-from reprobisect.config.scripts import CliFixes, cli_fixes, script_repro, with_fixes
+from reprobisect.config.scripts import CliFixes, cli_fixes, env_settings, pytest_repro, script_repro, with_fixes
 from reprobisect.errors import ConfigError
 from reprobisect.run.sandbox import Confinement
 
@@ -91,6 +91,24 @@ def add_script_options(parser: argparse.ArgumentParser, *, script: bool = True) 
         parser.add_argument("--script", type=Path, help="run any script (e.g. pasted from an issue) instead of a repro")
     parser.add_argument("--expect-signature", help="with a script: the known name or id that counts as REPRODUCED")
     parser.add_argument("--shim", action="store_true", help="with a script: run it through the Lightning CPU shim")
+    parser.add_argument(
+        "--pytest",
+        action="append",
+        metavar="PATH[::TEST]",
+        help="a package's own tests as a repro (a file, a folder or a node id of a test tree), run by pytest in the "
+        "cell; repeatable, one repro each",
+    )
+    parser.add_argument("--pytest-k", metavar="EXPR", help="with --pytest: only the tests this -k expression selects")
+    parser.add_argument(
+        "--pytest-root", type=Path, help="with --pytest: the folder pytest runs from (default: above the test tree)"
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        metavar="VAR=VALUE",
+        help="a variable for every run of the script or tests (e.g. PL_RUN_STANDALONE_TESTS=1); runs see no other "
+        "variable of yours",
+    )
     add_cli_fixes(parser)
 
 
@@ -123,38 +141,80 @@ def add_nproc(parser: argparse.ArgumentParser) -> None:
 
 
 def with_script(
-    config: Config, args: argparse.Namespace, script: Path | None, *, repros: Sequence[str], rerun: tuple[str, ...]
-) -> tuple[Config, str | None]:
-    """``config`` with the script (if any) as a repro, and the fixes from the command line added to the script or
-    to ``repros`` (all of matrix.yaml's when empty); returns the script repro's name. ``rerun`` is the command
-    that re-runs the script (reports print it), to which the script's path and options are added."""
+    config: Config,
+    args: argparse.Namespace,
+    script: Path | None,
+    *,
+    repros: Sequence[str],
+    rerun: tuple[str, ...],
+) -> tuple[Config, tuple[str, ...]]:
+    """``config`` with the script and the ``--pytest`` tests (if any) as repros, and the fixes from the command line
+    added to them or to ``repros`` (all of matrix.yaml's when empty); returns the names of the repros it made.
+    ``rerun`` is the command that re-runs them (reports print it), to which their own options are added."""
     fixes = cli_fixes(CliFixes(args=args.fix_args, patch=args.fix_patch, override=args.fix_override, env=args.fix_env))
     script_args = tuple(getattr(args, "script_args", ()))
-    if script is None:
-        if getattr(args, "expect_signature", None) or getattr(args, "shim", False) or script_args:
-            msg = "--expect-signature, --shim and arguments after '--' go with a script (a repro's live in matrix.yaml)"
+    pytests = tuple(getattr(args, "pytest", None) or ())
+    env = env_settings(getattr(args, "env", None) or ())
+    if script is None and not pytests:
+        given = [getattr(args, "expect_signature", None), getattr(args, "shim", False), script_args, env]
+        if any(given) or getattr(args, "pytest_k", None) or getattr(args, "pytest_root", None):
+            msg = (
+                "--expect-signature, --shim, --env, --pytest-k, --pytest-root and arguments after '--' go with a "
+                "script or --pytest (a repro's live in matrix.yaml)"
+            )
             raise ConfigError(msg)
         names = set(repros or config.repros)
         updated = {n: with_fixes(r, fixes) if fixes and n in names else r for n, r in config.repros.items()}
-        return dataclasses.replace(config, repros=updated), None
-    check_script(script)
+        return dataclasses.replace(config, repros=updated), ()
+    if script is not None and pytests:
+        msg = "a script and --pytest contradict each other: triage one at a time"
+        raise ConfigError(msg)
     options = [
         *(["--expect-signature", args.expect_signature] if args.expect_signature else []),
-        *(["--shim"] if args.shim else []),
+        *(item for setting in getattr(args, "env", None) or () for item in ("--env", setting)),
     ]
-    repro = script_repro(
-        script,
-        args=script_args,
-        expect=args.expect_signature,
-        shim=args.shim,
-        fixes=fixes,
-        timeout=args.timeout or 900,
-        rerun=(*rerun, str(script), *options),
-    )
-    if repro.name in config.repros:
-        msg = f"script {script}: its repro name {repro.name!r} is a repro of {config.path.name}; rename the script"
+    made = []
+    if script is not None:
+        check_script(script)
+        made.append(
+            script_repro(
+                script,
+                args=script_args,
+                expect=args.expect_signature,
+                shim=args.shim,
+                fixes=fixes,
+                env=env,
+                timeout=args.timeout or 900,
+                rerun=(*rerun, str(script), *options, *(["--shim"] if args.shim else [])),
+            )
+        )
+    for spec in pytests:
+        selection = [
+            *(["--pytest-k", args.pytest_k] if args.pytest_k else []),
+            *(["--pytest-root", str(args.pytest_root)] if args.pytest_root else []),
+        ]
+        made.append(
+            pytest_repro(
+                spec,
+                keyword=args.pytest_k,
+                root=args.pytest_root,
+                args=script_args,
+                expect=args.expect_signature,
+                fixes=fixes,
+                env=env,
+                timeout=args.timeout or 1800,
+                rerun=(*rerun, "--pytest", spec, *selection, *options),
+            )
+        )
+    clash = sorted({r.name for r in made} & set(config.repros)) or [
+        r.name for i, r in enumerate(made) if r.name in {m.name for m in made[:i]}
+    ]
+    if clash:
+        msg = f"{clash[0]!r}: two repros of this run (or one of {config.path.name}) would share this name; rename one"
         raise ConfigError(msg)
-    return dataclasses.replace(config, repros={**config.repros, repro.name: repro}), repro.name
+    return dataclasses.replace(config, repros={**config.repros, **{r.name: r for r in made}}), tuple(
+        r.name for r in made
+    )
 
 
 def add_timeout(parser: argparse.ArgumentParser, help: str = "seconds per run (default: the repro's)") -> None:

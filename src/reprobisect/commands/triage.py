@@ -14,6 +14,7 @@ from pathlib import Path
 from reprobisect.commands.matrix import add_run_options, axis_values, matrix_request, run_and_summarize
 from reprobisect.commands.options import Subparsers, add_common, add_script_options, prepare, with_script
 from reprobisect.config.load import load_config
+from reprobisect.errors import ConfigError
 
 __all__ = ["run_from_args", "setup_arguments"]
 
@@ -26,7 +27,9 @@ def setup_arguments(subparsers: Subparsers) -> None:
         description="Arguments after '--' go to the script: reprobisect triage issue.py --fix-env "
         "quiet=NCCL_DEBUG=WARN -- --lr 1e-4",
     )
-    parser.add_argument("script", type=Path, help="the script to run (any file; it is run as untrusted code)")
+    parser.add_argument(
+        "script", type=Path, nargs="?", help="the script to run (any file; it is run as untrusted code), or --pytest"
+    )
     add_script_options(parser, script=False)
     add_run_options(parser)
     add_common(parser)
@@ -38,9 +41,12 @@ def run_from_args(args: argparse.Namespace) -> int:
     ``summary-<script>.md``; 0 whatever the outcomes."""
     prepare(args)
     config = load_config(args.config)
-    config, name = with_script(config, args, args.script, repros=(), rerun=("nox", "-s", "triage", "--"))
-    assert name is not None
+    if args.script is None and not args.pytest:
+        msg = "triage needs a script (reprobisect triage issue.py) or --pytest PATH[::TEST]"
+        raise ConfigError(msg)
+    config, made = with_script(config, args, args.script, repros=(), rerun=("nox", "-s", "triage", "--"))
     base_axes = {axis: axis_values(value) for axis, value in config.default_cell.items()}
-    request = matrix_request(args, (name,), base_axes=base_axes)
-    run_and_summarize(config, request, args, title=config.repro(name).title, summary=f"summary-{name}.md")
+    request = matrix_request(args, made, base_axes=base_axes)
+    title = config.repro(made[0]).title if len(made) == 1 else f"{len(made)} test selections"
+    run_and_summarize(config, request, args, title=title, summary=f"summary-{made[0]}.md")
     return 0

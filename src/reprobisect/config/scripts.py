@@ -17,7 +17,21 @@ from reprobisect.config.load import check_name, check_pin
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import Fix, Repro, script_forms
 
-__all__ = ["FIX_OPTIONS", "CliFixes", "cli_fixes", "script_name", "script_repro", "with_fixes"]
+__all__ = [
+    "FIX_OPTIONS",
+    "PYTEST_RUNNER",
+    "CliFixes",
+    "cli_fixes",
+    "env_settings",
+    "pytest_repro",
+    "pytest_root",
+    "script_name",
+    "script_repro",
+    "with_fixes",
+]
+
+# The child file that runs pytest as a repro (the harness never imports it; a path, not a module).
+PYTEST_RUNNER = Path(__file__).resolve().parents[1] / "run" / "child" / "pytest_runner.py"
 
 # The options that define a fix on the command line, each ``NAME=VALUE``: what the fix changes.
 FIX_OPTIONS = ("fix_args", "fix_patch", "fix_override", "fix_env")
@@ -45,6 +59,7 @@ def script_repro(
     report: str = "",
     timeout: float = 900,
     rerun: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> Repro:
     """A repro made on the spot from any script, with the forms of a canonical one (``model.repro.script_forms``);
     ``fixes`` are added to ``none``, ``rerun`` is the command that re-runs it, up to the cell's pins."""
@@ -52,16 +67,81 @@ def script_repro(
         msg = f"script {script}: no such file"
         raise ConfigError(msg)
     path = script.resolve()
+    forms = script_forms(path, args=tuple(args), shim=shim)
+    forms = {n: dataclasses.replace(f, env={**f.env, **(env or {})}) for n, f in forms.items()}
     return Repro(
         name=name or script_name(path),
         title=title or f"script {script}",
         report=report,
         expected_signature=expect,
         timeout=timeout,
-        forms=script_forms(path, args=tuple(args), shim=shim),
+        forms=forms,
         fixes={"none": Fix(name="none", description="the script as written"), **(fixes or {})},
         rerun=tuple(rerun),
+        script_args=tuple(args),
     )
+
+
+def pytest_root(path: Path) -> Path:
+    """The folder pytest runs from for a test file: above the topmost folder of its tree with a ``conftest.py`` or an
+    ``__init__.py`` (Lightning's CI runs ``python -m pytest`` in ``tests/``, above ``tests_fabric/``)."""
+    folder = path if path.is_dir() else path.parent
+    while folder.parent != folder and ((folder / "conftest.py").is_file() or (folder / "__init__.py").is_file()):
+        folder = folder.parent
+    return folder
+
+
+def pytest_repro(
+    spec: str,
+    *,
+    keyword: str | None = None,
+    root: Path | None = None,
+    args: Sequence[str] = (),
+    expect: str | None = None,
+    fixes: Mapping[str, Fix] | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 1800,
+    rerun: Sequence[str] = (),
+) -> Repro:
+    """A package's own tests as a repro: ``PATH``, ``PATH::NODE`` (a test file of a tree outside this repository, a
+    test in it) and an optional ``-k`` expression, run by pytest in the cell (run/child/pytest_runner.py). One
+    outcome per run; the first failing test's exception is the signature; each test's result is kept."""
+    path_text, sep, node = spec.partition("::")
+    path = Path(path_text).expanduser()
+    if not path.exists():
+        msg = f"--pytest {spec!r}: {path} does not exist; give a test file, a folder or FILE::TEST"
+        raise ConfigError(msg)
+    path = path.resolve()
+    tree = (root or pytest_root(path)).resolve()
+    if not path.is_relative_to(tree):
+        msg = f"--pytest {spec!r}: {path} is not inside --pytest-root {tree}"
+        raise ConfigError(msg)
+    target = str(path.relative_to(tree)) + (f"::{node}" if sep else "")
+    selection = [target, *(["-k", keyword] if keyword else [])]
+    label = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{path.stem}-{node.split('::')[-1]}" if sep else path.stem)
+    name = f"pytest-{label}"[:64].rstrip("._-")
+    forms = script_forms(PYTEST_RUNNER, args=(str(tree), *selection, *args), inputs=(tree,), pytest=True)
+    forms = {n: dataclasses.replace(f, env={**f.env, **(env or {})}) for n, f in forms.items()}
+    return Repro(
+        name=name,
+        title=f"pytest {target}" + (f" -k {keyword!r}" if keyword else ""),
+        report="",
+        expected_signature=expect,
+        timeout=timeout,
+        forms=forms,
+        fixes={"none": Fix(name="none", description="the tests as written"), **(fixes or {})},
+        rerun=tuple(rerun),
+        script_args=tuple(args),
+    )
+
+
+def env_settings(items: Sequence[str], option: str = "--env") -> dict[str, str]:
+    """``VAR=VALUE`` settings for a script's runs (``--env PL_RUN_STANDALONE_TESTS=1``): the scrubbed environment
+    of a run passes no other variable of the user's."""
+    settings: dict[str, str] = {}
+    for item in items:
+        settings.update([_env(f"{option} {item}", item)])
+    return settings
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -115,15 +195,16 @@ def _override(item: str, value: str) -> tuple[str, str]:
 
 
 def _env(item: str, value: str) -> tuple[str, str]:
+    """``VAR=VALUE`` of an option named in ``item`` (``--fix-env NAME=VAR=VALUE``, ``--env VAR=VALUE``)."""
     var, sep, setting = value.partition("=")
     if not sep or not _ENV_NAME.fullmatch(var):
-        msg = f"--fix-env {item!r}: expected NAME=VARIABLE=VALUE with a variable name of letters, digits and '_'"
+        msg = f"{item!r}: expected VARIABLE=VALUE with a variable name of letters, digits and '_'"
         raise ConfigError(msg)
     if var.startswith(_HARNESS_ENV):
-        msg = f"--fix-env {item!r}: {var} is set by the harness for every run; a fix cannot change it"
+        msg = f"{item!r}: {var} is set by the harness for every run; it cannot be changed"
         raise ConfigError(msg)
     if any(ord(c) < 32 and c != "\t" for c in setting) or len(setting) > 4096:
-        msg = f"--fix-env {item!r}: the value holds a control character or is longer than 4096 characters"
+        msg = f"{item!r}: the value holds a control character or is longer than 4096 characters"
         raise ConfigError(msg)
     return var, setting
 
@@ -160,7 +241,7 @@ def cli_fixes(given: CliFixes) -> dict[str, Fix]:
         override[package] = pin
     for item in given.env:
         name, value = _split("fix-env", item)
-        var, setting = _env(item, value)
+        var, setting = _env(f"--fix-env {item}", value)
         env = part(name, "fix-env", item)["env"]
         assert isinstance(env, dict)
         env[var] = setting

@@ -94,6 +94,7 @@ class Record:
     failed_rank: int | None = None  # with several ranks: the first to fail, whose log gave the signature
     rank_logs: list[str] = dataclasses.field(default_factory=list)  # logs of ranks 1..N-1, relative to the store
     rerun: list[str] = dataclasses.field(default_factory=list)  # the words of a command that re-runs this run
+    tests: dict[str, str] = dataclasses.field(default_factory=dict)  # --pytest runs: each test's node id → outcome
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> str:

@@ -66,6 +66,10 @@ class Form:
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     shim: str | None = None
     distributed_env: bool = False
+    # Files the run reads besides its script (a package's test files: ``--pytest``): readable in the sandbox, and
+    # their content is part of what decides the outcome. ``pytest``: the run needs pytest in its cell.
+    inputs: tuple[Path, ...] = ()
+    pytest: bool = False
 
     @property
     def backend(self) -> Backend:
@@ -87,6 +91,7 @@ class Repro:
     # The command that re-runs it, up to the cell's pins: ``nox -s repro_gan --`` for a canonical repro (the
     # default), ``nox -s triage -- issue.py`` for a script; the script's own arguments follow a last ``--``.
     rerun: tuple[str, ...] = ()
+    script_args: tuple[str, ...] = ()  # a script's own arguments, given after the command's ``--``
 
     def rerun_command(self, cell_options: list[str], form: str, fix: Fix) -> list[str]:
         """The words of a command that re-runs one form and fix of this repro in a cell given by its options."""
@@ -96,12 +101,13 @@ class Repro:
             else ["nox", "-s", "repro", "--", self.name]
         )
         head = list(self.rerun) or session
-        args = self.forms[form].args if form in self.forms and self.rerun else ()  # type: ignore[index]
-        tail = ["--", *args] if args else []
+        tail = ["--", *self.script_args] if self.script_args else []
         return [*head, *cell_options, "--form", form, "--fix", fix.name, *fix.cli, *tail]
 
 
-def script_forms(script: Path, *, args: tuple[str, ...] = (), shim: bool = False) -> dict[FormName, Form]:
+def script_forms(
+    script: Path, *, args: tuple[str, ...] = (), shim: bool = False, inputs: tuple[Path, ...] = (), pytest: bool = False
+) -> dict[FormName, Form]:
     """The forms of a repro made from any script: as written on CUDA, and one CPU form.
 
     The cuda form gets a one-process distributed environment (torchrun's variables), as the canonical cuda
@@ -118,6 +124,16 @@ def script_forms(script: Path, *, args: tuple[str, ...] = (), shim: bool = False
         env={"DS_ACCELERATOR": "cpu"},
         shim="lightning-cpu" if shim else None,
         distributed_env=not shim,
+        inputs=inputs,
+        pytest=pytest,
     )
-    cuda = Form(name="cuda", script=script, precision="as written", args=args, distributed_env=True)
+    cuda = Form(
+        name="cuda",
+        script=script,
+        precision="as written",
+        args=args,
+        distributed_env=True,
+        inputs=inputs,
+        pytest=pytest,
+    )
     return {"cuda": cuda, cpu_name: cpu}

@@ -135,18 +135,20 @@ def _format(cells: Sequence[str], widths: Sequence[int]) -> str:
     return (_GAP + _GAP.join(parts)).rstrip()
 
 
-def _group_title(record: Record) -> str:
+def _group_title(record: Record, *, with_repro: bool) -> str:
     cell = record.matrix_cell or str(record.cell.get("id", "?"))
-    return f"{cell} · {record.form} ({record.precision})"
+    return f"{record.repro + ' · ' if with_repro else ''}{cell} · {record.form} ({record.precision})"
 
 
 def runs_table(records: Sequence[Record], *, width: int = WIDTH) -> str:
-    """Runs grouped by cell and form, one row per fix and repeat, no line longer than ``width``."""
+    """Runs grouped by cell and form (and repro, when there are several), one row per fix and repeat, no line
+    longer than ``width``."""
     if not records:
         return "(no runs)"
     groups: dict[str, list[Record]] = {}
+    with_repro = len({r.repro for r in records}) > 1
     for record in records:
-        groups.setdefault(_group_title(record), []).append(record)
+        groups.setdefault(_group_title(record, with_repro=with_repro), []).append(record)
     rows = {title: [_row(r) for r in group] for title, group in groups.items()}
     widths = _widths([row for group in rows.values() for row in group], width)
     lines = []

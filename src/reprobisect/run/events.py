@@ -56,6 +56,7 @@ class RunEvents:
     ignored: int
     ops: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # just-in-time ops: built or cached
     ranks: RankReport | None = None
+    tests: dict[str, str] = dataclasses.field(default_factory=dict)  # pytest node id → its outcome (--pytest runs)
 
 
 def _text(value: object) -> str | None:
@@ -87,6 +88,15 @@ def _op(event: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 _MAX_RANKS = 1024
+_MAX_TESTS = 2000
+_TEST_OUTCOMES = ("passed", "failed", "skipped", "error")
+
+
+def _test(event: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A ``test`` event of the pytest runner (run/child/pytest_runner.py): a node id and its outcome."""
+    nodeid, outcome = event.get("nodeid"), event.get("outcome")
+    ok = isinstance(nodeid, str) and 0 < len(nodeid) <= 500 and nodeid.isprintable() and outcome in _TEST_OUTCOMES
+    return (nodeid, outcome) if ok else None  # type: ignore[return-value]
 
 
 def _ranks(event: Mapping[str, Any]) -> RankReport | None:
@@ -190,6 +200,7 @@ def read_events(log: str) -> RunEvents:
     ignored = 0
     ops: list[dict[str, Any]] = []
     ranks: RankReport | None = None
+    tests: dict[str, str] = {}
     for line in log.splitlines():
         _, mark, payload = line.partition(EVENT_MARK)
         if not mark:
@@ -208,8 +219,17 @@ def read_events(log: str) -> RunEvents:
             ops.append(op)
         elif kind == "ranks" and (rank_report := _ranks(event)) is not None:
             ranks = rank_report
+        elif kind == "test" and len(tests) < _MAX_TESTS and (test := _test(event)) is not None:
+            tests[test[0]] = test[1]
         else:
             ignored += 1
     return RunEvents(
-        steps=steps, setup_seconds=setup, config=config or {}, exit=report, ignored=ignored, ops=ops, ranks=ranks
+        steps=steps,
+        setup_seconds=setup,
+        config=config or {},
+        exit=report,
+        ignored=ignored,
+        ops=ops,
+        ranks=ranks,
+        tests=tests,
     )

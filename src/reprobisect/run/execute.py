@@ -67,6 +67,7 @@ class RunSpec:
     cpus: tuple[int, ...] = ()  # how it runs (pinned cores), not what: not part of the key
     sandbox: Sandbox | None = None  # how it runs too: None is unconfined
     nproc: int = 1  # ranks, each with torchrun's variables (run/child/launch.py)
+    tools: tuple[Path, ...] = ()  # folders put on the run's PYTHONPATH for what its cell lacks (pytest: cells.tools)
     rerun: tuple[str, ...] = ()  # the words of a command that re-runs it, kept in the record
 
     @property
@@ -98,6 +99,7 @@ class RunSpec:
             "override": dict(self.fix.override),
             **({"env_fix": dict(self.fix.env)} if self.fix.env else {}),
             **({"nproc": self.nproc} if self.nproc != 1 else {}),
+            **({"inputs": inputs_digest(self.form.inputs)} if self.form.inputs else {}),
         }
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
 
@@ -130,8 +132,9 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
         )
     if spec.form.shim:
         env["REPROBISECT_SHIM"] = str(SHIMS[spec.form.shim])
-    if spec.overlay is not None:
-        env["PYTHONPATH"] = str(spec.overlay)
+    path = [*([spec.overlay] if spec.overlay is not None else []), *spec.tools]
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(map(str, path))
     ops = cache_root(spec.env.path.parent, environ)
     if ops is not None:
         env["REPROBISECT_OP_CACHE"] = str(ops)
@@ -187,6 +190,8 @@ def _confined(
         spec.form.script.parent,
         Path.cwd(),  # the checkout
         *([spec.overlay] if spec.overlay is not None else []),
+        *spec.tools,
+        *spec.form.inputs,  # a package's test tree (--pytest)
     ]
     wrapped = sandbox.wrap(
         argv,
@@ -359,9 +364,28 @@ def execute(
         failed_rank=failed_rank,
         rank_logs=[str(path.relative_to(store.root)) for path in rank_logs.values()],
         rerun=list(spec.rerun),
+        tests=events.tests,
     )
     store.write(record)
     return record
+
+
+_INPUT_SUFFIXES = (".py", ".cfg", ".ini", ".toml", ".json", ".yaml", ".yml", ".txt")
+_MAX_INPUT_FILES = 5000
+
+
+def inputs_digest(inputs: Sequence[Path]) -> str:
+    """What a run's further inputs hold (a test tree's sources and configs), for its key: a test file edited, or
+    a conftest changed, is another run. Bounded: at most ``_MAX_INPUT_FILES`` files, links not followed."""
+    digest = hashlib.sha256()
+    for root in inputs:
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.suffix in _INPUT_SUFFIXES)
+        for path in files[:_MAX_INPUT_FILES]:
+            if path.is_symlink() or not path.is_file():
+                continue
+            digest.update(str(path.relative_to(root) if path != root else path.name).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:20]
 
 
 def _keep_rank_logs(workdir: Path, log_path: Path, nproc: int) -> dict[int, Path]:

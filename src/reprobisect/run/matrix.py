@@ -22,6 +22,7 @@ from reprobisect.cells.envs import BaseInterpreter, CellEnv, base_interpreter, e
 from reprobisect.cells.index import IndexCache
 from reprobisect.cells.ops import DEFAULT_MAX_BYTES, cache_root, prune
 from reprobisect.cells.patches import PatchDoesNotApplyError, patched_paths, prepare_overlay
+from reprobisect.cells.tools import pytest_folder
 from reprobisect.config.load import Config, load_config
 from reprobisect.config.matrix import NON_PACKAGE_AXES, RANKS_AXIS, PlannedCell, expand, matches
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError, ToolError
@@ -322,6 +323,7 @@ def run_matrix(
         echo(f"  - {cell.id}: {reason}")
     envs = _build_envs(units, envs_dir, echo, request.jobs)
     overlays, patch_failures = _prepare_overlays(units, envs)
+    tools, tool_failures = _prepare_tools(units, envs, envs_dir)
     # Bad input has had its chance to stop the run: from here on records are written.
     for cell_plan, cell, reason in blocked:
         kind = "NotInstallable" if cell_plan.blocked else "NotBuildableHere"
@@ -334,7 +336,11 @@ def run_matrix(
             for u in units_of
         )
     runnable = [
-        u for u in units if isinstance(envs[u.cell.id], CellEnv) and (u.cell.id, u.fix.name) not in patch_failures
+        u
+        for u in units
+        if isinstance(envs[u.cell.id], CellEnv)
+        and (u.cell.id, u.fix.name) not in patch_failures
+        and (u.cell.id not in tool_failures or not u.form.pytest)
     ]
     for unit in units:
         env = envs[unit.cell.id]
@@ -347,6 +353,21 @@ def run_matrix(
                     unit.fix,
                     unit.cell,
                     str(env),
+                    store,
+                    kind="EnvBuildError",
+                    repeat=unit.repeat,
+                    nproc=unit.nproc,
+                    rerun=unit.rerun,
+                )
+            )
+        elif unit.form.pytest and unit.cell.id in tool_failures:
+            records.append(
+                unrun_record(
+                    unit.repro,
+                    unit.form,
+                    unit.fix,
+                    unit.cell,
+                    tool_failures[unit.cell.id],
                     store,
                     kind="EnvBuildError",
                     repeat=unit.repeat,
@@ -373,12 +394,14 @@ def run_matrix(
     progress = _Progress(len(runnable), echo)
     order = {id(unit): index for index, unit in enumerate(runnable)}
     plain = [u for u in runnable if u.fix.patch is None]
-    done = _run_units(plain, envs, overlays, request, store, environ, backend, echo, stats, sandbox, progress)
+    done = _run_units(plain, envs, overlays, tools, request, store, environ, backend, echo, stats, sandbox, progress)
     candidates = [u for u in runnable if u.fix.patch is not None]
     patched = _applicable(candidates, dict(zip(map(id, plain), done, strict=True)), plain, echo)
     progress.total -= len(candidates) - len(patched)
     stats.not_applicable += len(candidates) - len(patched)
-    done_patched = _run_units(patched, envs, overlays, request, store, environ, backend, echo, stats, sandbox, progress)
+    done_patched = _run_units(
+        patched, envs, overlays, tools, request, store, environ, backend, echo, stats, sandbox, progress
+    )
     ran = sorted(
         [*zip(plain, done, strict=True), *zip(patched, done_patched, strict=True)], key=lambda p: order[id(p[0])]
     )
@@ -491,6 +514,26 @@ def _prepare_overlays(
     return overlays, failures
 
 
+def _prepare_tools(
+    units: list[Unit], envs: Mapping[str, CellEnv | EnvBuildError], envs_dir: Path
+) -> tuple[dict[str, tuple[Path, ...]], dict[str, str]]:
+    """pytest for every cell a ``--pytest`` run needs it in (cells.tools): the folders to add to those runs'
+    PYTHONPATH, and the cells where it could not be had (their runs are ENV_ERROR with the reason)."""
+    tools: dict[str, tuple[Path, ...]] = {}
+    failures: dict[str, str] = {}
+    for unit in units:
+        env = envs[unit.cell.id]
+        if not unit.form.pytest or not isinstance(env, CellEnv) or unit.cell.id in tools or unit.cell.id in failures:
+            continue
+        try:
+            folder = pytest_folder(env, envs_dir)
+        except (EnvBuildError, ToolError) as exc:
+            failures[unit.cell.id] = f"pytest could not be installed for this cell: {exc}"
+            continue
+        tools[unit.cell.id] = (folder,) if folder is not None else ()
+    return tools, failures
+
+
 def _describe(record: Record, unit: Unit, reused: bool, *, with_cell: bool) -> str:
     sig = record.signature
     label = f" {sig.id} {known_name(record) or sig.text}" if sig else ""
@@ -546,6 +589,7 @@ def _run_units(
     units: list[Unit],
     envs: Mapping[str, CellEnv | EnvBuildError],
     overlays: Mapping[tuple[str, str], Path],
+    tools: Mapping[str, tuple[Path, ...]],
     request: MatrixRequest,
     store: Store,
     environ: Mapping[str, str],
@@ -582,6 +626,7 @@ def _run_units(
                 matrix_cell=_matrix_cell_id(unit),
                 nproc=unit.nproc,
                 rerun=unit.rerun,
+                tools=tools.get(unit.cell.id, ()) if unit.form.pytest else (),
             )
             progress.start()
             stored = (
