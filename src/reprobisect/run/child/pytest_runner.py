@@ -105,7 +105,9 @@ def _config_file(rootdir):
 def main():
     rootdir = sys.argv[1]
     config = _config_file(rootdir)
-    args = ["-p", "no:cacheprovider", "-q", "-rfEs", f"--rootdir={rootdir}", "-c", config, *sys.argv[2:]]
+    # --confcutdir: no conftest.py above the tree is loaded (a checkout holding the tree has its own)
+    args = ["-p", "no:cacheprovider", "-q", "-rfEs", f"--rootdir={rootdir}", f"--confcutdir={rootdir}", "-c", config]
+    args += sys.argv[2:]
     os.chdir(rootdir)  # conftest files and relative node ids resolve from the test tree, as in the project's CI
     sys.path.insert(0, rootdir)  # as ``python -m pytest`` run there would have it: helpers import from the tree
     results = _Results()
@@ -124,7 +126,7 @@ def main():
     if results.ran == 0 or int(code) not in (0, 1):
         raise NoTestRan(
             f"pytest exit status {int(code)}: {results.ran} ran, {results.skipped} skipped of {results.count} "
-            f"(arguments: {' '.join(args[7:])})"
+            f"(arguments: {' '.join(args[8:])})"
         )
     sys.exit(int(code))
 
