@@ -37,7 +37,7 @@ def _run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> tupl
     ("args", "code", "needle"),
     [
         (("matrix", "--script", "no/such/repro.py"), 2, "--script no/such/repro.py: no such file"),
-        (("matrix", "--script", __file__, "--repro", "gan"), 2, "--script and --repro contradict each other"),
+        (("matrix", "--script", __file__, "--repro", "gan"), 2, "--script/--pytest and --repro contradict each other"),
         (("matrix", "--expect-signature", "abc"), 2, "go with a script"),
         (("matrix", "--jobs", "0"), 2, "--jobs 0"),
         (("repro", "gan", "--fix", "freeze-dd"), 2, "--fix 'freeze-dd': repro 'gan' has fixes none, freeze-d"),
@@ -45,7 +45,7 @@ def _run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> tupl
         (
             ("bisect", "--repro", "gan", "--script", __file__, "--good", "0.16.0", "--bad", "0.19.8"),
             2,
-            "exactly one of --repro NAME or --script PATH",
+            "exactly one of --repro NAME, --script PATH or --pytest",
         ),
         (
             ("bisect", "--repro", "gan", "--good", "0.16.0", "--bad", "0.19.8", "--signature", "x", "--any-failure"),

@@ -33,7 +33,7 @@ def _minimal() -> dict:
 
 def test_the_projects_matrix_loads() -> None:
     config = load_config(ROOT / "matrix.yaml")
-    assert set(config.repros) == {"gan", "zero3"}
+    assert set(config.repros) == {"gan", "zero3", "zero3-mixed-dtype"}
     gan = config.repro("gan")
     assert set(gan.forms) == {"cuda", "cpu-shim", "cpu-deepspeed"}
     assert next(iter(gan.fixes)) == "none"
