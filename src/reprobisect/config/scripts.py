@@ -8,6 +8,7 @@ with errors that name the option and the value, before anything is planned or bu
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -119,7 +120,9 @@ def pytest_repro(
     target = str(path.relative_to(tree)) + (f"::{node}" if sep else "")
     selection = [target, *(["-k", keyword] if keyword else [])]
     label = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{path.stem}-{node.split('::')[-1]}" if sep else path.stem)
-    name = f"pytest-{label}"[:64].rstrip("._-")
+    name = f"pytest-{label}".rstrip("._-")
+    if len(name) > 64:  # cut, with a hash of the whole: parametrized ids differ only at their end
+        name = f"{name[:55].rstrip('._-')}-{hashlib.sha256(target.encode()).hexdigest()[:8]}"
     forms = script_forms(PYTEST_RUNNER, args=(str(tree), *selection, *args), inputs=(tree,), pytest=True)
     forms = {n: dataclasses.replace(f, env={**f.env, **(env or {})}) for n, f in forms.items()}
     return Repro(
