@@ -86,3 +86,20 @@ def test_zero3_mixed_dtype_allgather_on_0_19_2_is_the_zero3_report_bug() -> None
     log = (TRACEBACKS / "boring_deepspeed_zero3__ds-0.19.2__mixed-dtype-params.log").read_text()
     result = classify(exit_code=1, timed_out=False, log=log, expected="zero3-allgather-dtype")
     assert result.outcome.value == "REPRODUCED"
+
+
+def test_a_port_taken_by_another_run_is_no_verdict() -> None:
+    """On the H200, four Lightning tests at once: one lost its rendezvous port to another (EADDRINUSE)."""
+    log = (TRACEBACKS / "lightning_test_inference_bf16__ds-0.17.0__h200__port-in-use.log").read_text()
+    result = classify(exit_code=1, timed_out=False, log=log, expected=None)
+    assert result.outcome.value == "ENV_ERROR" and result.known is not None and result.known.name == "port-in-use"
+
+
+def test_a_lightning_test_run_by_pytest_is_signed_with_its_own_exception() -> None:
+    """Lightning's own Fabric test on DeepSpeed 0.19.8 (H200, --pytest): DeepSpeed's assertion, in its own frame."""
+    log = (TRACEBACKS / "lightning_fabric_activation_checkpointing__ds-0.19.8__h200.log").read_text()
+    result = classify(exit_code=1, timed_out=False, log=log, expected=None)
+    assert result.outcome.value == "OTHER_FAILURE" and result.signature is not None
+    assert result.signature.exception == "AssertionError"
+    assert result.signature.message.startswith("Must specify the number of layers with contiguous memory checkpointing")
+    assert "deepspeed.runtime.activation_checkpointing.checkpointing:configure" in result.signature.frames

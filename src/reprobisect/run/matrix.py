@@ -107,8 +107,8 @@ class Unit:
             python == SYSTEM or self.repro.rerun
         ):
             options = [*(["--python", python] if python != SYSTEM else [])]
-            for axis in ("torch", "deepspeed", "lightning"):
-                if pins.get(axis, SYSTEM) != SYSTEM:
+            for axis in ("torch", "deepspeed", "lightning"):  # every pin, 'system' too: defaults differ
+                if axis in pins:
                     options += [f"--{axis}", pins[axis]]
             options += ["--nproc", str(self.nproc)] if self.nproc != 1 else []
             return tuple(self.repro.rerun_command(options, self.form.name, self.fix))
