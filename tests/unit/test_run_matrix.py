@@ -406,7 +406,19 @@ def test_a_script_run_needs_no_repro_of_the_config(tmp_path: Path, fakes: Fakes)
     assert [(r.repro, r.form, r.fix) for r in records] == [("script-passes", "cpu-deepspeed", "none")]
     # the record says how to run it again: the triage session with the script and the cell's pins
     assert records[0].rerun == [
-        *("nox", "-s", "triage", "--", "passes.py", "--torch", "system", "--deepspeed", "0.16.4", "--lightning", "2.6.6"),
+        *(
+            "nox",
+            "-s",
+            "triage",
+            "--",
+            "passes.py",
+            "--torch",
+            "system",
+            "--deepspeed",
+            "0.16.4",
+            "--lightning",
+            "2.6.6",
+        ),
         *("--form", "cpu-deepspeed", "--fix", "none"),
     ]
 

@@ -33,8 +33,8 @@ def setup_arguments(subparsers: Subparsers) -> None:
 
 
 def _bisect_two(config: Config, base: BaseInterpreter) -> Callable[[Path, Path], int]:
-    """The workloads' cold bisection with two probes at a time (``bisect`` has no ``--jobs`` option yet), in the
-    environment a command gets: no moved cells or caches."""
+    """The workloads' cold bisection with two probes at a time (what ``bisect --jobs 2`` runs), in the environment
+    a command gets: no moved cells or caches."""
     moved = ("REPROBISECT_ENVS", "REPROBISECT_OP_CACHE", "REPROBISECT_WHEEL_CACHE")
     environ = {k: v for k, v in os.environ.items() if k not in moved}
 

@@ -51,6 +51,9 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.add_argument("--pre", action="store_true", help="include pre-releases")
     parser.add_argument("--git", type=Path, help="bisect the commits of a local clone of the --axis package")
     parser.add_argument("--fresh", action="store_true", help="re-run probes that already have a record")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="probes at a time: both ends, then every open segment's middle together"
+    )
     add_timeout(parser, help="seconds per run")
     add_common(parser)
     parser.set_defaults(run=run_from_args, script_args=())
@@ -65,6 +68,9 @@ def _request(args: argparse.Namespace, repro: str) -> BisectRequest:
     fixed.pop(args.axis, None)  # the axis is what the bisection varies
     if args.nproc:
         fixed["nproc"] = args.nproc
+    if args.jobs < 1:
+        msg = f"--jobs {args.jobs}: at least 1"
+        raise ConfigError(msg)
     return BisectRequest(
         repro=repro,
         axis=args.axis,
@@ -83,6 +89,7 @@ def _request(args: argparse.Namespace, repro: str) -> BisectRequest:
         fresh=args.fresh,
         timeout=args.timeout,
         confinement=confinement(args),
+        jobs=args.jobs,
     )
 
 

@@ -9,8 +9,8 @@ wall time per run divided by a bare ``python repros/<script>`` of the same form 
 Workloads (``--workloads``) are what users type, timed whole, each in empty cells (op cache included) with
 the machine's package cache warm: ``repro gan`` on its default cell (what ``nox -s repro_gan`` runs), a cold
 ``bisect --all-transitions`` over DeepSpeed 0.16.0-0.19.8 on the CPU (as typed, one probe at a time, and again
-in empty cells with two probes at a time, ``BisectRequest.jobs=2``: the command gives that callable, as the
-``bisect`` command has no ``--jobs`` yet), and the GAN's plain
+in empty cells with two probes at a time, ``BisectRequest.jobs=2`` as ``bisect --jobs 2`` asks: the command gives
+that callable), and the GAN's plain
 CPU fixes in one warm cell with ``--jobs 1`` and ``--jobs 2``.
 """
 
