@@ -172,7 +172,7 @@ def run(args):
         enable_checkpointing=False,
         enable_progress_bar=False,
         accelerator="auto",
-        devices=1,
+        devices=int(os.environ.get("LOCAL_WORLD_SIZE", "1")),  # 1 as reported; a launcher's ranks give theirs
         precision=args.precision,
         strategy="deepspeed_stage_3",
         callbacks=[ReproEvents(args)],

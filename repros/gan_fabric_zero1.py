@@ -45,6 +45,7 @@ traceback goes to stderr (non-zero exit).  Progress lines on stdout start with `
 import argparse
 import contextlib
 import json
+import os
 import time
 
 _T0 = time.perf_counter()
@@ -196,7 +197,9 @@ def main():
     criterion = nn.BCELoss()
     real_label, fake_label = 1, 0
 
-    fabric = Fabric(accelerator="auto", devices=1, precision=args.precision, strategy=make_strategy(args))
+    # one device as in the report; a launcher's ranks (the harness's --nproc, torchrun) give their number
+    devices = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    fabric = Fabric(accelerator="auto", devices=devices, precision=args.precision, strategy=make_strategy(args))
     fabric.launch()
 
     _fixed_noise = torch.randn(args.batch_size, nz, 1, 1, device=fabric.device)  # kept from the report (unused)

@@ -147,17 +147,22 @@ def test_no_rank_outlives_its_run(tmp_path: Path, envs_dir: Path) -> None:  # no
 
 @pytest.mark.requires_tool(*DEEPSPEED_OPS)
 def test_the_canonical_cpu_forms_with_two_ranks(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
+    """Both CPU forms of both canonical repros: DeepSpeed alone (cpu-deepspeed) and Lightning's own strategy
+    (cpu-shim, Fabric and the Trainer with devices = the launcher's LOCAL_WORLD_SIZE)."""
     out = tmp_path / "out"
     for repro in ("gan", "zero3"):
         _harness(
-            "repro", repro, *CELL, "--form", "cpu-deepspeed", "--fix", "none", "--nproc", "2", envs=envs_dir, out=out
-        )
-    records = {r.repro: r for r in _records(out)}
-    for repro, record in records.items():
-        assert record.nproc == 2 and len(record.rank_logs) == 1, repro
+            "repro", repro, *CELL, "--form", "cpu-deepspeed,cpu-shim", "--fix", "none", "--nproc", "2",
+            envs=envs_dir, out=out,
+        )  # fmt: skip
+    records = {(r.repro, r.form): r for r in _records(out)}
+    assert sorted(records) == [(r, f) for r in ("gan", "zero3") for f in ("cpu-deepspeed", "cpu-shim")]
+    for key, record in records.items():
+        assert record.nproc == 2 and len(record.rank_logs) == 1, key
         assert record.config.get("world_size", 2) == 2
-        assert record.outcome in ("PASS", "REPRODUCED", "OTHER_FAILURE"), (repro, record.signature)
-    assert records["zero3"].outcome == "PASS"  # ZeRO-3 bf16 on two ranks trains on 0.19.8
+        assert record.outcome in ("PASS", "REPRODUCED", "OTHER_FAILURE"), (key, record.signature)
+    assert records["zero3", "cpu-deepspeed"].outcome == "PASS"  # ZeRO-3 bf16 on two ranks trains on 0.19.8
+    assert records["zero3", "cpu-shim"].outcome == "PASS"  # and so does the Trainer's deepspeed_stage_3 on two
 
 
 @pytest.mark.requires_tool(*DEEPSPEED_OPS)
