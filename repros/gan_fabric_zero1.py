@@ -30,13 +30,25 @@ Expected signature (as reported, DeepSpeed 0.16-era releases)
     regression); >= 0.19.2 a CPU-only BatchNorm dtype error unless --buffer-dtype half.
     The pure-DeepSpeed twin, repros/gan_deepspeed_zero1.py, documents these in more detail.
 
-Differences from the report: random images (a TensorDataset of ``torch.randn``) instead of a
-downloaded data set, no torchvision / tensorboard / image saving, ``--steps`` iterations.
+Data, as in the report: torchvision's ``FakeData`` (the report's ``--dataset fake``, nothing downloaded) through
+the report's transforms (Resize, CenterCrop, ToTensor, Normalize), and a grid of G's images saved with
+``torchvision.utils.save_image`` at the end (``--outf``).  ``--data auto`` (the default) uses it wherever
+torchvision imports, and otherwise feeds random tensors of the same shape (``--data tensors``), saying why in
+its config line.  Left out: tensorboard, checkpoints, epochs (``--steps`` iterations).
 On a machine without a GPU, Lightning refuses DeepSpeed; the harness then runs this file
 unchanged under a CPU shim, with ``--precision bf16-mixed`` (DeepSpeed refuses fp16 on the CPU).
 
 Candidate fixes (flags): --freeze-d, --no-overlap-comm, --single-engine, --zero-stage 0,
 --buffer-dtype half (a CPU-only BatchNorm workaround for DeepSpeed >= 0.19.2).
+
+Training (--check-training; the cuda form's default)
+    "It runs" is not "it trains": after the steps, the same steps run again under plain ``strategy="ddp"`` (the
+    reference a user would trust) from the same initial weights on the same images and noise, and the run fails
+    with DoesNotTrain unless it had at least 50 steps, finite losses, G's and D's parameters both changed, the fp16
+    loss scale off its minimum, and D's and G's losses within --loss-tolerance (25 %: mean absolute deviation
+    relative to the reference's mean loss) of the reference's.  Measured on the CPU (bf16-mixed, 50 steps): a fix
+    that trains deviates 3 %; a D that learns from one of its two losses (--control-d-one-loss, and what
+    DeepSpeed 0.19.8 does with buffer-dtype-half) deviates 250-3000 %.  The verdict is a ``training`` event.
 
 Exit code contract: 0 = all ``--steps`` steps ran; an uncaught exception is a failure and its
 traceback goes to stderr (non-zero exit).  Progress lines on stdout start with ``@@repro ``.
@@ -44,7 +56,9 @@ traceback goes to stderr (non-zero exit).  Progress lines on stdout start with `
 
 import argparse
 import contextlib
+import copy
 import json
+import math
 import os
 import time
 
@@ -141,6 +155,159 @@ class GAN(nn.Module):
         return self.netG(x) if net == "G" else self.netD(x)
 
 
+def _version(name):
+    """An installed package's version, or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def make_dataset(args, nc):
+    """The report's ``fake`` data set through its transforms, or bare tensors; and what was used, and why."""
+    if args.data != "tensors":
+        try:
+            import torchvision.datasets as dset
+            import torchvision.transforms as transforms
+        except Exception as exc:  # not installed, or built for another torch (its import raises then)
+            if args.data == "torchvision":
+                raise
+            why = f"tensors (torchvision not usable: {type(exc).__name__}: {str(exc)[:120]})"
+        else:
+            transform = transforms.Compose(
+                [
+                    transforms.Resize(args.image_size),
+                    transforms.CenterCrop(args.image_size),
+                    transforms.ToTensor(),
+                    transforms.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
+                ]
+            )
+            size = args.steps * args.batch_size
+            dataset = dset.FakeData(size=size, image_size=(nc, args.image_size, args.image_size), transform=transform)
+            return dataset, "torchvision FakeData"
+    else:
+        why = "tensors (--data tensors)"
+    return torch.utils.data.TensorDataset(
+        torch.randn(args.steps * args.batch_size, nc, args.image_size, args.image_size)
+    ), why
+
+
+def save_grid(images, args):
+    """The report's image grid: G's images of the fixed noise, saved with torchvision; returns the file's path."""
+    import torchvision.utils as vutils
+
+    path = os.path.join(args.outf, "fake_samples.png")
+    vutils.save_image(images.detach().float(), path, normalize=True)
+    return path
+
+
+class DoesNotTrain(AssertionError):
+    """The steps ran but the GAN did not train (--check-training): a failure, not a pass."""
+
+
+def _flat(module):
+    """All of a module's parameters as one fp32 vector (a copy): what "the parameters changed" compares."""
+    return torch.cat([p.detach().float().flatten() for p in module.parameters()]).clone()
+
+
+def _loss_scale(model):
+    """The DeepSpeed engine's current loss scale (fp16), or None (bf16, or no DeepSpeed engine)."""
+    engine = getattr(model, "_forward_module", model)
+    optimizer = getattr(engine, "optimizer", None)
+    for name in ("loss_scale", "cur_scale"):
+        value = getattr(optimizer, name, None)
+        if isinstance(value, (int, float)) or torch.is_tensor(value):
+            return float(value)
+    return None
+
+
+def reference_losses(args, initial, inputs, nc, devices):
+    """TRAINING: the same steps under plain ``strategy="ddp"`` — the reference a user would trust — from the same
+    initial weights on the same images and noise, in the same precision; returns each step's (D loss, G loss)."""
+    ref = Fabric(accelerator="auto", devices=devices, precision=args.precision, strategy="ddp")
+    ref.launch()  # under a launcher's ranks (or one process) this starts nothing: the process group exists
+    netG = Generator(0, args.ngf, nc, args.nz)
+    netG.load_state_dict(initial["G"])
+    netD = Discriminator(0, args.ndf, nc)
+    netD.load_state_dict(initial["D"])
+    optD = torch.optim.Adam(netD.parameters(), lr=args.lr, betas=(args.beta1, 0.999))
+    optG = torch.optim.Adam(netG.parameters(), lr=args.lr, betas=(args.beta1, 0.999))
+    netD, optD = ref.setup(netD, optD)
+    netG, optG = ref.setup(netG, optG)
+    criterion = nn.BCELoss()
+    losses = []
+    for real, noise in inputs:
+        netD.zero_grad()
+        label = torch.full((real.size(0),), 1.0, dtype=real.dtype, device=real.device)
+        errD_real = criterion(netD(real), label)
+        ref.backward(errD_real)
+        fake = netG(noise)
+        errD_fake = criterion(netD(fake.detach()), label.fill_(0.0))
+        ref.backward(errD_fake)
+        optD.step()
+        netG.zero_grad()
+        errG = criterion(netD(fake), label.fill_(1.0))
+        ref.backward(errG)
+        optG.step()
+        losses.append(((errD_real + errD_fake).item(), errG.item()))
+        print(f"[ddp {len(losses) - 1}/{len(inputs)}] Loss_D: {losses[-1][0]:.4f} Loss_G: {losses[-1][1]:.4f}", flush=True)
+    return losses
+
+
+def _deviation(ours, reference):
+    """Mean absolute difference from the reference, relative to the reference's mean absolute loss."""
+    scale = sum(abs(r) for r in reference) / len(reference)
+    return sum(abs(o - r) for o, r in zip(ours, reference)) / len(reference) / max(scale, 1e-8)
+
+
+def training_verdict(args, losses, reference, before, after, scales, min_scale):
+    """TRAINING: at least 50 steps; finite losses; G's and D's parameters both changed; the loss scale (fp16) off
+    its minimum at the end; D's and G's losses within --loss-tolerance (mean relative deviation) of the ddp
+    reference's. A D that learns from one of its two losses only drifts far from the reference."""
+    problems = []
+    if len(losses) < 50:
+        problems.append(f"only {len(losses)} steps (at least 50 are needed to judge)")
+    flat = [value for pair in losses + reference for value in pair]
+    finite = all(math.isfinite(v) for v in flat)
+    if not finite:
+        problems.append("a loss is not finite")
+    changed = {net: bool((after[net] - before[net]).abs().max() > 0) for net in ("G", "D")}
+    problems += [f"{net}'s parameters did not change" for net, moved in changed.items() if not moved]
+    final = scales[-1] if scales else (None, None)
+    if min_scale is not None:
+        problems += [
+            f"{net}'s loss scale is stuck at its minimum ({min_scale})"
+            for net, scale in zip("DG", final)
+            if scale is not None and scale <= min_scale
+        ]
+    deviation = {"D": None, "G": None}
+    if losses and finite:
+        for k, net in enumerate("DG"):
+            deviation[net] = _deviation([pair[k] for pair in losses], [pair[k] for pair in reference])
+            if deviation[net] > args.loss_tolerance:
+                problems.append(
+                    f"{net}'s losses deviate {deviation[net]:.0%} from strategy='ddp' on the same inputs "
+                    f"(tolerance {args.loss_tolerance:.0%})"
+                )
+    return {
+        "trains": not problems,
+        "steps": len(losses),
+        "finite": finite,
+        "changed_G": changed["G"],
+        "changed_D": changed["D"],
+        "loss_scale_D": final[0],
+        "loss_scale_G": final[1],
+        "min_loss_scale": min_scale,
+        "deviation_D": deviation["D"],
+        "deviation_G": deviation["G"],
+        "tolerance": args.loss_tolerance,
+        "reference": "ddp",
+        "problems": problems,
+    }
+
+
 def make_strategy(args):
     """The report's ``"deepspeed_stage_1"``, or the same strategy with a candidate fix applied."""
     if not (args.no_overlap_comm or args.zero_stage != 1 or args.buffer_dtype):
@@ -170,6 +337,31 @@ def main():
     p.add_argument("--lr", type=float, default=0.0002)
     p.add_argument("--beta1", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=999)
+    p.add_argument(
+        "--data",
+        choices=["auto", "torchvision", "tensors"],
+        default="auto",
+        help="the report's torchvision FakeData and transforms (auto: wherever torchvision imports) or bare tensors",
+    )
+    p.add_argument("--outf", default=".", help="folder for the image grid saved at the end (torchvision only)")
+    p.add_argument(
+        "--check-training",
+        action="store_true",
+        help="after the steps, check that the GAN trained (finite losses, G and D changed, loss scale off its "
+        "minimum, losses within --loss-tolerance of the same steps under strategy='ddp'); DoesNotTrain if not",
+    )
+    p.add_argument(
+        "--loss-tolerance",
+        type=float,
+        default=0.25,
+        help="largest mean relative deviation of D's and G's losses from the ddp reference's (see TRAINING below)",
+    )
+    p.add_argument(
+        "--control-d-one-loss",
+        action="store_true",
+        help="a negative control for --check-training: D's update leaves out its fake-image loss, as a run that "
+        "silently trains D on one of its two losses does; the check must call it DoesNotTrain",
+    )
     p.add_argument("--freeze-d", action="store_true", help="D params requires_grad=False during the G step")
     p.add_argument(
         "--no-overlap-comm",
@@ -185,9 +377,7 @@ def main():
 
     seed_everything(args.seed)
     nc, nz = 3, args.nz
-    dataset = torch.utils.data.TensorDataset(
-        torch.randn(args.steps * args.batch_size, nc, args.image_size, args.image_size)
-    )
+    dataset, data_source = make_dataset(args, nc)
     dataloader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True)
 
     netG = Generator(0, args.ngf, nc, nz)
@@ -197,12 +387,15 @@ def main():
     criterion = nn.BCELoss()
     real_label, fake_label = 1, 0
 
+    initial = {"G": copy.deepcopy(netG.state_dict()), "D": copy.deepcopy(netD.state_dict())}
+    origG, origD = netG, netD  # their parameters are the engines' own (DeepSpeed converts modules in place)
+
     # one device as in the report; a launcher's ranks (the harness's --nproc, torchrun) give their number
     devices = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     fabric = Fabric(accelerator="auto", devices=devices, precision=args.precision, strategy=make_strategy(args))
     fabric.launch()
 
-    _fixed_noise = torch.randn(args.batch_size, nz, 1, 1, device=fabric.device)  # kept from the report (unused)
+    _fixed_noise = torch.randn(args.batch_size, nz, 1, 1, device=fabric.device)  # as in the report: G's images of it are the grid
 
     if args.single_engine:
         # SEMANTIC CHANGE: one fabric.setup() -> one DeepSpeed engine holding G and D, one Adam with two
@@ -274,12 +467,16 @@ def main():
                 "lightning": lightning.__version__,
                 "torch": torch.__version__,
                 "batch_size": args.batch_size,
+                "data": data_source,
+                "torchvision": _version("torchvision"),
             }
         ),
         flush=True,
     )
     print("@@repro " + json.dumps({"event": "setup", "seconds": time.perf_counter() - _T0}), flush=True)
 
+    before = {"G": _flat(origG), "D": _flat(origD)} if args.check_training else {}
+    losses, inputs, scales = [], [], []
     for i, data in enumerate(dataloader, 0):
         if i >= args.steps:
             break
@@ -303,7 +500,8 @@ def main():
             label.fill_(fake_label)
             output = fwdD(fake.detach())
             errD_fake = criterion(output, label)
-            fabric.backward(errD_fake, model=modelD)
+            if not args.control_d_one_loss:
+                fabric.backward(errD_fake, model=modelD)
             D_G_z1 = output.mean().item()
             errD = errD_real + errD_fake
             optimizerD.step()
@@ -327,12 +525,30 @@ def main():
                         prm.requires_grad_(True)
             D_G_z2 = output.mean().item()
             optimizerG.step()
+            if args.check_training:
+                losses.append((errD.item(), errG.item()))
+                inputs.append((real.detach().clone(), noise.detach().clone()))
+                scales.append((_loss_scale(modelD), _loss_scale(modelG)))
 
             print(
                 f"[{i}/{args.steps}] Loss_D: {errD.item():.4f} Loss_G: {errG.item():.4f} "
                 f"D(x): {D_x:.4f} D(G(z)): {D_G_z1:.4f} / {D_G_z2:.4f}",
                 flush=True,
             )
+
+    if args.check_training:
+        reference = reference_losses(args, initial, inputs, nc, devices)
+        min_scale = cfg.get("fp16", {}).get("min_loss_scale", 1) if cfg.get("fp16", {}).get("enabled") else None
+        after = {"G": _flat(origG), "D": _flat(origD)}
+        verdict = training_verdict(args, losses, reference, before, after, scales, min_scale)
+        print("@@repro " + json.dumps({"event": "training", **verdict}), flush=True)
+        if not verdict["trains"]:
+            raise DoesNotTrain("; ".join(verdict["problems"]))
+
+    if data_source.startswith("torchvision") and fabric.is_global_zero:
+        with torch.no_grad():
+            grid = save_grid(fwdG(_fixed_noise), args)
+        print("@@repro " + json.dumps({"event": "artifact", "what": "image grid", "path": grid}), flush=True)
 
 
 if __name__ == "__main__":

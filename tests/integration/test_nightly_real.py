@@ -76,7 +76,8 @@ def test_three_nights_seed_then_a_new_release_regresses_then_nothing_new(tmp_pat
     body = (tmp_path / "out" / "nightly.md").read_text()
     assert body.startswith("<!-- reprobisect-nightly backend=cpu -->")
     assert "| **regression** | 0.19.2 | gan | cpu-deepspeed | none |" in body
-    assert "nox -s repro_gan -- --deepspeed 0.19.2 --lightning 2.6.6 --form cpu-deepspeed --fix none" in body
+    command = "nox -s repro_gan -- --torch system --deepspeed 0.19.2 --lightning 2.6.6 --torchvision match"
+    assert f"{command} --form cpu-deepspeed --fix none" in body
     assert (tmp_path / "out" / "report" / "report.html").is_file()
     state = json.loads((tmp_path / "state" / "state.json").read_text())
     assert state["baseline"] == "0.19.2" and state["baseline_dir"].startswith("baseline-0.19.2-")

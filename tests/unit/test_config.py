@@ -35,11 +35,13 @@ def test_the_projects_matrix_loads() -> None:
     config = load_config(ROOT / "matrix.yaml")
     assert set(config.repros) == {"gan", "zero3", "zero3-mixed-dtype"}
     gan = config.repro("gan")
-    assert set(gan.forms) == {"cuda", "cpu-shim", "cpu-deepspeed"}
+    assert set(gan.forms) == {"cuda", "cuda-bf16", "cpu-shim", "cpu-deepspeed"}
+    assert gan.forms["cuda-bf16"].backend == "cuda" and gan.forms["cuda-bf16"].precision == "bf16-mixed"
+    assert all("--check-training" in gan.forms[name].args for name in ("cuda", "cuda-bf16"))
     assert next(iter(gan.fixes)) == "none"
     assert {"freeze-d", "no-overlap-comm", "single-engine", "zero-stage-0", "buffer-dtype-half"} <= set(gan.fixes)
     assert {"torch-adam", "bf16"} <= set(config.repro("zero3").fixes)
-    assert config.default_cell["torch"] == "system"
+    assert config.default_cell["torch"] == "system" and config.default_cell["torchvision"] == "match"
 
 
 def test_minimal_config_and_defaults(tmp_path: Path) -> None:

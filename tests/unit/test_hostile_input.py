@@ -28,7 +28,7 @@ json_values = st.recursive(
     max_leaves=20,
 )
 events = st.fixed_dictionaries(
-    {"event": st.sampled_from(["step", "setup", "config", "exit", "other"])},
+    {"event": st.sampled_from(["step", "setup", "config", "training", "exit", "other"])},
     optional={k: json_values for k in ("step", "seconds", "ok", "versions", "gpu", "python", "peak_rss_bytes")},
 )
 
@@ -49,6 +49,7 @@ def test_any_event_lines_give_typed_events(lines: list[object], noise: str) -> N
     assert parsed.exit.versions is None or all(isinstance(v, str) for v in parsed.exit.versions.values())
     assert parsed.exit.peak_rss_bytes is None or isinstance(parsed.exit.peak_rss_bytes, int)
     json.dumps(parsed.config, allow_nan=False)  # the config a record keeps is standard JSON
+    json.dumps(parsed.training, allow_nan=False)  # and so is a repro's training verdict
 
 
 @settings(max_examples=200, deadline=None)
@@ -71,6 +72,19 @@ def test_deep_and_huge_lines_are_ignored() -> None:
     )
     parsed = read_events(log)
     assert parsed.steps == [] and parsed.config == {} and parsed.ignored == 4
+
+
+def test_a_training_verdict_is_kept_when_plain_and_dropped_when_not() -> None:
+    good = {"trains": False, "deviation_D": 2.82, "loss_scale_D": None, "problems": ["D's losses deviate 282%"]}
+    log = "\n".join(
+        [
+            EVENT_MARK + json.dumps({"event": "training", "trains": True, "nested": {"a": 1}}),  # not plain: dropped
+            EVENT_MARK + json.dumps({"event": "training", **good}),
+            EVENT_MARK + json.dumps({"event": "training", "trains": True}),  # the first valid one wins
+        ]
+    )
+    parsed = read_events(log)
+    assert parsed.training == good and parsed.ignored == 2
 
 
 def test_the_traceback_scan_is_linear_in_the_number_of_heads() -> None:

@@ -24,10 +24,8 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
@@ -35,7 +33,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from reprobisect.cells import built_wheels
+from reprobisect.cells.companions import matching_torchvision, unusable_torchvision
 from reprobisect.cells.index import list_versions
+from reprobisect.cells.resolver import installer, uv_compile
+from reprobisect.config.companions import MATCH
 from reprobisect.errors import ConfigError, EnvBuildError, ToolError
 from reprobisect.model.cell import SYSTEM, Cell
 from reprobisect.util.cmd import run_logged, run_tool
@@ -56,17 +57,19 @@ __all__ = [
 MARKER = "reprobisect-cell.json"
 _PROBE = r"""
 import json, sys, sysconfig, importlib.metadata as m
-try:
-    torch = m.version("torch")
-except m.PackageNotFoundError:
-    torch = None
+def version(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return None
 print(json.dumps({
     "executable": sys.executable,
     "version": "%d.%d.%d" % sys.version_info[:3],
     "is_venv": sys.prefix != sys.base_prefix,
     "site_packages": list(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
                                          *(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))])),
-    "torch": torch,
+    "torch": version("torch"),
+    "torchvision": version("torchvision"),
 }))
 """
 
@@ -80,6 +83,7 @@ class BaseInterpreter:
     is_venv: bool
     site_packages: tuple[str, ...]
     torch: str | None
+    torchvision: str | None = None  # the base's own, if any: a cell on its torch takes it when made for it
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -126,6 +130,7 @@ def base_interpreter(executable: str) -> BaseInterpreter:
             is_venv=bool(data["is_venv"]),
             site_packages=tuple(str(p) for p in data["site_packages"]),
             torch=None if data["torch"] is None else str(data["torch"]),
+            torchvision=None if data.get("torchvision") is None else str(data["torchvision"]),
         )
     except (IndexError, ValueError, KeyError, TypeError) as exc:
         msg = f"--base-python {executable!r}: it ran but did not answer as a Python 3 interpreter does ({exc!r:.100})"
@@ -162,7 +167,12 @@ def resolve_cell(base: BaseInterpreter, pins: Mapping[str, str], *, uv: str = "u
     if empty:
         msg = f"pin {empty[0]}: empty; give a version, a specifier, 'latest' or 'system'"
         raise ConfigError(msg)
-    exact = {name: spec for name, spec in others.items() if spec == SYSTEM or (spec != "latest" and spec[0].isdigit())}
+    # ``match`` (torchvision) stays as it is: cells/companions.py makes it concrete once the torch is known
+    exact = {
+        name: spec
+        for name, spec in others.items()
+        if spec in (SYSTEM, MATCH) or (spec != "latest" and spec[0].isdigit())
+    }
     loose = {name: spec for name, spec in others.items() if name not in exact}
     if loose:
         if installer() == "uv":
@@ -185,40 +195,8 @@ def _newest(base: BaseInterpreter, loose: Mapping[str, str]) -> dict[str, str]:
     return chosen
 
 
-def uv_compile(
-    requirements: Sequence[str],
-    *,
-    python_version: str,
-    excluded: Sequence[str],
-    platform: str | None = None,
-    uv: str = "uv",
-) -> subprocess.CompletedProcess[str]:
-    """``uv pip compile`` of ``requirements`` for a Python (and platform), torch and ``excluded`` left out."""
-    with tempfile.TemporaryDirectory() as tmp:
-        excludes = Path(tmp) / "excludes.txt"
-        excludes.write_text("\n".join(["torch", *excluded]) + "\n")
-        cmd = [
-            uv,
-            "pip",
-            "compile",
-            "-",
-            "--quiet",
-            "--no-header",
-            "--no-annotate",
-            "--python-version",
-            python_version,
-            "--excludes",
-            str(excludes),
-        ]
-        if platform:
-            cmd += ["--python-platform", platform]
-        return run_tool(
-            cmd, what="uv pip compile", timeout=600, error=EnvBuildError, check=False, stdin="\n".join(requirements)
-        )
-
-
 def _compile(base: BaseInterpreter, requirements: list[str], fixed: Mapping[str, str], *, uv: str) -> dict[str, str]:
-    lines = [*requirements, *(f"{n}=={v}" for n, v in fixed.items() if v != SYSTEM)]
+    lines = [*requirements, *(f"{n}=={v}" for n, v in fixed.items() if v not in (SYSTEM, MATCH))]
     out = uv_compile(
         lines,
         python_version=".".join(base.version.split(".")[:2]),
@@ -364,22 +342,57 @@ def _logged(cmd: list[str], log: Path, what: str) -> None:
     run_logged(cmd, log=log, what=what, timeout=3600, error=EnvBuildError)
 
 
-def installer() -> str:
-    """``uv`` when it is on PATH (fast), else ``pip`` (a GPU image or cluster node may have no uv).
-
-    REPROBISECT_INSTALLER=uv|pip forces one.
-    """
-    forced = os.environ.get("REPROBISECT_INSTALLER")
-    if forced in ("uv", "pip"):
-        return forced
-    return "uv" if shutil.which("uv") else "pip"
-
-
 SDIST_ONLY = frozenset({"deepspeed"})  # publishes no wheels: the harness builds them once and keeps them
 
 
 def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str) -> dict[str, float]:
-    """Make the venv and install the cell into it; returns the seconds each step took."""
+    """Make the venv, install the cell into it and check its torchvision; returns the seconds each step took."""
+    companions = {name: spec for name, spec in cell.packages.items() if spec == MATCH}
+    chosen = {}
+    for name in companions:
+        found = matching_torchvision(base, cell.torch, cell.torch_source)
+        _note(log, f"{name}: match -> {found or f'none (no release of it is made for torch {cell.torch} here)'}")
+        if found is not None and found != SYSTEM:
+            chosen[name] = found
+    packages = {name: spec for name, spec in cell.packages.items() if spec != MATCH}
+    steps = _install(cell, {**packages, **chosen}, base, path, log, uv=uv)
+    clock = time.perf_counter()
+    if "torchvision" in cell.packages and cell.packages["torchvision"] != SYSTEM:
+        _check_torchvision(cell, path, base, log, explicit="torchvision" not in companions, uv=uv)
+    steps["torchvision check"] = time.perf_counter() - clock
+    return steps
+
+
+def _note(log: Path, text: str) -> None:
+    with log.open("a") as handle:
+        handle.write(f"# {text}\n")
+
+
+def _check_torchvision(cell: Cell, path: Path, base: BaseInterpreter, log: Path, *, explicit: bool, uv: str) -> None:
+    """A torchvision built for another build of the cell's torch: an error when pinned, removed when ``match``."""
+    python = str(path / "bin" / "python")
+    own = Path(_site_packages(python))
+    why = unusable_torchvision([own, *(Path(p) for p in base.site_packages)], cell.torch)
+    if why is None:
+        return
+    if explicit:
+        raise EnvBuildError(f"cell {cell.id}: {why}")
+    if not (own / "torchvision").is_dir():  # the base interpreter's, seen through its site folders: not ours
+        _note(log, f"the base interpreter's torchvision is unusable in this cell: {why}")
+        return
+    _note(log, f"torchvision removed again: {why}")
+    remove = (
+        [uv, "pip", "uninstall", "--python", python]
+        if installer() == "uv"
+        else [python, "-m", "pip", "uninstall", "-y"]
+    )
+    _logged([*remove, "torchvision"], log, f"removing the unusable torchvision from cell {cell.id}")
+
+
+def _install(
+    cell: Cell, packages: Mapping[str, str], base: BaseInterpreter, path: Path, log: Path, *, uv: str
+) -> dict[str, float]:
+    """Make the venv and install ``packages`` (the cell's, companions made concrete) into it."""
     steps: dict[str, float] = {}
     clock = time.perf_counter()
 
@@ -416,7 +429,7 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
             f"installing torch {cell.torch} into cell {cell.id}",
         )
         step("torch")
-    pins = {name: spec for name, spec in sorted(cell.packages.items()) if spec != SYSTEM}
+    pins = {name: spec for name, spec in sorted(packages.items()) if spec != SYSTEM}
     if not pins:
         return steps
     wheels = _WheelCache(path.parent, base, log)
@@ -428,7 +441,7 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
         step("install")
         return steps
     excludes = path / "uv-excludes.txt"
-    system_packages = sorted(name for name, spec in cell.packages.items() if spec == SYSTEM)
+    system_packages = sorted(name for name, spec in packages.items() if spec == SYSTEM)
     excludes.write_text("\n".join(["torch", *system_packages]) + "\n")
     install = [uv, "pip", "install", "--python", python, "--excludes", str(excludes)]
     what = f"installing {' '.join(reqs)} into cell {cell.id}"

@@ -41,11 +41,16 @@ __all__ = [
     "with_script",
 ]
 
-PINNED = ("torch", "deepspeed", "lightning")
+PINNED = ("torch", "deepspeed", "lightning", "torchvision")
 
 # What ``ArgumentParser.add_subparsers`` returns; typeshed names no public type for it.
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
+_PIN_EXTRA = {
+    "torch": " or 'system'",
+    "torchvision": ", 'system' or 'match' (the release made for the cell's torch; a pair made for another "
+    "torch is not installable together)",
+}
 # Options whose value becomes a version, a ref or a URL handed to pip, uv or git (checked by ``prepare``).
 _VALUE_OPTIONS = (*PINNED, "python", "good", "bad", "repo", "baseline_release", "up_to", "signature")
 
@@ -241,7 +246,7 @@ def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] |
         help="interpreter cells are made from; 'system' torch is its torch",
     )
     for name in PINNED:
-        default_help = f"pin {name}: a version, a specifier, 'latest'" + (" or 'system'" if name == "torch" else "")
+        default_help = f"pin {name}: a version, a specifier, 'latest'" + _PIN_EXTRA.get(name, "")
         parser.add_argument(f"--{name}", help=(pin_help or {}).get(name, default_help))
     parser.add_argument(
         "--wheelhouse",

@@ -16,6 +16,7 @@ from typing import Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from reprobisect.config.companions import COMPANIONS, MATCH, mismatch
 from reprobisect.errors import ConfigError
 
 __all__ = [
@@ -125,6 +126,11 @@ def resolve_value(axis: str, value: str, available: Callable[[str], Sequence[str
             msg = f"nproc: {value!r} is not a number of ranks; give a whole number from 1 to {_MAX_RANKS}"
             raise ConfigError(msg)
         return [str(int(value))]
+    if value == MATCH:
+        if axis not in COMPANIONS:
+            msg = f"{axis}: {MATCH!r} is for a package built for one torch ({', '.join(COMPANIONS)}); give a version"
+            raise ConfigError(msg)
+        return [value]  # the cell resolves it once its torch is known (cells/envs.py)
     if value == SYSTEM or is_local(value) or axis == INTERPRETER_AXIS:
         return [value]
     if not is_specifier(value) and value != LATEST and not any(c in value for c in "*?["):
@@ -177,6 +183,18 @@ def _blocked(
         ]
         if failing:
             return rule.reason
+    return _companion_mismatch(cell, system_versions)
+
+
+def _companion_mismatch(cell: Mapping[str, str], system_versions: Mapping[str, str]) -> str | None:
+    """A built-in rule: a torchvision pinned to a release made for another torch (``match`` never is)."""
+    torch = cell.get("torch", SYSTEM)
+    torch = system_versions.get("torch", "") if torch == SYSTEM else torch
+    for name in COMPANIONS:
+        pin = cell.get(name, MATCH)
+        version = system_versions.get(name, "") if pin == SYSTEM else pin
+        if pin != MATCH and version and torch and (reason := mismatch(torch, version)):
+            return reason
     return None
 
 

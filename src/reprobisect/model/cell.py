@@ -9,6 +9,7 @@ from collections.abc import Mapping
 __all__ = ["SYSTEM", "Cell", "id_without", "run_cell"]
 
 SYSTEM = "system"
+MATCH = "match"  # as config/companions.py says: the release made for the cell's torch
 _UNSAFE = re.compile(r"[^A-Za-z0-9.+_-]")
 
 
@@ -29,7 +30,9 @@ class Cell:
     @property
     def id(self) -> str:
         """``torch-2.13.0+cpu_deepspeed-0.16.4_lightning-2.6.6``: readable, stable, a safe folder name."""
-        parts = [f"torch-{self.torch}", *(f"{name}-{_short(spec)}" for name, spec in sorted(self.packages.items()))]
+        # a ``match`` pin (torchvision) follows torch: the id names it only when it is pinned on its own
+        named = sorted((name, spec) for name, spec in self.packages.items() if spec != MATCH)
+        parts = [f"torch-{self.torch}", *(f"{name}-{_short(spec)}" for name, spec in named)]
         if self.python_source != SYSTEM:
             parts.insert(0, f"py{self.python_source}")
         return _UNSAFE.sub("_", "_".join(parts))

@@ -95,6 +95,8 @@ class Record:
     rank_logs: list[str] = dataclasses.field(default_factory=list)  # logs of ranks 1..N-1, relative to the store
     rerun: list[str] = dataclasses.field(default_factory=list)  # the words of a command that re-runs this run
     tests: dict[str, str] = dataclasses.field(default_factory=dict)  # --pytest runs: each test's node id → outcome
+    # the repro's own training verdict (the GAN's --check-training: trains, deviations from ddp, loss scales)
+    training: dict[str, Any] = dataclasses.field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> str:

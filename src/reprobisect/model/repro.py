@@ -14,8 +14,9 @@ __all__ = ["FORMS", "SHIMS", "Backend", "Fix", "Form", "FormName", "Repro", "scr
 SESSIONS = ("gan", "zero3")
 
 Backend = Literal["cuda", "cpu"]
-FormName = Literal["cuda", "cpu-shim", "cpu-deepspeed"]
-FORMS: tuple[FormName, ...] = ("cuda", "cpu-shim", "cpu-deepspeed")
+FormName = Literal["cuda", "cuda-bf16", "cpu-shim", "cpu-deepspeed"]
+# cuda: the report's code as filed (its precision); cuda-bf16: the same on the GPU in the other half precision
+FORMS: tuple[FormName, ...] = ("cuda", "cuda-bf16", "cpu-shim", "cpu-deepspeed")
 SHIMS = ("lightning-cpu",)
 
 
@@ -74,7 +75,7 @@ class Form:
     @property
     def backend(self) -> Backend:
         """Which kind of machine this form needs."""
-        return "cuda" if self.name == "cuda" else "cpu"
+        return "cuda" if self.name.startswith("cuda") else "cpu"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -346,7 +346,7 @@ def _write_outputs(out: Path, news: NightNews, report: ReportData | None) -> tup
 def _resolved_backend(records: Sequence[Record], request: NightlyRequest) -> str:
     if request.backend != "auto":
         return request.backend
-    return "cuda" if {r.form for r in records} == {"cuda"} else "cpu"
+    return "cuda" if records and all(r.form.startswith("cuda") for r in records) else "cpu"
 
 
 def _close(

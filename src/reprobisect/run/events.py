@@ -57,6 +57,8 @@ class RunEvents:
     ops: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # just-in-time ops: built or cached
     ranks: RankReport | None = None
     tests: dict[str, str] = dataclasses.field(default_factory=dict)  # pytest node id → its outcome (--pytest runs)
+    # a repro's own verdict on whether it trained (the GAN's --check-training): plain scalars, as ``config``
+    training: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _text(value: object) -> str | None:
@@ -201,6 +203,7 @@ def read_events(log: str) -> RunEvents:
     ops: list[dict[str, Any]] = []
     ranks: RankReport | None = None
     tests: dict[str, str] = {}
+    training: dict[str, Any] | None = None
     for line in log.splitlines():
         _, mark, payload = line.partition(EVENT_MARK)
         if not mark:
@@ -213,6 +216,8 @@ def read_events(log: str) -> RunEvents:
             setup = seconds
         elif kind == "config" and config is None and (parsed := _config(event)) is not None:
             config = parsed
+        elif kind == "training" and training is None and (parsed := _config(event)) is not None:
+            training = parsed
         elif kind == "exit":
             report = _exit(event)
         elif kind == "op" and len(ops) < _MAX_OPS and (op := _op(event)) is not None:
@@ -232,4 +237,5 @@ def read_events(log: str) -> RunEvents:
         ops=ops,
         ranks=ranks,
         tests=tests,
+        training=training or {},
     )

@@ -365,6 +365,7 @@ def execute(
         rank_logs=[str(path.relative_to(store.root)) for path in rank_logs.values()],
         rerun=list(spec.rerun),
         tests=events.tests,
+        training=events.training,
     )
     store.write(record)
     return record

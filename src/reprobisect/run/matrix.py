@@ -51,6 +51,9 @@ __all__ = [
 ]
 
 
+_PIN_OPTIONS = ("torch", "deepspeed", "lightning", "torchvision")  # the axes a repro session has an option for
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MatrixRequest:
     """A matrix run as the user asked for it."""
@@ -103,11 +106,9 @@ class Unit:
         command line can say them, else ``nox -s matrix`` naming the cell."""
         pins = self.planned.pins
         python = pins.get("python", SYSTEM)
-        if set(pins) <= {"python", "torch", "deepspeed", "lightning", RANKS_AXIS} and (
-            python == SYSTEM or self.repro.rerun
-        ):
+        if set(pins) <= {"python", *_PIN_OPTIONS, RANKS_AXIS} and (python == SYSTEM or self.repro.rerun):
             options = [*(["--python", python] if python != SYSTEM else [])]
-            for axis in ("torch", "deepspeed", "lightning"):  # every pin, 'system' too: defaults differ
+            for axis in _PIN_OPTIONS:  # every pin, 'system' and 'match' too: defaults differ
                 if axis in pins:
                     options += [f"--{axis}", pins[axis]]
             options += ["--nproc", str(self.nproc)] if self.nproc != 1 else []
@@ -151,7 +152,7 @@ def plan_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, in
     spec = dataclasses.replace(config.matrix, axes=axes)
     if not request.use_includes:
         spec = dataclasses.replace(spec, include=())
-    system_versions = {"torch": base.torch or "", "python": base.version}
+    system_versions = {"torch": base.torch or "", "torchvision": base.torchvision or "", "python": base.version}
     available = lambda axis: index.versions(axis, prereleases=spec.prereleases, refresh=request.refresh_index)  # noqa: E731
     cells = _select(expand(spec, available, system_versions=system_versions), request.select, system_versions)
     if request.repros:  # an include entry for other repros would be a job with nothing to run

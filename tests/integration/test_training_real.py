@@ -1,0 +1,47 @@
+"""The GAN's training check (issue #17, item 1) on real releases, on the CPU: "it runs" is not "it trains".
+
+The Fabric GAN runs 50 bf16 steps under Lightning's DeepSpeed strategy (the CPU shim), then the same steps under
+plain ``strategy="ddp"`` from the same weights on the same inputs. On DeepSpeed 0.16.4 with ``--freeze-d`` it trains
+(losses within a few per cent of ddp's); the negative control, a D that learns from its real-image loss only, is
+DoesNotTrain; and DeepSpeed 0.19.8 with ``--buffer-dtype half``, which completes every step, is DoesNotTrain too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
+from tests.integration.test_triage_real import _harness, _records
+from tests.system_tools import DEEPSPEED_OPS
+
+pytestmark = [pytest.mark.slow, pytest.mark.requires_tool(*DEEPSPEED_OPS)]
+
+GAN = str(ROOT / "repros" / "gan_fabric_zero1.py")
+CPU = ("--shim", "--env", "DS_ACCELERATOR=cpu", "--env", "OMP_NUM_THREADS=1", "--lightning", "2.6.6")
+TRAIN = ("--precision", "bf16-mixed", "--steps", "50", "--batch-size", "8", "--ngf", "16", "--ndf", "16")
+
+
+def test_a_gan_that_trains_passes_and_one_that_only_runs_does_not(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
+    out = tmp_path / "out"
+    _harness(
+        "triage", GAN, *CPU, "--deepspeed", "0.16.4", "--fix-args", "control=--control-d-one-loss",
+        "--", *TRAIN, "--freeze-d", "--check-training", envs=envs_dir, out=out,
+    )  # fmt: skip
+    _harness(
+        "triage", GAN, *CPU, "--deepspeed", "0.19.8", "--", *TRAIN, "--buffer-dtype", "half", "--check-training",
+        envs=envs_dir, out=out,
+    )  # fmt: skip
+    runs = {(r.versions["deepspeed"], r.fix): r for r in _records(out)}
+    trains = runs["0.16.4", "none"]
+    assert trains.outcome == "PASS", trains.signature
+    assert trains.training["trains"] is True and trains.training["steps"] == 50
+    assert trains.training["deviation_D"] < 0.10 and trains.training["deviation_G"] < 0.10  # measured: 3 %
+    assert trains.training["changed_G"] and trains.training["changed_D"]
+    for key in (("0.16.4", "control"), ("0.19.8", "none")):
+        record = runs[key]
+        assert record.outcome == "OTHER_FAILURE" and record.known_signature == "does-not-train", key
+        assert record.training["trains"] is False and record.training["deviation_D"] > 1.0, key  # measured: > 250 %
+        assert record.failing_step == "after-steps" and len(record.steps) == 50, key  # every step ran

