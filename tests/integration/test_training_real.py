@@ -38,10 +38,11 @@ def test_a_gan_that_trains_passes_and_one_that_only_runs_does_not(tmp_path: Path
     trains = runs["0.16.4", "none"]
     assert trains.outcome == "PASS", trains.signature
     assert trains.training["trains"] is True and trains.training["steps"] == 50
-    assert trains.training["deviation_D"] < 0.10 and trains.training["deviation_G"] < 0.10  # measured: 3 %
+    assert trains.training["compared_steps"] == 20
+    assert trains.training["deviation_D"] < 0.10 and trains.training["deviation_G"] < 0.10  # measured: 1.4 %, 1.5 %
     assert trains.training["changed_G"] and trains.training["changed_D"]
     for key in (("0.16.4", "control"), ("0.19.8", "none")):
         record = runs[key]
         assert record.outcome == "OTHER_FAILURE" and record.known_signature == "does-not-train", key
-        assert record.training["trains"] is False and record.training["deviation_D"] > 1.0, key  # measured: > 250 %
+        assert record.training["trains"] is False and record.training["deviation_D"] > 0.5, key  # measured: >= 107 %
         assert record.failing_step == "after-steps" and len(record.steps) == 50, key  # every step ran
