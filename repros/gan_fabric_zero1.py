@@ -38,7 +38,7 @@ its config line.  Left out: tensorboard, checkpoints, epochs (``--steps`` iterat
 On a machine without a GPU, Lightning refuses DeepSpeed; the harness then runs this file
 unchanged under a CPU shim, with ``--precision bf16-mixed`` (DeepSpeed refuses fp16 on the CPU).
 
-Candidate fixes (flags): --freeze-d, --no-overlap-comm, --single-engine, --zero-stage 0,
+Candidate fixes (flags): --freeze-d, --d-one-backward, --no-overlap-comm, --single-engine, --zero-stage 0,
 --buffer-dtype half (a CPU-only BatchNorm workaround for DeepSpeed >= 0.19.2).
 
 Training (--check-training; the cuda form's default)
@@ -382,6 +382,12 @@ def main():
         help="DeepSpeedStrategy(overlap_comm=False, contiguous_gradients=False)",
     )
     p.add_argument("--single-engine", action="store_true", help="G and D in one fabric.setup() with two param groups")
+    p.add_argument(
+        "--d-one-backward",
+        action="store_true",
+        help="D's two losses in one backward (errD_real + errD_fake) instead of one backward each: the same "
+        "gradient, for an engine that keeps only the last backward's gradient of a step",
+    )
     p.add_argument("--zero-stage", type=int, default=1)
     p.add_argument(
         "--buffer-dtype", choices=["half"], default=None, help="DeepSpeed data_types.buffer_dtype = run dtype"
@@ -452,6 +458,7 @@ def main():
             ("no-overlap-comm", args.no_overlap_comm),
             ("single-engine", args.single_engine),
             ("buffer-dtype-half", args.buffer_dtype),
+            ("d-one-backward", args.d_one_backward),
         ]
         if on
     ]
@@ -504,16 +511,20 @@ def main():
             label = torch.full((batch_size,), real_label, dtype=real.dtype, device=fabric.device)
             output = fwdD(real)
             errD_real = criterion(output, label)
-            fabric.backward(errD_real, model=modelD)
+            if not args.d_one_backward:
+                fabric.backward(errD_real, model=modelD)
             D_x = output.mean().item()
 
             # train with fake
             noise = torch.randn(batch_size, nz, 1, 1, device=fabric.device)
             fake = fwdG(noise)
-            label.fill_(fake_label)
+            # a new tensor when one backward takes both losses: errD_real's graph still needs the real labels
+            label = label.clone().fill_(fake_label) if args.d_one_backward else label.fill_(fake_label)
             output = fwdD(fake.detach())
             errD_fake = criterion(output, label)
-            if not args.control_d_one_loss:
+            if args.d_one_backward:  # one backward of the sum: the same gradient, one backward() per step
+                fabric.backward(errD_real + errD_fake, model=modelD)
+            elif not args.control_d_one_loss:
                 fabric.backward(errD_fake, model=modelD)
             D_G_z1 = output.mean().item()
             errD = errD_real + errD_fake
