@@ -214,6 +214,11 @@ def main():
     p.add_argument("--beta1", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=999)
     p.add_argument("--freeze-d", action="store_true", help="D params requires_grad=False during the G step")
+    p.add_argument(
+        "--d-one-backward",
+        action="store_true",
+        help="D's two losses in one backward (their sum: the same gradient, one backward() per engine step)",
+    )
     p.add_argument("--no-overlap-comm", action="store_true", help="overlap_comm=False, contiguous_gradients=False")
     p.add_argument("--single-engine", action="store_true", help="G and D in one engine with two param groups")
     p.add_argument("--zero-stage", type=int, default=1)
@@ -282,6 +287,7 @@ def main():
         f
         for f, on in [
             ("freeze-d", args.freeze_d),
+            ("d-one-backward", args.d_one_backward),
             ("no-overlap-comm", args.no_overlap_comm),
             ("single-engine", args.single_engine),
             ("buffer-dtype-half", args.buffer_dtype),
@@ -329,15 +335,17 @@ def main():
             label = torch.full((batch_size,), real_label, dtype=real.dtype, device=device)
             output = fwdD(real.to(dtype)).float()  # Fabric casts inputs to the run dtype, outputs back to fp32
             errD_real = criterion(output, label)
-            engineD.backward(errD_real)
+            if not args.d_one_backward:
+                engineD.backward(errD_real)
             D_x = output.mean().item()
 
             noise = torch.randn(batch_size, nz, 1, 1, device=device)
             fake = fwdG(noise.to(dtype)).float()
-            label.fill_(fake_label)
+            # a new tensor when one backward takes both losses: errD_real's graph still needs the real labels
+            label = label.clone().fill_(fake_label) if args.d_one_backward else label.fill_(fake_label)
             output = fwdD(fake.detach().to(dtype)).float()
             errD_fake = criterion(output, label)
-            engineD.backward(errD_fake)
+            engineD.backward(errD_real + errD_fake if args.d_one_backward else errD_fake)
             D_G_z1 = output.mean().item()
             errD = errD_real + errD_fake
             engineD.step()
