@@ -42,6 +42,7 @@ from packaging.version import InvalidVersion, Version
 
 from reprobisect.errors import ToolError
 from reprobisect.util.cmd import output_tail, run_tool
+from reprobisect.util.files import empty_folder
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -302,10 +303,5 @@ def prune(root: Path, max_bytes: int = DEFAULT_MAX_BYTES, *, keep_newer_than: fl
 def clear(root: Path) -> int:
     """Remove every kept wheel; returns the bytes freed."""
     freed = sum(entry.size for entry in entries(root))
-    if root.is_dir():
-        for child in root.iterdir():
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child, ignore_errors=True)
-            else:
-                child.unlink(missing_ok=True)
+    empty_folder(root)
     return freed

@@ -18,6 +18,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from reprobisect.util.files import empty_folder
+
 __all__ = ["DEFAULT_MAX_BYTES", "OpEntry", "cache_root", "clear", "entries", "finished", "prune"]
 
 DEFAULT_MAX_BYTES = 4 << 30  # a CUDA FusedAdam build is ~20 MB, the CPU comm op ~1 MB: room for hundreds
@@ -121,10 +123,5 @@ def prune(root: Path, max_bytes: int = DEFAULT_MAX_BYTES, *, keep_newer_than: fl
 def clear(root: Path) -> int:
     """Empty the cache; returns the bytes freed."""
     freed = sum(entry.size for entry in entries(root))
-    if root.is_dir():
-        for child in root.iterdir():
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child, ignore_errors=True)
-            else:
-                child.unlink(missing_ok=True)
+    empty_folder(root)
     return freed

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 from reprobisect.errors import StorageError
 from reprobisect.util.redact import redact
 
-__all__ = ["atomic_path", "write_atomic"]
+__all__ = ["atomic_path", "empty_folder", "write_atomic"]
 
 
 @contextlib.contextmanager
@@ -54,3 +55,15 @@ def write_atomic(path: Path, data: str | bytes, *, what: str = "this file") -> P
     with atomic_path(path, what=what) as tmp:
         tmp.write_bytes(payload)
     return path
+
+
+def empty_folder(root: Path) -> None:
+    """Remove everything in ``root`` (not ``root`` itself): folders as trees, links and files as entries, so a
+    link planted in a cache is removed and never followed."""
+    if not root.is_dir():
+        return
+    for child in root.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
