@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -101,3 +102,29 @@ def test_the_session_table_and_summary_still_work_on_records() -> None:
     assert "✗ REPRODUCED" in runs_table(records)
     summary = markdown_summary(records, title="GAN", command="nox -s repro_gan")
     assert summary.startswith("## GAN") and "36b244a365" in summary
+
+
+def test_a_training_verdict_becomes_columns_and_a_hostile_one_blanks(tmp_path: Path) -> None:
+    """A record's ``training`` (the GAN's --check-training) gives ``trains`` and the deviations from ddp; values of
+    the wrong type (records are untrusted input) leave the columns blank instead of breaking the frame."""
+    source = next((RECORDS / "baseline" / "records").rglob("*__r0.json"))
+    verdicts = {
+        "good": {"trains": True, "deviation_D": 0.053, "deviation_G": 0.024},
+        "bad": {"trains": False, "deviation_D": 3.961, "deviation_G": 0.193},
+        "hostile": {"trains": "yes", "deviation_D": True, "deviation_G": "0.1"},
+    }
+    root = tmp_path / "store"
+    for name, training in verdicts.items():
+        record = Record.load(source)
+        record = dataclasses.replace(
+            record, run_id=name, training=training, versions={**record.versions, "torchvision": "0.26.0"}
+        )
+        dest = root / "records" / "gan" / record.cell["id"] / f"{name}.json"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(record.to_json())
+    frame = records_frame(load_records([root])).set_index("run_id")
+    assert (frame.loc["good", "trains"], frame.loc["good", "deviation_D"]) == ("yes", 0.053)
+    assert (frame.loc["bad", "trains"], frame.loc["bad", "deviation_G"]) == ("no", 0.193)
+    assert frame.loc["hostile", "trains"] == "" and pd.isna(frame.loc["hostile", "deviation_D"])
+    assert pd.isna(frame.loc["hostile", "deviation_G"]) and frame.loc["good", "torchvision"] == "0.26.0"
+    assert frame["deviation_D"].dtype == "float64"

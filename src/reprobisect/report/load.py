@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shlex
 import statistics
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ def runs_frame(records: Sequence[Record]) -> pd.DataFrame:
                 "signature_id": sig.id if sig else "",
                 "signature": sig.text if sig else "",
                 "failing_step": "" if r.failing_step is None else str(r.failing_step),
+                **_training(r.training),
                 "median_step_ms": None if r.step_median_seconds is None else round(r.step_median_seconds * 1000, 1),
                 "peak_mem_mib": round((gpu_peak if gpu_peak else (r.peak_rss_bytes or 0)) / _MIB) or None,
                 "peak_mem_kind": "gpu" if gpu_peak else "rss",
@@ -255,6 +257,7 @@ def _row(item: Loaded) -> dict[str, Any]:
         **{axis: _pin(r, axis) for axis in AXES},
         "torch_source": str(r.cell.get("torch_source", "")),
         "nproc": r.nproc,
+        "torchvision": r.versions.get("torchvision", ""),
         "rerun": _rerun_text(r.rerun),
         "outcome": r.outcome,
         "glyph": Outcome(r.outcome).glyph,
@@ -263,6 +266,7 @@ def _row(item: Loaded) -> dict[str, Any]:
         "known_signature": r.known_signature or "",
         "upstream": ", ".join(r.upstream),
         "failing_step": "" if r.failing_step is None else str(r.failing_step),
+        **_training(r.training),
         "exit_code": r.exit_code,
         "timed_out": r.timed_out,
         "n_steps": len(r.steps),
@@ -287,7 +291,33 @@ def _row(item: Loaded) -> dict[str, Any]:
     }
 
 
-_FLOATS = ("median_step_ms", "p10_step_ms", "p90_step_ms", "first_step_ms", "setup_s", "wall_s", "peak_mem_mib")
+def _training(verdict: Mapping[str, Any]) -> dict[str, Any]:
+    """The repro's own training verdict (``--check-training``) as columns: ``trains`` yes/no ('' without one) and
+    the deviations from the ddp reference; anything not of its type (a record is untrusted input) is left blank."""
+
+    def number(value: object) -> float | None:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return float(value) if ok else None  # type: ignore[arg-type]
+
+    trains = verdict.get("trains")
+    return {
+        "trains": {True: "yes", False: "no"}.get(trains, "") if isinstance(trains, bool) else "",
+        "deviation_D": number(verdict.get("deviation_D")),
+        "deviation_G": number(verdict.get("deviation_G")),
+    }
+
+
+_FLOATS = (
+    "median_step_ms",
+    "p10_step_ms",
+    "p90_step_ms",
+    "first_step_ms",
+    "setup_s",
+    "wall_s",
+    "peak_mem_mib",
+    "deviation_D",
+    "deviation_G",
+)
 
 
 def records_frame(loaded: Sequence[Loaded]) -> pd.DataFrame:
@@ -314,6 +344,7 @@ def _row_columns() -> tuple[str, ...]:
         *AXES,
         "torch_source",
         "nproc",
+        "torchvision",
         "rerun",
         "outcome",
         "glyph",
@@ -322,6 +353,9 @@ def _row_columns() -> tuple[str, ...]:
         "known_signature",
         "upstream",
         "failing_step",
+        "trains",
+        "deviation_D",
+        "deviation_G",
         "exit_code",
         "timed_out",
         "n_steps",
