@@ -9,7 +9,9 @@
 set -u
 out=${OUT:-/tmp/gan-train}
 releases=${RELEASES:-0.16.4,0.18.3,0.19.8}
-fixes=${FIXES:-none,freeze-d,single-engine,lightning-own-params-and-buffer-dtype,control}
+# the fixes that mattered on the CPU: the report's two backward calls with D frozen, the fix that trains on every
+# release measured there, the Lightning patch, and the negative control (RELEASES takes a range: ">=0.16,<0.20")
+fixes=${FIXES:-none,freeze-d,one-backward-frozen-d,lightning-own-params-and-buffer-dtype,control}
 forms=${FORMS:-cuda,cuda-bf16}
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} TORCH_CUDA_ARCH_LIST=9.0
 mkdir -p "$out"
