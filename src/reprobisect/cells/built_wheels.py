@@ -42,6 +42,7 @@ from packaging.version import InvalidVersion, Version
 
 from reprobisect.errors import ToolError
 from reprobisect.util.cmd import output_tail, run_tool
+from reprobisect.util.evict import to_evict
 from reprobisect.util.files import empty_folder
 
 __all__ = [
@@ -283,20 +284,11 @@ def entries(root: Path) -> list[WheelEntry]:
 def prune(root: Path, max_bytes: int = DEFAULT_MAX_BYTES, *, keep_newer_than: float = 3600.0) -> list[WheelEntry]:
     """Remove least recently used wheels until at most ``max_bytes`` are kept; those used in the last
     ``keep_newer_than`` seconds stay (another harness may be installing them). Returns what was removed."""
-    kept = entries(root)
-    total = sum(entry.size for entry in kept)
-    removed = []
-    now = time.time()
-    for entry in kept:
-        if total <= max_bytes:
-            break
-        if now - entry.last_used < keep_newer_than:
-            continue
+    removed = to_evict(entries(root), max_bytes, keep_newer_than=keep_newer_than)
+    for entry in removed:
         with _locked(root, entry.name):
             shutil.rmtree(entry.path, ignore_errors=True)
         (root / f"{entry.name}.flock").unlink(missing_ok=True)
-        total -= entry.size
-        removed.append(entry)
     return removed
 
 

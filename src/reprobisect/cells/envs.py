@@ -36,9 +36,8 @@ from reprobisect.cells import built_wheels
 from reprobisect.cells.companions import matching_torchvision, unusable_torchvision
 from reprobisect.cells.index import list_versions
 from reprobisect.cells.resolver import installer, uv_compile
-from reprobisect.config.companions import MATCH
 from reprobisect.errors import ConfigError, EnvBuildError, ToolError
-from reprobisect.model.cell import SYSTEM, Cell
+from reprobisect.model.cell import MATCH, SYSTEM, Cell
 from reprobisect.util.cmd import run_logged, run_tool
 from reprobisect.util.files import write_atomic
 
@@ -281,7 +280,7 @@ def _ensure_env_locked(
     log = envs_dir / f"{cell.id}.build.log"
     log.write_text("")
     try:
-        steps = dict(_build(cell, base, path, log, uv=uv) or {})
+        steps = dict(_build(cell, base, path, log, uv=uv) or {})  # a stand-in build (tests) may return nothing
     except EnvBuildError:
         marker.unlink(missing_ok=True)
         raise
@@ -347,19 +346,19 @@ SDIST_ONLY = frozenset({"deepspeed"})  # publishes no wheels: the harness builds
 
 def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str) -> dict[str, float]:
     """Make the venv, install the cell into it and check its torchvision; returns the seconds each step took."""
-    companions = {name: spec for name, spec in cell.packages.items() if spec == MATCH}
-    chosen = {}
-    for name in companions:
+    vision = cell.packages.get("torchvision")
+    packages = dict(cell.packages)
+    if vision == MATCH:  # the release made for this torch, known only now (not part of the cell's id)
         found = matching_torchvision(base, cell.torch, cell.torch_source)
-        _note(log, f"{name}: match -> {found or f'none (no release of it is made for torch {cell.torch} here)'}")
+        _note(log, f"torchvision: match -> {found or f'none (no release of it is made for torch {cell.torch} here)'}")
+        del packages["torchvision"]
         if found is not None and found != SYSTEM:
-            chosen[name] = found
-    packages = {name: spec for name, spec in cell.packages.items() if spec != MATCH}
-    steps = _install(cell, {**packages, **chosen}, base, path, log, uv=uv)
-    clock = time.perf_counter()
-    if "torchvision" in cell.packages and cell.packages["torchvision"] != SYSTEM:
-        _check_torchvision(cell, path, base, log, explicit="torchvision" not in companions, uv=uv)
-    steps["torchvision check"] = time.perf_counter() - clock
+            packages["torchvision"] = found
+    steps = _install(cell, packages, base, path, log, uv=uv)
+    if vision is not None and vision != SYSTEM:
+        clock = time.perf_counter()
+        _check_torchvision(cell, path, base, log, explicit=vision != MATCH, uv=uv)
+        steps["torchvision check"] = time.perf_counter() - clock
     return steps
 
 
@@ -469,8 +468,7 @@ def _offline(install: list[str], reqs: list[str], log: Path, what: str) -> bool:
     try:
         _logged([*install, "--offline", *reqs], log, f"{what} (offline)")
     except EnvBuildError:
-        with log.open("a") as handle:
-            handle.write("# uv's cache lacks something the cell needs (above): asking the index\n")
+        _note(log, "uv's cache lacks something the cell needs (above): asking the index")
         return False
     return True
 

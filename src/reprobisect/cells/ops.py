@@ -14,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from reprobisect.util.evict import to_evict
 from reprobisect.util.files import empty_folder
 
 __all__ = ["DEFAULT_MAX_BYTES", "OpEntry", "cache_root", "clear", "entries", "finished", "prune"]
@@ -104,19 +104,10 @@ def finished(root: Path) -> list[Path]:
 def prune(root: Path, max_bytes: int = DEFAULT_MAX_BYTES, *, keep_newer_than: float = 3600.0) -> list[OpEntry]:
     """Remove least recently used builds until the cache holds at most ``max_bytes``; builds used in the last
     ``keep_newer_than`` seconds stay (another harness may be loading them). Returns what was removed."""
-    cached = entries(root)
-    total = sum(entry.size for entry in cached)
-    removed = []
-    now = time.time()
-    for entry in cached:
-        if total <= max_bytes:
-            break
-        if now - entry.last_used < keep_newer_than:
-            continue
+    removed = to_evict(entries(root), max_bytes, keep_newer_than=keep_newer_than)
+    for entry in removed:
         shutil.rmtree(entry.path, ignore_errors=True)
         (root / f"{entry.path.name}.flock").unlink(missing_ok=True)
-        total -= entry.size
-        removed.append(entry)
     return removed
 
 

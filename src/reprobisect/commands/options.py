@@ -18,6 +18,7 @@ from typing import TypeAlias
 
 from reprobisect.cells.wheelhouse import use_wheelhouse
 from reprobisect.config.load import Config, check_pin
+from reprobisect.config.matrix import PINNED_AXES
 from reprobisect.config.scripts import CliFixes, cli_fixes, env_settings, pytest_repro, script_repro, with_fixes
 from reprobisect.errors import ConfigError
 from reprobisect.run.sandbox import Confinement
@@ -41,7 +42,7 @@ __all__ = [
     "with_script",
 ]
 
-PINNED = ("torch", "deepspeed", "lightning", "torchvision")
+PINNED = PINNED_AXES
 
 # What ``ArgumentParser.add_subparsers`` returns; typeshed names no public type for it.
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"

@@ -24,7 +24,7 @@ from reprobisect.cells.ops import DEFAULT_MAX_BYTES, cache_root, prune
 from reprobisect.cells.patches import PatchDoesNotApplyError, patched_paths, prepare_overlay
 from reprobisect.cells.tools import pytest_folder
 from reprobisect.config.load import Config, load_config
-from reprobisect.config.matrix import NON_PACKAGE_AXES, RANKS_AXIS, PlannedCell, expand, matches
+from reprobisect.config.matrix import NON_PACKAGE_AXES, PINNED_AXES, RANKS_AXIS, PlannedCell, expand, matches
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError, ToolError
 from reprobisect.model.cell import SYSTEM, Cell, run_cell
 from reprobisect.model.outcome import Outcome
@@ -49,9 +49,6 @@ __all__ = [
     "plan_cells",
     "run_matrix",
 ]
-
-
-_PIN_OPTIONS = ("torch", "deepspeed", "lightning", "torchvision")  # the axes a repro session has an option for
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -106,9 +103,9 @@ class Unit:
         command line can say them, else ``nox -s matrix`` naming the cell."""
         pins = self.planned.pins
         python = pins.get("python", SYSTEM)
-        if set(pins) <= {"python", *_PIN_OPTIONS, RANKS_AXIS} and (python == SYSTEM or self.repro.rerun):
+        if set(pins) <= {"python", *PINNED_AXES, RANKS_AXIS} and (python == SYSTEM or self.repro.rerun):
             options = [*(["--python", python] if python != SYSTEM else [])]
-            for axis in _PIN_OPTIONS:  # every pin, 'system' and 'match' too: defaults differ
+            for axis in PINNED_AXES:  # every pin, 'system' and 'match' too: defaults differ
                 if axis in pins:
                     options += [f"--{axis}", pins[axis]]
             options += ["--nproc", str(self.nproc)] if self.nproc != 1 else []
