@@ -40,7 +40,9 @@ unchanged under a CPU shim, with ``--precision bf16-mixed`` (DeepSpeed refuses f
 
 Candidate fixes (flags): --freeze-d, --d-one-backward, --no-overlap-comm, --single-engine, --zero-stage 0,
 --buffer-dtype half (a CPU-only BatchNorm workaround for DeepSpeed >= 0.19.2), --logits-loss (D's sigmoid moves
-into the loss, in fp32: the report's fp16 sigmoid saturates and every step then overflows).
+into the loss, in fp32: the report's fp16 sigmoid saturates and every step then overflows), --g-step-raw-d (the G
+step goes through D's raw module, not its engine: from DeepSpeed 0.18.5 D's engine refuses, in fp16, a backward it
+did not scale).
 
 Training (--check-training; the cuda form's default)
     "It runs" is not "it trains": after the steps, the same steps run again under plain ``strategy="ddp"`` (the
@@ -52,7 +54,9 @@ Training (--check-training; the cuda form's default)
     G's losses deviate 5.3 % and 2.4 % over 20 steps, 9 % and 3 % over 30, and 92 % and 69 % over 60, when the
     ddp run itself collapses (D's loss 100 from step 38).  A D that learns from one of its two losses
     (--control-d-one-loss, and what DeepSpeed 0.19.8 does on the CPU with buffer-dtype-half) deviates from its
-    first steps, by far more than 25 %.  The verdict is a ``training`` event.
+    first steps, by far more than 25 %.  In fp16 the steps that DeepSpeed's loss scaling skipped (an overflow) are
+    skipped in the reference too, and a run that skipped more than a quarter of its steps does not train.  The verdict
+    is a ``training`` event.
 
 Exit code contract: 0 = all ``--steps`` steps ran; an uncaught exception is a failure and its
 traceback goes to stderr (non-zero exit).  Progress lines on stdout start with ``@@repro ``.
@@ -247,9 +251,22 @@ def _loss_scale(model, fabric):
     return float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else None
 
 
-def reference_losses(args, initial, inputs, nc, devices):
+def _skipped(optimizer):
+    """Whether the optimizer's last step was skipped: a DeepSpeed fp16 optimizer skips a step whose gradients
+    overflowed (and lowers its loss scale); bf16 and fp32 never skip."""
+    inner = getattr(optimizer, "optimizer", optimizer)  # Fabric's wrapper, then DeepSpeed's ZeRO optimizer
+    return bool(getattr(inner, "overflow", False))
+
+
+def reference_losses(args, initial, inputs, nc, devices, skips):
     """TRAINING: the same steps under plain ``strategy="ddp"`` — the reference a user would trust — from the same
-    initial weights on the same images and noise, in the same precision; returns each step's (D loss, G loss)."""
+    initial weights on the same images and noise, in the same precision; returns each step's (D loss, G loss).
+
+    A step that DeepSpeed's fp16 loss scaling skipped (its gradients overflowed at the current scale) is skipped here
+    too (``skips``: per step, D's and G's): an overflow skip is how dynamic loss scaling works, not a wrong gradient,
+    and a GAN is chaotic enough that one skipped step early on moves every later loss (measured on the H200: a fix
+    that trains deviates 79 % from a reference that did not skip the same steps, 4 % in bf16, which never skips).
+    How many steps were skipped is judged on its own (see ``training_verdict``)."""
     ref = Fabric(accelerator="auto", devices=devices, precision=args.precision, strategy="ddp")
     ref.launch()  # under a launcher's ranks (or one process) this starts nothing: the process group exists
     netG = Generator(0, args.ngf, nc, args.nz)
@@ -262,7 +279,7 @@ def reference_losses(args, initial, inputs, nc, devices):
     netG, optG = ref.setup(netG, optG)
     criterion = make_criterion(args)
     losses = []
-    for real, noise in inputs:
+    for (real, noise), (skip_D, skip_G) in zip(inputs, skips):
         netD.zero_grad()
         label = torch.full((real.size(0),), 1.0, dtype=real.dtype, device=real.device)
         errD_real = criterion(netD(real), label)
@@ -270,11 +287,13 @@ def reference_losses(args, initial, inputs, nc, devices):
         fake = netG(noise)
         errD_fake = criterion(netD(fake.detach()), label.fill_(0.0))
         ref.backward(errD_fake)
-        optD.step()
+        if not skip_D:
+            optD.step()
         netG.zero_grad()
         errG = criterion(netD(fake), label.fill_(1.0))
         ref.backward(errG)
-        optG.step()
+        if not skip_G:
+            optG.step()
         losses.append(((errD_real + errD_fake).item(), errG.item()))
         print(f"[ddp {len(losses) - 1}/{len(inputs)}] Loss_D: {losses[-1][0]:.4f} Loss_G: {losses[-1][1]:.4f}", flush=True)
     return losses
@@ -286,7 +305,7 @@ def _deviation(ours, reference):
     return sum(abs(o - r) for o, r in zip(ours, reference)) / len(reference) / max(scale, 1e-8)
 
 
-def training_verdict(args, losses, reference, before, after, scales, min_scale):
+def training_verdict(args, losses, reference, before, after, scales, min_scale, skips):
     """TRAINING: at least 50 steps; finite losses; G's and D's parameters both changed; the loss scale (fp16) off
     its minimum at the end; D's and G's losses within --loss-tolerance (mean relative deviation) of the ddp
     reference's over the first --compare-steps steps. A D that learns from one of its two losses only drifts far
@@ -307,6 +326,12 @@ def training_verdict(args, losses, reference, before, after, scales, min_scale):
             for net, scale in zip("DG", final)
             if scale is not None and scale <= min_scale
         ]
+    skipped = {net: sum(1 for pair in skips if pair[k]) for k, net in enumerate("DG")}
+    problems += [
+        f"{net}'s optimizer skipped {n} of {len(skips)} steps (fp16 overflow; at most a quarter may be skipped)"
+        for net, n in skipped.items()
+        if n > len(skips) / 4
+    ]
     deviation = {"D": None, "G": None}
     window = min(args.compare_steps, len(losses))
     if window and finite:
@@ -327,6 +352,8 @@ def training_verdict(args, losses, reference, before, after, scales, min_scale):
         "loss_scale_D": final[0],
         "loss_scale_G": final[1],
         "min_loss_scale": min_scale,
+        "skipped_D": skipped["D"],
+        "skipped_G": skipped["G"],
         "deviation_D": deviation["D"],
         "deviation_G": deviation["G"],
         "compared_steps": window,
@@ -334,6 +361,15 @@ def training_verdict(args, losses, reference, before, after, scales, min_scale):
         "reference": "ddp",
         "problems": problems,
     }
+
+
+def raw_forward(module, x):
+    """--g-step-raw-d: D's forward without its DeepSpeed engine (as DeepSpeedExamples' GAN calls its raw modules):
+    the input cast to D's (half) parameter dtype and the output back to fp32, as Fabric's wrapper would do. From
+    DeepSpeed 0.18.5 the engine hooks its forward's outputs, and in fp16 its post-backward hook raises "Loss scaling is
+    required ... backward() was called directly" when G's backward, scaled by G's engine, goes through them."""
+    dtype = next(module.parameters()).dtype
+    return module(x.to(dtype)).float()
 
 
 def make_strategy(args):
@@ -415,6 +451,11 @@ def main():
         help="D ends without its Sigmoid and the loss is binary_cross_entropy_with_logits in fp32: the same loss, "
         "but finite where the report's fp16 sigmoid saturates (and the ddp reference uses it too)",
     )
+    p.add_argument(
+        "--g-step-raw-d",
+        action="store_true",
+        help="the G step calls D's raw module instead of its engine (no DeepSpeed output hooks on G's backward)",
+    )
     p.add_argument("--zero-stage", type=int, default=1)
     p.add_argument(
         "--buffer-dtype", choices=["half"], default=None, help="DeepSpeed data_types.buffer_dtype = run dtype"
@@ -487,6 +528,7 @@ def main():
             ("buffer-dtype-half", args.buffer_dtype),
             ("d-one-backward", args.d_one_backward),
             ("logits-loss", args.logits_loss),
+            ("g-step-raw-d", args.g_step_raw_d),
         ]
         if on
     ]
@@ -524,7 +566,7 @@ def main():
     print("@@repro " + json.dumps({"event": "setup", "seconds": time.perf_counter() - _T0}), flush=True)
 
     before = {"G": _flat(origG), "D": _flat(origD)} if args.check_training else {}
-    losses, inputs, scales = [], [], []
+    losses, inputs, scales, skips = [], [], [], []
     for i, data in enumerate(dataloader, 0):
         if i >= args.steps:
             break
@@ -568,7 +610,7 @@ def main():
                     prm.requires_grad_(False)
             try:
                 label.fill_(real_label)  # fake labels are real for generator cost
-                output = fwdD(fake)
+                output = raw_forward(origD, fake) if args.g_step_raw_d else fwdD(fake)
                 errG = criterion(output, label)
                 fabric.backward(errG, model=modelG)  # goes through D's parameters -> D's ZeRO hooks fire
             finally:
@@ -581,6 +623,7 @@ def main():
                 losses.append((errD.item(), errG.item()))
                 inputs.append((real.detach().clone(), noise.detach().clone()))
                 scales.append((_loss_scale(modelD, fabric), _loss_scale(modelG, fabric)))
+                skips.append((_skipped(optimizerD), _skipped(optimizerG)))
 
             print(
                 f"[{i}/{args.steps}] Loss_D: {errD.item():.4f} Loss_G: {errG.item():.4f} "
@@ -595,10 +638,10 @@ def main():
         print(f"image grid of G's images saved: {grid}", flush=True)
 
     if args.check_training:
-        reference = reference_losses(args, initial, inputs, nc, devices)
+        reference = reference_losses(args, initial, inputs, nc, devices, skips)
         min_scale = cfg.get("fp16", {}).get("min_loss_scale", 1) if cfg.get("fp16", {}).get("enabled") else None
         after = {"G": _flat(origG), "D": _flat(origD)}
-        verdict = training_verdict(args, losses, reference, before, after, scales, min_scale)
+        verdict = training_verdict(args, losses, reference, before, after, scales, min_scale, skips)
         print("@@repro " + json.dumps({"event": "training", **verdict}), flush=True)
         if not verdict["trains"]:
             raise DoesNotTrain("; ".join(verdict["problems"]))

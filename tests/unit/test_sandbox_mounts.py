@@ -82,3 +82,32 @@ def test_link_hops_stop_on_a_loop(tmp_path: Path) -> None:
     (tmp_path / "a").symlink_to(tmp_path / "b")
     (tmp_path / "b").symlink_to(tmp_path / "a")
     assert len(link_hops(tmp_path / "a")) <= 41
+
+
+def test_a_git_worktree_hides_its_dot_git_file_and_the_repository_it_points_to(under_tmp: Path) -> None:
+    from reprobisect.run.execute import git_dirs
+
+    repo_git = under_tmp / "main" / ".git"
+    own = repo_git / "worktrees" / "wt"
+    own.mkdir(parents=True)
+    checkout = under_tmp / "wt"
+    checkout.mkdir()
+    (checkout / ".git").write_text(f"gitdir: {own}\n")
+    hidden = git_dirs(checkout)
+    assert hidden == [checkout / ".git", own, repo_git]
+    argv = Sandbox(bwrap="bwrap", version="0").wrap(
+        ["true"], env={"HOME": "/nonexistent-home"}, workdir=under_tmp, readable=[checkout], hidden=hidden
+    )
+    joined = " ".join(argv)
+    assert f"--ro-bind /dev/null {checkout / '.git'}" in joined  # bwrap cannot mount a tmpfs on a file
+    assert f"--tmpfs {own}" in joined and f"--tmpfs {repo_git}" in joined
+
+
+@pytest.mark.parametrize(
+    "text", ["", "gitdir:", "gitdir: relative/missing", "garbage\x00\xff", "gitdir: /nonexistent/x\n" * 1000]
+)
+def test_a_dot_git_file_that_says_something_else_hides_only_itself(under_tmp: Path, text: str) -> None:
+    from reprobisect.run.execute import git_dirs
+
+    (under_tmp / ".git").write_text(text, errors="surrogateescape")
+    assert git_dirs(under_tmp) == [under_tmp / ".git"]

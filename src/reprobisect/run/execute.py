@@ -168,6 +168,27 @@ def installed_versions(python: Path, extra: tuple[str, ...] = ()) -> dict[str, s
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
+def git_dirs(checkout: Path) -> list[Path]:
+    """The checkout's ``.git`` and, where it is a file (a ``git worktree``: "gitdir: PATH"), the folders it points
+    to: the worktree's own and the repository's common one, whose config may hold credentials. A ``.git`` file
+    that cannot be read or says something else hides itself only."""
+    dot_git = checkout / ".git"
+    found = [dot_git]
+    try:
+        text = dot_git.read_text(errors="replace")[:4096] if dot_git.is_file() else ""
+    except OSError:
+        text = ""
+    lines = text[len("gitdir:") :].strip().splitlines() if text.startswith("gitdir:") else []
+    if lines and "\x00" not in lines[0]:
+        own = Path(lines[0].strip())
+        own = own if own.is_absolute() else checkout / own
+        if own.is_dir() and own.resolve() != checkout.resolve():
+            found.append(own)
+            if own.parent.name == "worktrees":
+                found.append(own.parent.parent)
+    return found
+
+
 def _confined(
     spec: RunSpec, sandbox: Sandbox, argv: tuple[str, ...], env: dict[str, str], workdir: Path
 ) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -199,7 +220,7 @@ def _confined(
         workdir=workdir,
         writable=[spec.env.torch_extensions, *([ops] if ops is not None else [])],
         readable=readable,
-        hidden=[Path.cwd() / ".git"],
+        hidden=git_dirs(Path.cwd()),
         frozen=finished(ops) if ops is not None else [],
     )
     return tuple(wrapped), env

@@ -70,7 +70,8 @@ class Sandbox:
         frozen: Iterable[Path] = (),
     ) -> list[str]:
         """``argv`` run inside the sandbox; ``readable`` are shown again under the private HOME and /tmp, ``hidden``
-        folders (a checkout's ``.git``, with its credentials) are covered by an empty tmpfs, ``frozen`` ones are
+        folders (a checkout's ``.git``, with its credentials) are covered by an empty tmpfs, and hidden files (a git
+        worktree's ``.git``) by an empty file, ``frozen`` ones are
         read-only wherever they lie, also inside a writable folder (finished op builds in the op cache)."""
         home = Path(env["HOME"]) if env.get("HOME", "/") not in ("", "/") else Path(PRIVATE_HOME)
         cmd = [
@@ -135,7 +136,9 @@ def _in_mount_order(mounts: list[tuple[Path, str]]) -> list[str]:
     after the checkout is shown, and what is shown under HOME comes after HOME is emptied."""
     args: list[str] = []
     for path, kind in sorted(mounts, key=lambda m: (len(m[0].parts), _MOUNT_RANK[m[1]], str(m[0]))):
-        if kind in ("--tmpfs", "--hide"):
+        if kind == "--hide" and not path.is_dir():  # a file (a git worktree's .git): nothing to read in its place
+            args += ["--ro-bind", "/dev/null", str(path)]
+        elif kind in ("--tmpfs", "--hide"):
             args += ["--tmpfs", str(path)]
         else:
             args += ["--ro-bind" if kind == "--freeze" else kind, str(path), str(path)]
