@@ -258,7 +258,7 @@ def _skipped(optimizer):
     return bool(getattr(inner, "overflow", False))
 
 
-def reference_losses(args, initial, inputs, nc, devices, skips):
+def reference_losses(args, initial, inputs, nc, devices, skips, used_scales):
     """TRAINING: the same steps under plain ``strategy="ddp"`` — the reference a user would trust — from the same
     initial weights on the same images and noise, in the same precision; returns each step's (D loss, G loss).
 
@@ -266,7 +266,10 @@ def reference_losses(args, initial, inputs, nc, devices, skips):
     too (``skips``: per step, D's and G's): an overflow skip is how dynamic loss scaling works, not a wrong gradient,
     and a GAN is chaotic enough that one skipped step early on moves every later loss (measured on the H200: a fix
     that trains deviates 79 % from a reference that did not skip the same steps, 4 % in bf16, which never skips).
-    How many steps were skipped is judged on its own (see ``training_verdict``)."""
+    How many steps were skipped is judged on its own (see ``training_verdict``).  And in fp16 the reference's
+    GradScaler takes, before each step, the loss scale DeepSpeed used for it (``used_scales``): left to itself it
+    overflows on other steps than DeepSpeed did and skips them (measured: one step behind from step 3, 43 %).  A step
+    it still skips on its own is counted (``reference_skipped``); returns (losses, reference_skipped)."""
     ref = Fabric(accelerator="auto", devices=devices, precision=args.precision, strategy="ddp")
     ref.launch()  # under a launcher's ranks (or one process) this starts nothing: the process group exists
     netG = Generator(0, args.ngf, nc, args.nz)
@@ -278,8 +281,25 @@ def reference_losses(args, initial, inputs, nc, devices, skips):
     netD, optD = ref.setup(netD, optD)
     netG, optG = ref.setup(netG, optG)
     criterion = make_criterion(args)
-    losses = []
-    for (real, noise), (skip_D, skip_G) in zip(inputs, skips):
+    scaler = getattr(ref._precision, "scaler", None)
+    scaler = scaler if scaler is not None and scaler.is_enabled() else None
+    losses, own_skips = [], {"D": 0, "G": 0}
+
+    def follow(i, k):
+        """The GradScaler on DeepSpeed's scale for step i (from step 1: it has no scale before its first backward,
+        and both start at 2**16); returns the scale, to tell a skip of its own by its halving."""
+        if scaler is None:
+            return None
+        if i > 0 and used_scales[i][k] is not None:
+            scaler.update(new_scale=float(used_scales[i][k]))
+        return scaler.get_scale()
+
+    def count_own_skip(net, before):
+        if scaler is not None and before is not None and scaler.get_scale() < before:
+            own_skips[net] += 1
+
+    for i, ((real, noise), (skip_D, skip_G)) in enumerate(zip(inputs, skips)):
+        scale = follow(i, 0)
         netD.zero_grad()
         label = torch.full((real.size(0),), 1.0, dtype=real.dtype, device=real.device)
         errD_real = criterion(netD(real), label)
@@ -289,14 +309,17 @@ def reference_losses(args, initial, inputs, nc, devices, skips):
         ref.backward(errD_fake)
         if not skip_D:
             optD.step()
+            count_own_skip("D", scale)
+        scale = follow(i, 1)
         netG.zero_grad()
         errG = criterion(netD(fake), label.fill_(1.0))
         ref.backward(errG)
         if not skip_G:
             optG.step()
+            count_own_skip("G", scale)
         losses.append(((errD_real + errD_fake).item(), errG.item()))
         print(f"[ddp {len(losses) - 1}/{len(inputs)}] Loss_D: {losses[-1][0]:.4f} Loss_G: {losses[-1][1]:.4f}", flush=True)
-    return losses
+    return losses, own_skips
 
 
 def _deviation(ours, reference):
@@ -305,7 +328,7 @@ def _deviation(ours, reference):
     return sum(abs(o - r) for o, r in zip(ours, reference)) / len(reference) / max(scale, 1e-8)
 
 
-def training_verdict(args, losses, reference, before, after, scales, min_scale, skips):
+def training_verdict(args, losses, reference, before, after, scales, min_scale, skips, reference_skipped):
     """TRAINING: at least 50 steps; finite losses; G's and D's parameters both changed; the loss scale (fp16) off
     its minimum at the end; D's and G's losses within --loss-tolerance (mean relative deviation) of the ddp
     reference's over the first --compare-steps steps. A D that learns from one of its two losses only drifts far
@@ -354,6 +377,8 @@ def training_verdict(args, losses, reference, before, after, scales, min_scale, 
         "min_loss_scale": min_scale,
         "skipped_D": skipped["D"],
         "skipped_G": skipped["G"],
+        "reference_skipped_D": reference_skipped["D"],
+        "reference_skipped_G": reference_skipped["G"],
         "deviation_D": deviation["D"],
         "deviation_G": deviation["G"],
         "compared_steps": window,
@@ -566,7 +591,7 @@ def main():
     print("@@repro " + json.dumps({"event": "setup", "seconds": time.perf_counter() - _T0}), flush=True)
 
     before = {"G": _flat(origG), "D": _flat(origD)} if args.check_training else {}
-    losses, inputs, scales, skips = [], [], [], []
+    losses, inputs, scales, skips, used_scales = [], [], [], [], []
     for i, data in enumerate(dataloader, 0):
         if i >= args.steps:
             break
@@ -575,6 +600,8 @@ def main():
             # (1) Update D network: maximize log(D(x)) + log(1 - D(G(z)))
             ###########################
             set_phase("D")
+            if args.check_training:  # the scales this step runs under, for the reference (see reference_losses)
+                used_scales.append((_loss_scale(modelD, fabric), _loss_scale(modelG, fabric)))
             netD.zero_grad()
             real = data[0]
             batch_size = real.size(0)
@@ -638,10 +665,12 @@ def main():
         print(f"image grid of G's images saved: {grid}", flush=True)
 
     if args.check_training:
-        reference = reference_losses(args, initial, inputs, nc, devices, skips)
+        reference, reference_skipped = reference_losses(args, initial, inputs, nc, devices, skips, used_scales)
         min_scale = cfg.get("fp16", {}).get("min_loss_scale", 1) if cfg.get("fp16", {}).get("enabled") else None
         after = {"G": _flat(origG), "D": _flat(origD)}
-        verdict = training_verdict(args, losses, reference, before, after, scales, min_scale, skips)
+        verdict = training_verdict(
+            args, losses, reference, before, after, scales, min_scale, skips, reference_skipped
+        )
         print("@@repro " + json.dumps({"event": "training", **verdict}), flush=True)
         if not verdict["trains"]:
             raise DoesNotTrain("; ".join(verdict["problems"]))
