@@ -51,3 +51,38 @@ def test_a_gan_that_trains_passes_and_one_that_only_runs_does_not(tmp_path: Path
         assert record.outcome == "OTHER_FAILURE" and record.known_signature == "does-not-train", key
         assert record.training["trains"] is False and record.training["deviation_D"] > 0.5, key  # measured: >= 107 %
         assert record.failing_step == "after-steps" and len(record.steps) == 50, key  # every step ran
+
+
+LIGHTNING_TESTS = ROOT / "repros" / "fixes" / "lightning-tests" / "test_deepspeed_several_backward.py"
+SEVERAL = ROOT / "repros" / "fixes" / "lightning-several-backward.diff"
+
+
+def test_the_lightning_patch_makes_the_reports_code_train_and_passes_its_lightning_style_tests(
+    tmp_path: Path,
+    envs_dir: Path,  # noqa: F811
+) -> None:
+    """Issue #17, item 2: under repros/fixes/lightning-several-backward.diff the report's code, unchanged (no fix
+    flag), trains where it silently trained D on one loss (0.18.3); and the patch's tests, written for Lightning's
+    test suite, fail without it (0.17.6: the second backward raises; 0.18.3: the step lost a backward) and pass with
+    it, run by the harness's --pytest through the CPU shim."""
+    out = tmp_path / "out"
+    _harness(
+        "triage", GAN, *CPU, "--deepspeed", "0.18.3", "--fix-patch", f"several={SEVERAL}",
+        "--", *TRAIN, "--check-training", envs=envs_dir, out=out,
+    )  # fmt: skip
+    _harness(
+        "triage", "--pytest", str(LIGHTNING_TESTS), *CPU, "--deepspeed", "0.17.6,0.18.3",
+        "--fix-patch", f"several={SEVERAL}", envs=envs_dir, out=out,
+    )  # fmt: skip
+    runs = {(r.repro, r.versions["deepspeed"], r.fix): r for r in _records(out)}
+    gan = {k[1:]: r for k, r in runs.items() if not k[0].startswith("pytest-")}
+    assert gan[("0.18.3", "none")].known_signature == "does-not-train"  # measured: D 62 %, G 76 %
+    patched = gan[("0.18.3", "several")]
+    assert patched.outcome == "PASS" and patched.training["trains"] is True, patched.signature
+    assert patched.training["deviation_D"] < 0.10 and patched.training["deviation_G"] < 0.10  # measured: 1.4 %, 1.5 %
+    tests = {k[1:]: r for k, r in runs.items() if k[0].startswith("pytest-")}
+    assert tests[("0.17.6", "none")].known_signature == "zero-epilogue-none-iterable"
+    assert tests[("0.18.3", "none")].outcome == "OTHER_FAILURE"  # the accumulate test: the step lost a backward
+    assert "AssertionError" in str(tests[("0.18.3", "none")].signature)
+    for release in ("0.17.6", "0.18.3"):
+        assert tests[(release, "several")].outcome == "PASS", (release, tests[(release, "several")].signature)

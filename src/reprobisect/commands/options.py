@@ -209,7 +209,8 @@ def with_script(
                 fixes=fixes,
                 env=env,
                 timeout=args.timeout or 1800,
-                rerun=(*rerun, "--pytest", spec, *selection, *options),
+                rerun=(*rerun, "--pytest", spec, *selection, *options, *(["--shim"] if args.shim else [])),
+                shim=args.shim,
             )
         )
     clash = sorted({r.name for r in made} & set(config.repros)) or [

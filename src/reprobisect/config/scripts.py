@@ -103,10 +103,12 @@ def pytest_repro(
     env: Mapping[str, str] | None = None,
     timeout: float = 1800,
     rerun: Sequence[str] = (),
+    shim: bool = False,
 ) -> Repro:
     """A package's own tests as a repro: ``PATH``, ``PATH::NODE`` (a test file of a tree outside this repository, a
     test in it) and an optional ``-k`` expression, run by pytest in the cell (run/child/pytest_runner.py). One
-    outcome per run; the first failing test's exception is the signature; each test's result is kept."""
+    outcome per run; the first failing test's exception is the signature; each test's result is kept. ``shim``: the
+    CPU form runs the tests through the Lightning CPU shim (Lightning's own DeepSpeed tests need CUDA otherwise)."""
     path_text, sep, node = spec.partition("::")
     path = Path(path_text).expanduser()
     if not path.exists():
@@ -123,7 +125,7 @@ def pytest_repro(
     name = f"pytest-{label}".rstrip("._-")
     if len(name) > 64:  # cut, with a hash of the whole: parametrized ids differ only at their end
         name = f"{name[:55].rstrip('._-')}-{hashlib.sha256(target.encode()).hexdigest()[:8]}"
-    forms = script_forms(PYTEST_RUNNER, args=(str(tree), *selection, *args), inputs=(tree,), pytest=True)
+    forms = script_forms(PYTEST_RUNNER, args=(str(tree), *selection, *args), inputs=(tree,), pytest=True, shim=shim)
     forms = {n: dataclasses.replace(f, env={**f.env, **(env or {})}) for n, f in forms.items()}
     return Repro(
         name=name,
