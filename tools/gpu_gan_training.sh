@@ -18,9 +18,10 @@ log=$out/matrix${PHASE:+-$PHASE}.log  # PHASE names this call's log when one com
 mkdir -p /tmp/gt
 if [ -n "${RESUME:-}" ] && [ -f "$RESUME" ]; then tar xzf "$RESUME" -C /tmp/gt && echo "resuming from $RESUME"; fi
 releases=${RELEASES:-0.16.4,0.18.3,0.19.8}
-# the fixes that mattered on the CPU: the report's two backward calls with D frozen, the fix that trains on every
-# release measured there, the Lightning patch, and the negative control (RELEASES takes a range: ">=0.16,<0.20")
-fixes=${FIXES:-none,freeze-d,one-backward-frozen-d,lightning-own-params-and-buffer-dtype,control}
+# the report's code, the user-side fix and the Lightning patch that train on every release in bf16 (H200,
+# reports/gpu/2026-12-03-gan-all-releases), and the negative control; RELEASES: a comma-separated list (offline,
+# a range cannot be resolved)
+fixes=${FIXES:-none,one-backward-raw-d,lightning-several-backward,control}
 forms=${FORMS:-cuda,cuda-bf16}
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} TORCH_CUDA_ARCH_LIST=9.0
 mkdir -p "$out"
