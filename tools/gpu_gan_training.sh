@@ -33,8 +33,12 @@ if [ -n "${DDP_RELEASE:-}" ]; then  # the report's code under plain ddp, no Deep
       --form "$forms" --fix ddp --fix-args "ddp=--strategy ddp" --wheelhouse .whl --jobs 2 --envs /tmp/cells \
       --out /tmp/gt 2>&1 | tee "$out/ddp.log"
 fi
-timeout -s INT -k 30 "${MATRIX_TIMEOUT:-520}" python3 -m reprobisect matrix --repro gan --backend cuda --torch system --lightning system \
-    --deepspeed "$releases" --form "$forms" --fix "$fixes" --fix-args "control=--freeze-d --control-d-one-loss" \
+# REPRO=zero3 (FIXES=none,torch-adam,bf16 FORMS=cuda) runs the other canonical repro the same way: the H200 map
+repro=${REPRO:-gan}
+control=()
+if [ "$repro" = gan ]; then control=(--fix-args "control=--freeze-d --control-d-one-loss"); fi
+timeout -s INT -k 30 "${MATRIX_TIMEOUT:-520}" python3 -m reprobisect matrix --repro "$repro" --backend cuda --torch system --lightning system \
+    --deepspeed "$releases" --form "$forms" --fix "$fixes" ${control[@]+"${control[@]}"} \
     --wheelhouse .whl --jobs "${JOBS:-3}" --envs /tmp/cells --out /tmp/gt 2>&1 | tee "$log"
 echo "[exit ${PIPESTATUS[0]}]" | tee -a "$log"
 # the records and logs as one archive: the device returns files a few folders deep only
