@@ -48,7 +48,8 @@ DeepSpeedExamples calls the raw modules instead (which skips the output hooks of
 Candidate fixes (flags): --freeze-d, --d-one-backward, --no-overlap-comm,
 --single-engine, --zero-stage 0, --buffer-dtype half (a CPU-only BatchNorm
 workaround for DeepSpeed >= 0.19.2, which keeps buffers in fp32), --logits-loss
-(D's sigmoid moves into the loss, in fp32).
+(D's sigmoid moves into the loss, in fp32), --g-step-raw-d (the G step through
+D's raw module).
 
 Exit code contract: 0 = all ``--steps`` steps ran; an uncaught exception is a
 failure and its traceback goes to stderr (non-zero exit).  Machine-readable
@@ -242,6 +243,11 @@ def main():
         help="D without its Sigmoid, binary_cross_entropy_with_logits in fp32: the same loss, finite where a "
         "half-precision sigmoid saturates",
     )
+    p.add_argument(
+        "--g-step-raw-d",
+        action="store_true",
+        help="the G step calls D's raw module instead of its engine (no DeepSpeed output hooks on G's backward)",
+    )
     p.add_argument("--zero-stage", type=int, default=1)
     p.add_argument("--buffer-dtype", choices=["half"], default=None, help="data_types.buffer_dtype = the run dtype")
     args = p.parse_args()
@@ -313,6 +319,7 @@ def main():
             ("single-engine", args.single_engine),
             ("buffer-dtype-half", args.buffer_dtype),
             ("logits-loss", args.logits_loss),
+            ("g-step-raw-d", args.g_step_raw_d),
         ]
         if on
     ]
@@ -382,7 +389,8 @@ def main():
                     prm.requires_grad_(False)
             try:
                 label.fill_(real_label)  # fake labels are real for generator cost
-                output = fwdD(fake.to(dtype)).float()
+                # --g-step-raw-d: D's own module, not its engine (no output hooks on G's backward), as DeepSpeedExamples
+                output = (netD if args.g_step_raw_d else fwdD)(fake.to(dtype)).float()
                 errG = criterion(output, label)
                 engineG.backward(errG)  # goes through D's parameters -> D's ZeRO hooks fire
             finally:
