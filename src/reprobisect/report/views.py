@@ -37,6 +37,7 @@ __all__ = [
     "reproduce_command",
     "sorted_cells",
     "step_stats",
+    "training_note",
     "varying_axes",
 ]
 
@@ -83,14 +84,33 @@ def fix_order(fixes: Iterable[str]) -> list[str]:
     return [f for f in unique if f == "none"] + [f for f in unique if f != "none"]
 
 
+def training_note(runs: pd.DataFrame) -> str:
+    """`` trains (D 5 %, G 2 %)`` where every run of a unit passed the repro's own training check
+    (``--check-training``): "it ran" and "it trained" must not look alike in a table; the deviations from the ddp
+    reference are the runs' medians. Empty without a verdict (a repro that does not check), or when any run lacks it."""
+    if "trains" not in runs or runs.empty or not (runs["trains"] == "yes").all():
+        return ""
+    parts = []
+    for net in ("D", "G"):
+        column = f"deviation_{net}"
+        if column not in runs:
+            continue
+        values = pd.to_numeric(runs[column], errors="coerce").dropna()
+        if len(values) == len(runs):
+            parts.append(f"{net} {values.median():.0%}")
+    return f" trains ({', '.join(parts)})" if parts else " trains"
+
+
 def outcome_matrix(frame: pd.DataFrame, repro: str, form: str) -> pd.DataFrame:
-    """Cell × fix labels (glyph and signature id) of one repro's form; cells in release order."""
+    """Cell × fix labels (glyph and signature id, and where the repro checks it, whether it trained) of one repro's
+    form; cells in release order."""
     part = frame[(frame["repro"] == repro) & (frame["form"] == form)]
     folded = verdicts(part)
     labels = cell_labels(frame)
     rows = {
         labels[cell]: {
             fix: folded[(repro, cell, form, fix)].label
+            + training_note(part[(part["cell"] == cell) & (part["fix"] == fix)])
             for fix in fix_order(part["fix"])
             if (repro, cell, form, fix) in folded
         }
