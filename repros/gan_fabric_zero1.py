@@ -263,7 +263,7 @@ def _skipped(optimizer):
     return bool(getattr(inner, "overflow", False))
 
 
-def reference_losses(args, initial, inputs, nc, devices, skips, used_scales):
+def reference_losses(args, initial, inputs, nc, devices, skips, scales):
     """TRAINING: the same steps under plain ``strategy="ddp"`` — the reference a user would trust — from the same
     initial weights on the same images and noise, in the same precision; returns each step's (D loss, G loss).
 
@@ -272,10 +272,11 @@ def reference_losses(args, initial, inputs, nc, devices, skips, used_scales):
     and a GAN is chaotic enough that one skipped step early on moves every later loss (measured on the H200: a fix
     that trains deviates 79 % from a reference that did not skip the same steps, 4 % in bf16, which never skips).
     How many steps were skipped is judged on its own (see ``training_verdict``).  And in fp16 the reference's
-    GradScaler takes, before each step, the loss scale DeepSpeed used for it (``used_scales``): left to itself it
-    overflows on other steps than DeepSpeed did and skips them (measured: one step behind from step 3, 43 %); where it
-    still overflows, the phase is run again at a lower scale (see ``stepped``), and each such retry is counted
-    (``reference_skipped``); returns (losses, reference_skipped)."""
+    GradScaler takes, before each step, the loss scale DeepSpeed used for it (``scales`` holds each step's scale
+    after it, so step i ran under step i - 1's): left to itself it overflows on other steps than DeepSpeed did and
+    skips them (measured: one step behind from step 3, 43 %); where it still overflows, the phase is run again at a
+    lower scale (see ``stepped``), and each such retry is counted (``reference_skipped``); returns (losses,
+    reference_skipped)."""
     ref = Fabric(accelerator="auto", devices=devices, precision=args.precision, strategy="ddp")
     ref.launch()  # under a launcher's ranks (or one process) this starts nothing: the process group exists
     netG = Generator(0, args.ngf, nc, args.nz)
@@ -296,8 +297,8 @@ def reference_losses(args, initial, inputs, nc, devices, skips, used_scales):
         and both start at 2**16); returns the scale, to tell a skip of its own by its halving."""
         if scaler is None:
             return None
-        if i > 0 and used_scales[i][k] is not None:
-            scaler.update(new_scale=float(used_scales[i][k]))
+        if i > 0 and scales[i - 1][k] is not None:
+            scaler.update(new_scale=float(scales[i - 1][k]))
         return scaler.get_scale()
 
     def stepped(net, k, i, skip, optimizer, backward_pass):
@@ -614,7 +615,7 @@ def main():
     print("@@repro " + json.dumps({"event": "setup", "seconds": time.perf_counter() - _T0}), flush=True)
 
     before = {"G": _flat(origG), "D": _flat(origD)} if args.check_training else {}
-    losses, inputs, scales, skips, used_scales = [], [], [], [], []
+    losses, inputs, scales, skips = [], [], [], []
     for i, data in enumerate(dataloader, 0):
         if i >= args.steps:
             break
@@ -623,8 +624,6 @@ def main():
             # (1) Update D network: maximize log(D(x)) + log(1 - D(G(z)))
             ###########################
             set_phase("D")
-            if args.check_training:  # the scales this step runs under, for the reference (see reference_losses)
-                used_scales.append((_loss_scale(modelD, fabric), _loss_scale(modelG, fabric)))
             netD.zero_grad()
             real = data[0]
             batch_size = real.size(0)
@@ -688,7 +687,7 @@ def main():
         print(f"image grid of G's images saved: {grid}", flush=True)
 
     if args.check_training:
-        reference, reference_skipped = reference_losses(args, initial, inputs, nc, devices, skips, used_scales)
+        reference, reference_skipped = reference_losses(args, initial, inputs, nc, devices, skips, scales)
         min_scale = cfg.get("fp16", {}).get("min_loss_scale", 1) if cfg.get("fp16", {}).get("enabled") else None
         after = {"G": _flat(origG), "D": _flat(origD)}
         verdict = training_verdict(

@@ -28,28 +28,36 @@ def pack(source: Path, archive: Path) -> int:
     wheels = sorted(w for w in source.glob("*.whl") if not w.name.startswith(LEFT_OUT))
     if not wheels:
         raise SystemExit(f"{source}: no wheels to pack (expected *.whl files)")
-    entries = []  # (member name, wheel): the same member of every wheel side by side, for the compressor
-    for wheel in wheels:
-        with zipfile.ZipFile(wheel) as zf:
-            entries += [(info.filename, wheel) for info in zf.infolist() if not info.is_dir()]
     archive.parent.mkdir(parents=True, exist_ok=True)
     opened: dict[Path, zipfile.ZipFile] = {}
     try:
+        for wheel in wheels:
+            try:
+                opened[wheel] = zipfile.ZipFile(wheel)
+            except (zipfile.BadZipFile, OSError) as exc:
+                raise SystemExit(f"{wheel}: not a readable wheel ({exc}); rebuild it or remove it") from None
+        # (member name, wheel): the same member of every wheel side by side, for the compressor
+        entries = [
+            (info.filename, wheel) for wheel, zf in opened.items() for info in zf.infolist() if not info.is_dir()
+        ]
         with tarfile.open(archive, "w:xz", preset=6) as tar:
             for member, wheel in sorted(entries, key=lambda e: (e[0].split("/", 1)[-1], e[1].name)):
-                zf = opened.setdefault(wheel, zipfile.ZipFile(wheel))
-                data = zf.read(member)
+                data = opened[wheel].read(member)
                 info = tarfile.TarInfo(f"{wheel.name}/{member}")
                 info.size, info.mode = len(data), 0o644
-                tar.addfile(info, _reader(data))
+                tar.addfile(info, io.BytesIO(data))
     finally:
         for zf in opened.values():
             zf.close()
     return len(wheels)
 
 
-def _reader(data: bytes) -> io.BytesIO:
-    return io.BytesIO(data)
+def _opened_archive(archive: Path) -> tarfile.TarFile:
+    """``archive`` open for reading, or a clear error for a file that is not what ``pack`` writes."""
+    try:
+        return tarfile.open(archive, "r:xz")
+    except (tarfile.ReadError, OSError, EOFError) as exc:
+        raise SystemExit(f"{archive}: not an archive of wheelpack.py pack ({exc})") from None
 
 
 def unpack(archive: Path, dest: Path) -> int:
@@ -57,7 +65,7 @@ def unpack(archive: Path, dest: Path) -> int:
     dest.mkdir(parents=True, exist_ok=True)
     writers: dict[str, zipfile.ZipFile] = {}
     try:
-        with tarfile.open(archive, "r:xz") as tar:
+        with _opened_archive(archive) as tar:
             for info in tar:
                 wheel, _, member = info.name.partition("/")
                 if not info.isfile() or not wheel.endswith(".whl") or "/" in wheel or ".." in member.split("/"):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.run.sandbox import Sandbox, link_hops
+from reprobisect.run.sandbox import Sandbox, git_dirs, link_hops
 
 
 @pytest.fixture
@@ -85,8 +85,6 @@ def test_link_hops_stop_on_a_loop(tmp_path: Path) -> None:
 
 
 def test_a_git_worktree_hides_its_dot_git_file_and_the_repository_it_points_to(under_tmp: Path) -> None:
-    from reprobisect.run.execute import git_dirs
-
     repo_git = under_tmp / "main" / ".git"
     own = repo_git / "worktrees" / "wt"
     own.mkdir(parents=True)
@@ -104,10 +102,17 @@ def test_a_git_worktree_hides_its_dot_git_file_and_the_repository_it_points_to(u
 
 
 @pytest.mark.parametrize(
-    "text", ["", "gitdir:", "gitdir: relative/missing", "garbage\x00\xff", "gitdir: /nonexistent/x\n" * 1000]
+    "text",
+    [
+        "",
+        "gitdir:",
+        "gitdir: relative/missing",
+        "garbage\x00\xff",
+        "gitdir: /nonexistent/x\n" * 1000,
+        "gitdir: /",
+        "gitdir: .",
+    ],
 )
 def test_a_dot_git_file_that_says_something_else_hides_only_itself(under_tmp: Path, text: str) -> None:
-    from reprobisect.run.execute import git_dirs
-
     (under_tmp / ".git").write_text(text, errors="surrogateescape")
     assert git_dirs(under_tmp) == [under_tmp / ".git"]

@@ -65,3 +65,12 @@ def test_hostile_member_names_are_refused_and_nothing_is_written_outside(tmp_pat
     with pytest.raises(SystemExit, match="unexpected member"):
         wheelpack.unpack(archive, tmp_path / "out")
     assert not (tmp_path / "evil.whl").exists() and not (tmp_path.parent / "x").exists()
+
+
+def test_a_broken_wheel_or_archive_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "deepspeed-0.1-py3-none-any.whl").write_bytes(b"not a zip")
+    with pytest.raises(SystemExit, match="not a readable wheel"):
+        wheelpack.pack(tmp_path, tmp_path / "w.tar.xz")
+    (tmp_path / "w.tar.xz").write_bytes(b"\xfd7zXZ garbage")
+    with pytest.raises(SystemExit, match=r"not an archive of wheelpack\.py pack"):
+        wheelpack.unpack(tmp_path / "w.tar.xz", tmp_path / "out")

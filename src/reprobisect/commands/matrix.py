@@ -11,7 +11,6 @@ import sys
 
 from reprobisect.cells.envs import base_interpreter
 from reprobisect.commands.options import (
-    PINNED,
     Subparsers,
     add_backend,
     add_common,
@@ -27,6 +26,7 @@ from reprobisect.commands.options import (
 )
 from reprobisect.commands.output import print_runs
 from reprobisect.config.load import Config, load_config
+from reprobisect.config.matrix import PINNED_AXES
 from reprobisect.errors import ConfigError
 from reprobisect.report.load import markdown_summary
 from reprobisect.run.matrix import MatrixRequest, listed_cells, run_matrix
@@ -80,7 +80,7 @@ def matrix_request(
     replace matrix.yaml's axes (triage starts from the default cell) before the command line's do."""
     axes = dict(base_axes or {})
     axes.update(
-        {name: axis_values(getattr(args, name)) for name in (*PINNED, "python", "nproc") if getattr(args, name)}
+        {name: axis_values(getattr(args, name)) for name in (*PINNED_AXES, "python", "nproc") if getattr(args, name)}
     )
     if args.jobs < 1 or args.repeat < 1:
         msg = f"--jobs {args.jobs} / --repeat {args.repeat}: both must be at least 1"

@@ -24,7 +24,6 @@ from reprobisect.errors import ConfigError
 from reprobisect.run.sandbox import Confinement
 
 __all__ = [
-    "PINNED",
     "Subparsers",
     "add_backend",
     "add_cli_fixes",
@@ -42,8 +41,6 @@ __all__ = [
     "with_script",
 ]
 
-PINNED = PINNED_AXES
-
 # What ``ArgumentParser.add_subparsers`` returns; typeshed names no public type for it.
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -53,7 +50,7 @@ _PIN_EXTRA = {
     "torch is not installable together)",
 }
 # Options whose value becomes a version, a ref or a URL handed to pip, uv or git (checked by ``prepare``).
-_VALUE_OPTIONS = (*PINNED, "python", "good", "bad", "repo", "baseline_release", "up_to", "signature")
+_VALUE_OPTIONS = (*PINNED_AXES, "python", "good", "bad", "repo", "baseline_release", "up_to", "signature")
 
 
 def _default_base() -> str:
@@ -247,7 +244,7 @@ def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] |
         default=os.environ.get("REPROBISECT_BASE_PYTHON", _default_base()),
         help="interpreter cells are made from; 'system' torch is its torch",
     )
-    for name in PINNED:
+    for name in PINNED_AXES:
         default_help = f"pin {name}: a version, a specifier, 'latest'" + _PIN_EXTRA.get(name, "")
         parser.add_argument(f"--{name}", help=(pin_help or {}).get(name, default_help))
     parser.add_argument(
@@ -285,7 +282,7 @@ def split(values: Sequence[str] | None) -> tuple[str, ...]:
 
 def pins(args: argparse.Namespace) -> dict[str, str]:
     """The pins given on the command line, by package name."""
-    return {name: getattr(args, name) for name in PINNED if getattr(args, name)}
+    return {name: getattr(args, name) for name in PINNED_AXES if getattr(args, name)}
 
 
 def confinement(args: argparse.Namespace) -> Confinement:

@@ -8,7 +8,6 @@ import shlex
 
 from reprobisect.cells.envs import base_interpreter
 from reprobisect.commands.options import (
-    PINNED,
     Subparsers,
     add_backend,
     add_cli_fixes,
@@ -25,6 +24,7 @@ from reprobisect.commands.options import (
 )
 from reprobisect.commands.output import print_runs
 from reprobisect.config.load import load_config
+from reprobisect.config.matrix import PINNED_AXES
 from reprobisect.report.load import markdown_summary
 from reprobisect.run.console import next_step
 from reprobisect.run.reproduce import ReproRequest, reproduce
@@ -53,7 +53,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
 def _reproduce_command(args: argparse.Namespace) -> str:
     """The nox command that re-runs exactly this selection (pins made exact from the records)."""
     extra: list[str] = []
-    for name in PINNED:
+    for name in PINNED_AXES:
         if getattr(args, name):
             extra += [f"--{name}", getattr(args, name)]
     if args.backend != "auto":

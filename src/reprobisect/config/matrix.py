@@ -36,12 +36,8 @@ __all__ = [
 INTERPRETER_AXIS = "python"  # an axis that is no package on the index: the interpreter a cell is made from
 RANKS_AXIS = "nproc"  # nor is this one: the ranks each run starts (run/child/launch.py); 1 without it
 NON_PACKAGE_AXES = (INTERPRETER_AXIS, "torch", RANKS_AXIS)  # torch is a package, but the cell installs it apart
-PINNED_AXES = (
-    "torch",
-    "deepspeed",
-    "lightning",
-    "torchvision",
-)  # the axes every cell-building command has an option for
+# the axes every cell-building command has an option for (--torch, --deepspeed, …)
+PINNED_AXES = ("torch", "deepspeed", "lightning", "torchvision")
 _MAX_RANKS = 64
 META_KEYS = ("repros", "label")  # include entries may carry these; they are not axes
 SYSTEM = "system"

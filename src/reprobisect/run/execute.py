@@ -28,7 +28,7 @@ from reprobisect.model.signature import Signature, normalize_message
 from reprobisect.run.classify import classify
 from reprobisect.run.events import RankReport, read_events
 from reprobisect.run.runner import ChildSpec, free_port, run_child, scrubbed_environ
-from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, link_hops
+from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
 from reprobisect.run.store import Store
 from reprobisect.util.cmd import run_tool
 
@@ -166,27 +166,6 @@ def installed_versions(python: Path, extra: tuple[str, ...] = ()) -> dict[str, s
     except (ToolError, ValueError):
         return {}
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
-
-
-def git_dirs(checkout: Path) -> list[Path]:
-    """The checkout's ``.git`` and, where it is a file (a ``git worktree``: "gitdir: PATH"), the folders it points
-    to: the worktree's own and the repository's common one, whose config may hold credentials. A ``.git`` file
-    that cannot be read or says something else hides itself only."""
-    dot_git = checkout / ".git"
-    found = [dot_git]
-    try:
-        text = dot_git.read_text(errors="replace")[:4096] if dot_git.is_file() else ""
-    except OSError:
-        text = ""
-    lines = text[len("gitdir:") :].strip().splitlines() if text.startswith("gitdir:") else []
-    if lines and "\x00" not in lines[0]:
-        own = Path(lines[0].strip())
-        own = own if own.is_absolute() else checkout / own
-        if own.is_dir() and own.resolve() != checkout.resolve():
-            found.append(own)
-            if own.parent.name == "worktrees":
-                found.append(own.parent.parent)
-    return found
 
 
 def _confined(

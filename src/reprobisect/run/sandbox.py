@@ -36,6 +36,7 @@ __all__ = [
     "Confinement",
     "Sandbox",
     "find_bwrap",
+    "git_dirs",
     "link_hops",
     "open_sandbox",
 ]
@@ -70,9 +71,9 @@ class Sandbox:
         frozen: Iterable[Path] = (),
     ) -> list[str]:
         """``argv`` run inside the sandbox; ``readable`` are shown again under the private HOME and /tmp, ``hidden``
-        folders (a checkout's ``.git``, with its credentials) are covered by an empty tmpfs, and hidden files (a git
-        worktree's ``.git``) by an empty file, ``frozen`` ones are
-        read-only wherever they lie, also inside a writable folder (finished op builds in the op cache)."""
+        folders (a checkout's ``.git``, with its credentials: ``git_dirs``) are covered by an empty tmpfs and hidden
+        files (a git worktree's ``.git``) by an empty file, ``frozen`` ones are read-only wherever they lie, also
+        inside a writable folder (finished op builds in the op cache)."""
         home = Path(env["HOME"]) if env.get("HOME", "/") not in ("", "/") else Path(PRIVATE_HOME)
         cmd = [
             self.bwrap,
@@ -97,6 +98,30 @@ class Sandbox:
         cmd += _in_mount_order(mounts)
         cmd += ["--chdir", str(workdir), "--", *argv]
         return cmd
+
+
+def git_dirs(checkout: Path) -> list[Path]:
+    """What a run must not read of ``checkout``'s git: its ``.git`` and, where that is a file (a ``git worktree``:
+    "gitdir: PATH"), the folders it points to: the worktree's own and the repository's common one, whose config may
+    hold credentials. The ``.git`` file is untrusted input: one that cannot be read, says something else, or points
+    to a folder that is no git folder (``/``, the checkout itself) hides itself only."""
+    dot_git = checkout / ".git"
+    found = [dot_git]
+    try:
+        text = dot_git.read_text(errors="replace")[:4096] if dot_git.is_file() else ""
+    except OSError:
+        text = ""
+    lines = text[len("gitdir:") :].strip().splitlines() if text.startswith("gitdir:") else []
+    if not lines or "\x00" in lines[0]:
+        return found
+    own = Path(lines[0].strip())
+    own = own if own.is_absolute() else checkout / own
+    in_git = own.parent.name == "worktrees" or ".git" in own.resolve().parts  # worktrees and submodules live there
+    if own.is_dir() and in_git and own.resolve() != checkout.resolve():
+        found.append(own)
+        if own.parent.name == "worktrees":
+            found.append(own.parent.parent)
+    return found
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
