@@ -49,7 +49,8 @@ Candidate fixes (flags): --freeze-d, --d-one-backward, --no-overlap-comm,
 --single-engine, --zero-stage 0, --buffer-dtype half (a CPU-only BatchNorm
 workaround for DeepSpeed >= 0.19.2, which keeps buffers in fp32), --logits-loss
 (D's sigmoid moves into the loss, in fp32), --g-step-raw-d (the G step through
-D's raw module).
+D's raw module), --gradient-clipping 0 (the config's gradient_clipping; DeepSpeed
+clips to a norm of 1.0 from 0.19.3 where the config leaves it out).
 
 Exit code contract: 0 = all ``--steps`` steps ran; an uncaught exception is a
 failure and its traceback goes to stderr (non-zero exit).  Machine-readable
@@ -214,6 +215,8 @@ def lightning_default_config(args):
         cfg["bf16"] = {"enabled": True}
     if args.buffer_dtype == "half":
         cfg["data_types"] = {"buffer_dtype": {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}[args.dtype]}
+    if args.gradient_clipping is not None:
+        cfg["gradient_clipping"] = args.gradient_clipping
     return cfg
 
 
@@ -250,6 +253,12 @@ def main():
     )
     p.add_argument("--zero-stage", type=int, default=1)
     p.add_argument("--buffer-dtype", choices=["half"], default=None, help="data_types.buffer_dtype = the run dtype")
+    p.add_argument(
+        "--gradient-clipping",
+        type=float,
+        default=None,
+        help="the config's gradient_clipping (left out: DeepSpeed's default, 1.0 from 0.19.3, 0.0 before)",
+    )
     args = p.parse_args()
 
     torch.manual_seed(args.seed)
@@ -325,6 +334,8 @@ def main():
     ]
     if args.zero_stage != 1:
         fixes.append(f"zero-stage-{args.zero_stage}")
+    if args.gradient_clipping is not None:
+        fixes.append(f"gradient-clipping-{args.gradient_clipping:g}")
     print(
         "@@repro "
         + json.dumps(
@@ -337,6 +348,7 @@ def main():
                 "overlap_comm": config["zero_optimization"]["overlap_comm"],
                 "contiguous_gradients": config["zero_optimization"]["contiguous_gradients"],
                 "buffer_dtype": config.get("data_types", {}).get("buffer_dtype"),
+                "gradient_clipping": engineD.gradient_clipping(),  # what the engine does, the default included
                 "fixes": fixes,
                 "device": str(device),
                 "engines": 1 if args.single_engine else 2,

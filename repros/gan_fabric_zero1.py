@@ -352,11 +352,16 @@ def _deviation(ours, reference):
     return sum(abs(o - r) for o, r in zip(ours, reference)) / len(reference) / max(scale, 1e-8)
 
 
-def training_verdict(args, losses, reference, before, after, scales, min_scale, skips, reference_skipped):
+def training_verdict(args, losses, reference, before, after, scales, min_scale, skips, reference_skipped, clipping=None):
     """TRAINING: at least 50 steps; finite losses; G's and D's parameters both changed; the loss scale (fp16) off
     its minimum at the end; D's and G's losses within --loss-tolerance (mean relative deviation) of the ddp
     reference's over the first --compare-steps steps. A D that learns from one of its two losses only drifts far
-    from the reference from its first steps; two correct runs agree there and part later (a GAN is chaotic)."""
+    from the reference from its first steps; two correct runs agree there and part later (a GAN is chaotic).
+
+    ``clipping`` is the norm DeepSpeed clipped gradients to (0 or None: none). The reference does not clip: the
+    script asks for no clipping, and from DeepSpeed 0.19.3 an engine whose config leaves ``gradient_clipping`` out
+    (Fabric's does) clips to 1.0 — every step of this GAN (measured: gradient norms 18-90), a different training
+    whose losses part from ddp's (H200: 17 % in bf16, 43 % in fp16). A deviation names it."""
     problems = []
     if len(losses) < 50:
         problems.append(f"only {len(losses)} steps (at least 50 are needed to judge)")
@@ -389,6 +394,12 @@ def training_verdict(args, losses, reference, before, after, scales, min_scale, 
                 problems.append(
                     f"{net}'s losses deviate {deviation[net]:.0%} from strategy='ddp' on the same inputs over the "
                     f"first {window} steps (tolerance {args.loss_tolerance:.0%})"
+                    + (
+                        f"; DeepSpeed clipped the gradients to norm {clipping:g} (gradient_clipping; its default "
+                        "from 0.19.3 where the config leaves it out), the ddp reference did not"
+                        if clipping
+                        else ""
+                    )
                 )
     return {
         "trains": not problems,
@@ -408,6 +419,7 @@ def training_verdict(args, losses, reference, before, after, scales, min_scale, 
         "compared_steps": window,
         "tolerance": args.loss_tolerance,
         "reference": "ddp",
+        "gradient_clipping": clipping,
         "problems": problems,
     }
 
@@ -421,9 +433,16 @@ def raw_forward(module, x):
     return module(x.to(dtype)).float()
 
 
+def _clipping(model):
+    """The gradient norm a DeepSpeed engine clips to (0.0: none; None: no engine), its config's default included."""
+    engine = getattr(model, "_forward_module", model)
+    clipping = getattr(engine, "gradient_clipping", None)
+    return float(clipping()) if callable(clipping) else None
+
+
 def make_strategy(args):
     """The report's ``"deepspeed_stage_1"``, or the same strategy with a candidate fix applied."""
-    if not (args.no_overlap_comm or args.zero_stage != 1 or args.buffer_dtype):
+    if not (args.no_overlap_comm or args.zero_stage != 1 or args.buffer_dtype or args.gradient_clipping is not None):
         return args.strategy
     kwargs = {"stage": args.zero_stage}
     if args.no_overlap_comm:
@@ -434,6 +453,8 @@ def make_strategy(args):
         # adding one key to the default config the strategy just built keeps everything else.
         half = "bf16" if args.precision.startswith("bf16") else "fp16" if args.precision.startswith("16") else "fp32"
         strategy.config["data_types"] = {"buffer_dtype": half}
+    if args.gradient_clipping is not None:
+        strategy.config["gradient_clipping"] = args.gradient_clipping
     return strategy
 
 
@@ -509,6 +530,12 @@ def main():
     p.add_argument(
         "--buffer-dtype", choices=["half"], default=None, help="DeepSpeed data_types.buffer_dtype = run dtype"
     )
+    p.add_argument(
+        "--gradient-clipping",
+        type=float,
+        default=None,
+        help="DeepSpeed's gradient_clipping (left out: DeepSpeed's default, 1.0 from 0.19.3, 0.0 before)",
+    )
     args = p.parse_args()
 
     seed_everything(args.seed)
@@ -583,6 +610,8 @@ def main():
     ]
     if args.zero_stage != 1:
         fixes.append(f"zero-stage-{args.zero_stage}")
+    if args.gradient_clipping is not None:
+        fixes.append(f"gradient-clipping-{args.gradient_clipping:g}")
     import deepspeed
 
     print(
@@ -597,6 +626,7 @@ def main():
                 "overlap_comm": zero.get("overlap_comm"),
                 "contiguous_gradients": zero.get("contiguous_gradients"),
                 "buffer_dtype": cfg.get("data_types", {}).get("buffer_dtype"),
+                "gradient_clipping": _clipping(modelD),  # what the engine does, DeepSpeed's default included
                 "fixes": fixes,
                 "device": str(fabric.device),
                 "accelerator": type(fabric.accelerator).__name__,
@@ -691,7 +721,7 @@ def main():
         min_scale = cfg.get("fp16", {}).get("min_loss_scale", 1) if cfg.get("fp16", {}).get("enabled") else None
         after = {"G": _flat(origG), "D": _flat(origD)}
         verdict = training_verdict(
-            args, losses, reference, before, after, scales, min_scale, skips, reference_skipped
+            args, losses, reference, before, after, scales, min_scale, skips, reference_skipped, _clipping(modelD)
         )
         print("@@repro " + json.dumps({"event": "training", **verdict}), flush=True)
         if not verdict["trains"]:

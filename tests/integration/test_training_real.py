@@ -55,6 +55,7 @@ def test_a_gan_that_trains_passes_and_one_that_only_runs_does_not(tmp_path: Path
 
 LIGHTNING_TESTS = ROOT / "repros" / "fixes" / "lightning-tests" / "test_deepspeed_several_backward.py"
 SEVERAL = ROOT / "repros" / "fixes" / "lightning-several-backward.diff"
+CLIPPING_TEST = "test_deepspeed_clips_gradients_only_when_the_config_asks"
 
 
 def test_the_lightning_patch_makes_the_reports_code_train_and_passes_its_lightning_style_tests(
@@ -64,7 +65,8 @@ def test_the_lightning_patch_makes_the_reports_code_train_and_passes_its_lightni
     """Issue #17, item 2: under repros/fixes/lightning-several-backward.diff the report's code, unchanged (no fix
     flag), trains where it silently trained D on one loss (0.18.3); and the patch's tests, written for Lightning's
     test suite, fail without it (0.17.6: the second backward raises; 0.18.3: the step lost a backward) and pass with
-    it, run by the harness's --pytest through the CPU shim."""
+    it, run by the harness's --pytest through the CPU shim; its clipping test fails where DeepSpeed clips to 1.0 by
+    default (0.19.8; from 0.19.3) and passes before that and under the patch."""
     out = tmp_path / "out"
     _harness(
         "triage", GAN, *CPU, "--deepspeed", "0.18.3", "--fix-patch", f"several={SEVERAL}",
@@ -74,15 +76,27 @@ def test_the_lightning_patch_makes_the_reports_code_train_and_passes_its_lightni
         "triage", "--pytest", str(LIGHTNING_TESTS), *CPU, "--deepspeed", "0.17.6,0.18.3",
         "--fix-patch", f"several={SEVERAL}", envs=envs_dir, out=out,
     )  # fmt: skip
+    _harness(
+        "triage", "--pytest", f"{LIGHTNING_TESTS}::{CLIPPING_TEST}", *CPU, "--deepspeed", "0.18.3,0.19.8",
+        "--fix-patch", f"several={SEVERAL}", envs=envs_dir, out=out,
+    )  # fmt: skip
     runs = {(r.repro, r.versions["deepspeed"], r.fix): r for r in _records(out)}
     gan = {k[1:]: r for k, r in runs.items() if not k[0].startswith("pytest-")}
     assert gan[("0.18.3", "none")].known_signature == "does-not-train"  # measured: D 62 %, G 76 %
     patched = gan[("0.18.3", "several")]
     assert patched.outcome == "PASS" and patched.training["trains"] is True, patched.signature
     assert patched.training["deviation_D"] < 0.10 and patched.training["deviation_G"] < 0.10  # measured: 1.4 %, 1.5 %
-    tests = {k[1:]: r for k, r in runs.items() if k[0].startswith("pytest-")}
+    tests = {k[1:]: r for k, r in runs.items() if k[0] == f"pytest-{LIGHTNING_TESTS.stem}"}
     assert tests[("0.17.6", "none")].known_signature == "zero-epilogue-none-iterable"
     assert tests[("0.18.3", "none")].outcome == "OTHER_FAILURE"  # the accumulate test: the step lost a backward
     assert "AssertionError" in str(tests[("0.18.3", "none")].signature)
     for release in ("0.17.6", "0.18.3"):
         assert tests[(release, "several")].outcome == "PASS", (release, tests[(release, "several")].signature)
+    clipping = {
+        k[1:]: r for k, r in runs.items() if k[0].startswith("pytest-") and k[0] != f"pytest-{LIGHTNING_TESTS.stem}"
+    }
+    assert clipping[("0.18.3", "none")].outcome == "PASS"  # DeepSpeed's default was 0.0, no clipping
+    assert clipping[("0.19.8", "none")].outcome == "OTHER_FAILURE"  # 1.0 from 0.19.3 (DeepSpeed PR 8068)
+    assert "AssertionError" in str(clipping[("0.19.8", "none")].signature)
+    for release in ("0.18.3", "0.19.8"):
+        assert clipping[(release, "several")].outcome == "PASS", (release, clipping[(release, "several")].signature)

@@ -78,3 +78,19 @@ def test_deepspeed_backward_through_another_engine_leaves_its_parameters_alone()
         assert all(p.grad is None or not p.grad.any() for p in netD.parameters())
         optG.step()
         assert all(torch.equal(a, b) for a, b in zip(before, _params(netD)))
+
+
+def test_deepspeed_clips_gradients_only_when_the_config_asks():
+    """Without a ``gradient_clipping`` key DeepSpeed clips every step's gradients to a norm of 1.0 (its default from
+    0.19.3, no clipping before): a loop trains differently on a new release without a word (a GAN's gradient norms are
+    18-90; its losses part from ddp's by 17 % in bf16). Fabric's config says 0.0, as the Trainer's does, and keeps a
+    value the user gave."""
+    fabric = _fabric()
+    model, _ = _setup(fabric, 3, *MLP)
+    assert model._forward_module.gradient_clipping() == 0.0
+    strategy = DeepSpeedStrategy(stage=1)
+    strategy.config["gradient_clipping"] = 0.5
+    fabric = Fabric(accelerator="auto", devices=1, strategy=strategy, precision=PRECISION)
+    fabric.launch()
+    model, _ = _setup(fabric, 3, *MLP)
+    assert model._forward_module.gradient_clipping() == 0.5
