@@ -13,6 +13,7 @@ from reprobisect.model.record import Record
 from reprobisect.report.load import (
     AXES,
     SkippedFileWarning,
+    latest_runs,
     load_records,
     markdown_summary,
     records_frame,
@@ -128,3 +129,28 @@ def test_a_training_verdict_becomes_columns_and_a_hostile_one_blanks(tmp_path: P
     assert frame.loc["hostile", "trains"] == "" and pd.isna(frame.loc["hostile", "deviation_D"])
     assert pd.isna(frame.loc["hostile", "deviation_G"]) and frame.loc["good", "torchvision"] == "0.26.0"
     assert frame["deviation_D"].dtype == "float64"
+
+
+def test_latest_keeps_the_newest_record_of_each_run_and_distrusts_hostile_times(tmp_path: Path) -> None:
+    """A map built over several sessions: a run recorded again (its fix changed) replaces its older record; a run
+    recorded once stays; a finish time that is empty or not a time never outranks a real one (one that is not a string
+    does not load)."""
+    source = Record.load(next((RECORDS / "baseline" / "records").rglob("*none__r0.json")))
+
+    def write(root: Path, run_id: str, fix: str, finished: str, outcome: str) -> None:
+        record = dataclasses.replace(source, run_id=run_id, fix=fix, finished_at=finished, outcome=outcome)
+        dest = root / "records" / record.repro / record.cell["id"] / f"{run_id}.json"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(record.to_json())
+
+    first, second = tmp_path / "call-1", tmp_path / "call-2"
+    write(first, "old", "raw-d", "2026-12-03T10:00:00+00:00", "OTHER_FAILURE")
+    write(first, "once", "freeze-d", "2026-12-03T10:00:00+00:00", "OTHER_FAILURE")
+    write(second, "new", "raw-d", "2026-12-03T14:00:00+00:00", "PASS")
+    for n, hostile in enumerate(["garbage", "", "9999-99-99", "2026-12-03T25:00:00"]):
+        write(second, f"hostile-{n}", "freeze-d", hostile, "PASS")
+    loaded = load_records([first, second])
+    kept, superseded = latest_runs(loaded)
+    assert sorted(item.record.run_id for item in kept) == ["new", "once"]
+    assert superseded == len(loaded) - 2 == 5
+    assert latest_runs([]) == ([], 0)

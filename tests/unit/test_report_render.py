@@ -260,6 +260,18 @@ def test_write_report_reads_the_logs_before_rendering(tmp_path: Path) -> None:
     assert "Traceback (most recent call last):" in page and "(log not read" not in page
 
 
+def test_a_report_too_long_for_an_issue_is_also_written_whole(tmp_path: Path) -> None:
+    """report.md fits an issue and says what it left out; report-full.md keeps every section (the GPU map of #17 lost
+    its first releases to the limit); a later report that fits removes the stale whole one."""
+    data = dataclasses.replace(_data("releases"), logs={})
+    write_report(data, tmp_path, markdown_limit=2_000)
+    short, full = ((tmp_path / name).read_text(encoding="utf-8") for name in ("report.md", "report-full.md"))
+    assert len(short) <= 2_000 and "_Left out to fit an issue" in short
+    assert "First release with each outcome" in full and "_Left out" not in full and len(full) > len(short)
+    write_report(data, tmp_path)
+    assert not (tmp_path / "report-full.md").exists()
+
+
 def test_html_inlines_its_css_and_js() -> None:
     page = report_html(_data("releases", plots={"steps-deepspeed.png": PNG}))
     static = resources.files("reprobisect.report") / "static"

@@ -22,6 +22,7 @@ from reprobisect.report.views import (
     reproduce_command,
     sorted_cells,
     step_stats,
+    sweep_transitions,
 )
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
@@ -61,6 +62,21 @@ def test_first_release_with_each_outcome_along_deepspeed(frame: pd.DataFrame) ->
     assert none.loc["OTHER_FAILURE", "first"] == "0.17.0"
     assert none.loc["OTHER_FAILURE", "of"] == 3
     assert set(table["held"]) == {"torch 2.13.0+cpu, lightning 2.6.6"}
+
+
+def test_the_verdict_changes_between_neighbouring_releases_are_the_transitions(frame: pd.DataFrame) -> None:
+    """Each change of outcome or signature between two measured releases is a row, in release order; a unit that
+    behaves the same on every release has none; the known name travels with the signature id."""
+    table = sweep_transitions(frame, "deepspeed")
+    none = table[table["fix"] == "none"]
+    assert list(zip(none["from"], none["to"], strict=True)) == [("0.16.4", "0.17.0"), ("0.17.0", "0.19.8")]
+    assert none["before"].iloc[0] == "✗ 36b244a365 `zero-ipg-buffer-none`" and none["after"].iloc[0] == "! e149c29f78"
+    assert none["before"].iloc[1] == none["after"].iloc[0]  # a chain: each change starts where the last one ended
+    single = table[table["fix"] == "single-engine"]
+    assert list(zip(single["from"], single["to"], single["before"], strict=True)) == [("0.17.0", "0.19.8", "✓")]
+    assert set(table["held"]) == {"torch 2.13.0+cpu, lightning 2.6.6"}
+    same = frame[frame["deepspeed"] == "0.19.8"]
+    assert sweep_transitions(same, "deepspeed").empty  # one release: nothing changes along it
 
 
 def test_step_stats_pool_repeats_and_skip_runs_without_steps(frame: pd.DataFrame) -> None:

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reprobisect.errors import StorageError
+from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import SCHEMA_VERSION, Record
 from reprobisect.run.store import Store, inside
 
@@ -51,6 +52,17 @@ def test_find_gives_only_the_same_inputs(tmp_path: Path) -> None:
     assert store.find(record.spec_key, record.repro, cell, record.form, record.fix, 1) is None
     assert store.find(record.spec_key, record.repro, cell, record.form, "freeze-d") is None
     assert store.find(record.spec_key, "other", cell, record.form, record.fix) is None
+
+
+def test_a_run_without_a_verdict_of_the_environment_is_retried_not_reused(tmp_path: Path) -> None:
+    """An ENV_ERROR (seen on the H200: two of 144 runs found their rendezvous port taken) says nothing about the bug:
+    a re-run of the matrix over the same records runs it again; a TIMEOUT, as costly again, is kept."""
+    store = Store(tmp_path)
+    for outcome, reused in ((Outcome.ENV_ERROR, False), (Outcome.TIMEOUT, True), (Outcome.PASS, True)):
+        record = _record(outcome=outcome)
+        store.write(record)
+        found = store.find(record.spec_key, record.repro, record.cell["id"], record.form, record.fix)
+        assert (found == record) is reused, outcome
 
 
 def test_a_rewrite_replaces_the_record_whole(tmp_path: Path) -> None:

@@ -18,7 +18,14 @@ import pandas as pd
 from reprobisect.commands.options import Subparsers
 from reprobisect.errors import FAIL_EXIT, ConfigError, NothingToDoError
 from reprobisect.report.compare import Comparison, compare
-from reprobisect.report.load import Bisect, SkippedFileWarning, load_bisects, load_records, records_frame
+from reprobisect.report.load import (
+    Bisect,
+    SkippedFileWarning,
+    latest_runs,
+    load_bisects,
+    load_records,
+    records_frame,
+)
 from reprobisect.report.markdown import report_markdown
 from reprobisect.report.views import ReportData
 
@@ -44,6 +51,12 @@ def setup_arguments(subparsers: Subparsers) -> None:
         metavar="DIR",
         help="more records roots (other machines) merged into one report; a run_id seen twice once",
     )
+    parser.add_argument(
+        "--latest",
+        action="store_true",
+        help="one record per run (repro, cell, form, fix, repeat): the one that finished last; older records of a "
+        "run recorded again (another session, a fix changed since) are left out",
+    )
     parser.add_argument("--baseline", type=Path, help="records root to compare with")
     parser.add_argument(
         "--threshold",
@@ -67,15 +80,20 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args, error_prefix=PROG)
 
 
-def _load(roots: Sequence[Path]) -> tuple[pd.DataFrame, list[str], list[Path]]:
-    """Records of ``roots`` as a long frame, plus the warnings of skipped files (also printed)."""
+def _load(roots: Sequence[Path], *, latest: bool = False) -> tuple[pd.DataFrame, list[str], list[Path]]:
+    """Records of ``roots`` as a long frame, plus the warnings of skipped files (also printed); ``latest``: the
+    newest record of each run only (``latest_runs``)."""
     missing = [root for root in roots if not root.is_dir()]
     if missing:
         msg = f"{missing[0]}: no such records folder (expected {missing[0] / 'records'}/…/*.json)"
         raise ConfigError(msg)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SkippedFileWarning)
-        frame = records_frame(load_records(roots))
+        loaded = load_records(roots)
+        if latest:
+            loaded, superseded = latest_runs(loaded)
+            print(f"{PROG}: --latest: {superseded} older record(s) of runs recorded again left out", file=sys.stderr)
+        frame = records_frame(loaded)
     skipped = []
     for warning in caught:
         if issubclass(warning.category, SkippedFileWarning):
@@ -133,7 +151,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         msg = f"--fail-on {args.fail_on[0]} needs --baseline DIR to compare with"
         raise ConfigError(msg)
     roots = [args.out, *args.merge]
-    frame, skipped, sources = _load(roots)
+    frame, skipped, sources = _load(roots, latest=args.latest)
     if frame.empty:
         msg = f"no readable records under {', '.join(str(r / 'records') for r in roots)}"
         raise NothingToDoError(msg)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
 import shlex
@@ -31,6 +32,7 @@ __all__ = [
     "Bisect",
     "Loaded",
     "SkippedFileWarning",
+    "latest_runs",
     "load_bisects",
     "load_records",
     "markdown_summary",
@@ -206,6 +208,35 @@ def load_records(roots: Sequence[Path]) -> list[Loaded]:
             seen.add(record.run_id)
             loaded.append(Loaded(record=record, root=base, path=path))
     return loaded
+
+
+def latest_runs(loaded: Sequence[Loaded]) -> tuple[list[Loaded], int]:
+    """One record per run — repro, cell (ranks included), form, fix, repeat — the one that finished last, and how many
+    older ones were left out. Why: records gathered over several sessions (a GPU map built call by call, a fix whose
+    arguments changed and was run again) hold superseded runs that would otherwise stand beside their re-runs as
+    repeats. A record without a readable finish time counts as the oldest."""
+    newest: dict[tuple[str, ...], Loaded] = {}
+    for item in loaded:
+        r = item.record
+        key = (r.repro, str(r.cell.get("id")), r.form, r.fix, str(r.repeat))
+        kept = newest.get(key)
+        if kept is None or _finished(item) >= _finished(kept):
+            newest[key] = item
+    chosen = {id(item) for item in newest.values()}
+    return [item for item in loaded if id(item) in chosen], len(loaded) - len(newest)
+
+
+def _finished(item: Loaded) -> float:
+    """The record's finish time as a POSIX timestamp; -inf where it is missing or not an ISO 8601 time (records are
+    untrusted input: "garbage" must not outrank a real time)."""
+    value = item.record.finished_at
+    try:
+        moment = datetime.datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        moment = None
+    if moment is None:
+        return -math.inf
+    return (moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)).timestamp()
 
 
 def step_times_ms(record: Record) -> list[float]:

@@ -28,6 +28,7 @@ from reprobisect.report.views import (
     reproduce_command,
     sorted_cells,
     step_stats,
+    sweep_transitions,
     varying_axes,
 )
 
@@ -201,6 +202,21 @@ def _first_release_sections(frame: pd.DataFrame) -> list[str]:
     return out
 
 
+def _sweep_transition_sections(frame: pd.DataFrame) -> list[str]:
+    """Where each unit's verdict changes between neighbouring measured releases (``sweep_transitions``)."""
+    out: list[str] = []
+    for axis in varying_axes(frame):
+        table = sweep_transitions(frame, axis)
+        if table.empty:
+            continue
+        held = set(table["held"])
+        title = f"### Where the verdict changes along {axis}" + (f" ({held.pop()})" if len(held) == 1 else "")
+        columns = ["repro", "form", "fix", "from", "to", "before", "after"]
+        note = f"`to` is the first measured {axis} release that behaves as `after`."
+        out += [title, "", note, "", _table(table[columns if len(set(frame["repro"])) > 1 else columns[1:]]), ""]
+    return out
+
+
 def _step_section(frame: pd.DataFrame) -> list[str]:
     stats = step_stats(frame)
     stats = stats[stats["steps"] > 0]
@@ -329,6 +345,7 @@ def report_markdown(data: ReportData, *, limit: int = GITHUB_LIMIT) -> str:
         ("", ["## Transitions (bisect)", "", *transitions, ""] if transitions else []),
         ("", _env_section(frame)),
         ("", _skipped(data.skipped)),
+        ("transitions", _sweep_transition_sections(frame)),
         ("first releases", _first_release_sections(frame)),
         ("step times", _step_section(frame)),
         ("commands", _commands_section(frame)),

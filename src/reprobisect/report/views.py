@@ -18,9 +18,10 @@ from packaging.version import InvalidVersion, Version
 
 from reprobisect.model.outcome import Outcome
 from reprobisect.report.load import AXES, Bisect
-from reprobisect.report.verdicts import KEY, verdicts
+from reprobisect.report.verdicts import KEY, Key, verdicts
 
 if TYPE_CHECKING:
+    from reprobisect.model.verdict import Verdict
     from reprobisect.report.compare import Comparison
     from reprobisect.report.logs import LogExcerpt
 
@@ -37,6 +38,7 @@ __all__ = [
     "reproduce_command",
     "sorted_cells",
     "step_stats",
+    "sweep_transitions",
     "training_note",
     "varying_axes",
 ]
@@ -160,6 +162,56 @@ def first_releases(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
         ),
     )
     return table.iloc[order].reset_index(drop=True)
+
+
+def sweep_transitions(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """Along ``axis``, the other axes held fixed, every pair of neighbouring measured releases between which a unit's
+    verdict changes: its outcome, its signature, or whether it trained. Where a matrix measured every release (a
+    sweep, such as the GPU map of the GAN), these are the bisection's transitions — the first release of each new
+    behaviour is ``to`` — without a probe more; where releases between the two were not measured, the change lies
+    somewhere in ``(from, to]``."""
+    held = [a for a in AXES if a != axis]
+    folded = verdicts(frame)
+    columns = ["repro", "form", "fix", "held", "from", "to", "before", "after"]
+    rows: list[dict[str, Any]] = []
+    for (repro, form, fix, *others), part in frame.groupby(["repro", "form", "fix", *held], sort=False):
+        releases = sorted(set(part[axis]), key=release_key)
+        states = [_state(part[part[axis] == rel], folded, (str(repro), str(form), str(fix))) for rel in releases]
+        rows += [
+            {
+                "repro": repro,
+                "form": form,
+                "fix": fix,
+                "held": ", ".join(f"{a} {v}" for a, v in zip(held, others, strict=True)),
+                "from": releases[i - 1],
+                "to": releases[i],
+                "before": states[i - 1],
+                "after": states[i],
+            }
+            for i in range(1, len(releases))
+            if states[i] != states[i - 1]
+        ]
+    table = pd.DataFrame(rows, columns=columns)
+    fixes = {fix: i for i, fix in enumerate(fix_order(table["fix"]))}
+    order = sorted(
+        range(len(table)),
+        key=lambda i: (
+            table["repro"].iloc[i],
+            table["form"].iloc[i],
+            table["held"].iloc[i],
+            fixes[table["fix"].iloc[i]],
+            release_key(table["to"].iloc[i]),
+        ),
+    )
+    return table.iloc[order].reset_index(drop=True)
+
+
+def _state(runs: pd.DataFrame, folded: dict[Key, Verdict], unit: tuple[str, str, str]) -> str:
+    """One release's verdict of a unit as a transition shows it: glyph, signature id and known name, training."""
+    repro, form, fix = unit
+    verdict = folded[(repro, str(runs["cell"].iloc[0]), form, fix)]
+    known = sorted({str(k) for k in runs["known_signature"] if k})
+    return verdict.label + (f" `{known[0]}`" if len(known) == 1 else "") + training_note(runs)
 
 
 WARM_UP_NOTE = "warm-up excluded: the first tenth of each run's steps, at least one"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -10,7 +11,7 @@ import pandas as pd
 from reprobisect.report.html import report_html
 from reprobisect.report.load import write_frame
 from reprobisect.report.logs import log_excerpts
-from reprobisect.report.markdown import report_markdown
+from reprobisect.report.markdown import GITHUB_LIMIT, report_markdown
 from reprobisect.report.plots import outcome_band, step_time_plot
 from reprobisect.report.views import ReportData, varying_axes
 from reprobisect.util.files import atomic_path, write_atomic
@@ -30,11 +31,13 @@ def plots_for(frame: pd.DataFrame) -> dict[str, bytes]:
     return plots
 
 
-def write_report(data: ReportData, dest: Path) -> list[Path]:
+def write_report(data: ReportData, dest: Path, *, markdown_limit: int = GITHUB_LIMIT) -> list[Path]:
     """Every report file of ``data`` into ``dest``: runs.parquet/csv, plots, report.md/html, changes/timings.
 
     The runs' logs are read here, before rendering (unless ``data`` brings its own excerpts), so that the
-    renderers only lay out what ``data`` holds.
+    renderers only lay out what ``data`` holds. report.md fits an issue (``markdown_limit`` characters); where that
+    left sections out (a map of hundreds of runs: first releases, step times), report-full.md has them all, for a
+    repository or a reader without a browser.
     """
     if not data.logs:
         data = dataclasses.replace(data, logs=log_excerpts(data.frame))
@@ -43,9 +46,15 @@ def write_report(data: ReportData, dest: Path) -> list[Path]:
         write_atomic(dest / name, png, what="a plot")
         written.append(dest / name)
     markdown, page = dest / "report.md", dest / "report.html"
-    write_atomic(markdown, report_markdown(data), what="the Markdown report")
+    short, full = report_markdown(data, limit=markdown_limit), report_markdown(data, limit=sys.maxsize)
+    write_atomic(markdown, short, what="the Markdown report")
     write_atomic(page, report_html(data), what="the HTML report")
     written += [markdown, page]
+    if short != full:
+        write_atomic(dest / "report-full.md", full, what="the whole Markdown report")
+        written.append(dest / "report-full.md")
+    else:  # an earlier report's, which would now tell another story than report.md
+        (dest / "report-full.md").unlink(missing_ok=True)
     if data.comparison is not None:
         for name, table in (("changes.csv", data.comparison.changes), ("timings.csv", data.comparison.timings)):
             with atomic_path(dest / name, what="the comparison") as tmp:

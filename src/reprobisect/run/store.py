@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from reprobisect.errors import RecordError, StorageError
+from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import SCHEMA_VERSION, Record
 from reprobisect.util.files import write_atomic
 
@@ -86,7 +87,8 @@ class Store:
         return write_atomic(path, record.to_json(), what="this record")
 
     def find(self, spec_key: str, repro: str, cell_id: str, form: str, fix: str, repeat: int = 0) -> Record | None:
-        """The stored record of exactly this run (same inputs), or None."""
+        """The stored record of exactly this run (same inputs), or None; None too where the record is an
+        ENV_ERROR (a port taken by another run, a cell that broke): no verdict on the bug, so a re-run retries it."""
         path = self.record_path(repro, cell_id, form, fix, repeat)
         if not path.is_file():
             return None
@@ -94,6 +96,8 @@ class Store:
             record = Record.load(path)
         except RecordError as exc:
             warnings.warn(f"ignoring {exc}", stacklevel=2)
+            return None
+        if record.outcome == Outcome.ENV_ERROR:
             return None
         return record if record.spec_key == spec_key else None
 
