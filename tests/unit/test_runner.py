@@ -7,7 +7,6 @@ import io
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -23,7 +22,6 @@ from reprobisect.run.runner import (
     ChildResult,
     ChildSpec,
     _CappedLog,
-    free_port,
     parse_event,
     parse_events,
     run_child,
@@ -427,10 +425,3 @@ def test_events_are_found_after_other_text_and_in_order() -> None:
         ]
     )
     assert [e["event"] for e in parse_events(log)] == ["a", "b"]
-
-
-def test_a_free_port_can_be_bound_on_loopback() -> None:
-    port = free_port()
-    assert 1024 <= port <= 65535
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", port))

@@ -27,7 +27,8 @@ from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.signature import Signature, normalize_message
 from reprobisect.run.classify import classify
 from reprobisect.run.events import RankReport, read_events
-from reprobisect.run.runner import ChildSpec, free_port, run_child, scrubbed_environ
+from reprobisect.run.ports import free_port
+from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
 from reprobisect.run.store import Store
 from reprobisect.util.cmd import run_tool

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -30,7 +29,6 @@ __all__ = [
     "MAX_EVENT_LINE",
     "ChildResult",
     "ChildSpec",
-    "free_port",
     "parse_event",
     "parse_events",
     "run_child",
@@ -98,13 +96,6 @@ def _secret_looking(name: str, value: str) -> bool:
         or any(word in upper for word in _SECRET_WORDS)
         or bool(URL_CREDENTIALS.search(value))
     )
-
-
-def free_port() -> int:
-    """A TCP port free on the loopback interface now (for MASTER_PORT)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
