@@ -232,6 +232,28 @@ def test_html_autoescapes_whatever_a_record_says() -> None:
     assert HOSTILE in titles and any(t.endswith('" onmouseover="alert(4)') for t in titles)
 
 
+def test_html_shows_where_verdicts_change_and_which_passes_trained_and_escapes_both() -> None:
+    """The page has what report.md has: a sweep's verdict changes between neighbouring releases (here a hostile
+    known name on 0.19.8's runs, shown as text) and, on a passing cell whose runs checked their training, "trains"
+    with the deviations."""
+    data = _data("releases")
+    frame = data.frame
+    late = frame["deepspeed"] == "0.19.8"
+    frame = frame.assign(
+        known_signature=[HOSTILE if is_late else k for is_late, k in zip(late, frame["known_signature"], strict=True)],
+        trains=["yes" if o == "PASS" else "" for o in frame["outcome"]],
+        deviation_D=0.053,
+        deviation_G=0.024,
+    )
+    page = report_html(dataclasses.replace(data, frame=frame))
+    parsed = _assert_inert(page)
+    text = "".join(parsed.text)
+    assert 'id="sweeps"' in page and "Where the verdict changes" in text and "Along deepspeed" in text
+    assert HOSTILE in text and "<script>alert(1)" not in page  # the hostile name as text in a transition
+    assert "0.17.0" in text and " trains (D 5%, G 2%)" in text
+    assert 'href="#sweeps"' in page  # in the page's navigation
+
+
 def _refuse(*args: object, **kwargs: object) -> None:
     msg = f"the renderer opened a file: {args[:1]!r}"
     raise AssertionError(msg)

@@ -38,6 +38,8 @@ from reprobisect.report.views import (
     reproduce_command,
     sorted_cells,
     step_stats,
+    sweep_transitions,
+    training_note,
     varying_axes,
 )
 
@@ -47,6 +49,7 @@ _NOT_READ = LogExcerpt(tail="(log not read for this report)", lines=0, traceback
 _NAV = {
     "comparison": "comparison",
     "transitions": "transitions",
+    "sweeps": "verdict changes",
     "env-errors": "ENV_ERROR",
     "skipped": "skipped files",
     "plots": "plots",
@@ -99,7 +102,13 @@ def _matrix(frame: pd.DataFrame, repro: str, form: str) -> dict[str, Any]:
     folded, labels = verdicts(part), cell_labels(frame)
     fixes = fix_order(part["fix"])
     rows = [
-        {"cell": str(cell), "label": labels[cell], "verdicts": [folded.get((repro, cell, form, f)) for f in fixes]}
+        {
+            "cell": str(cell),
+            "label": labels[cell],
+            "verdicts": [folded.get((repro, cell, form, f)) for f in fixes],
+            # "it ran" and "it trained" must not look alike: the repro's own training check, where it has one
+            "notes": [training_note(part[(part["cell"] == cell) & (part["fix"] == f)]) for f in fixes],
+        }
         for cell in sorted_cells(part)
     ]
     return {
@@ -177,6 +186,20 @@ def _bisect(bisect: Bisect) -> dict[str, Any]:
         for t in bisect.data["transitions"]
     ]
     return {"summary": head.removeprefix("- ").replace("**", "").replace("`", ""), "transitions": transitions}
+
+
+def _sweeps(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per axis that varies, where each unit's verdict changes between neighbouring releases (``sweep_transitions``),
+    in plain text (the Markdown's code marks dropped)."""
+    out = []
+    for axis in varying_axes(frame):
+        table = sweep_transitions(frame, axis)
+        if table.empty:
+            continue
+        columns = ("repro", "form", "fix", "held", "from", "to", "before", "after")
+        rows = [{k: _cell(str(r[k]).replace("`", "")) for k in columns} for r in _records(table)]
+        out.append({"axis": axis, "rows": rows})
+    return out
 
 
 def _env_errors(frame: pd.DataFrame) -> list[dict[str, str]]:
@@ -273,6 +296,7 @@ def _page(data: ReportData) -> dict[str, Any]:
     runs = _records(frame.sort_values([*KEY, "repeat"]))
     sections = {
         "matrices": _matrices(frame),
+        "sweeps": _sweeps(frame),
         "comparison": _comparison(data),
         "plots": _plots(data.plots),
         "steps": _steps(frame),
@@ -291,6 +315,7 @@ def _nav(context: Mapping[str, Any]) -> list[tuple[str, str]]:
     present = {
         "comparison": context["comparison"] is not None,
         "transitions": bool(context["bisects"]),
+        "sweeps": bool(context["sweeps"]),
         "env-errors": bool(context["env_errors"]),
         "skipped": bool(context["skipped"]),
         "plots": bool(context["plots"]),
@@ -337,6 +362,7 @@ def report_html(data: ReportData, *, title: str | None = None) -> str:
         "warm_up_note": WARM_UP_NOTE,
         "severity": SEVERITY,
         "bisects": [_bisect(b) for b in data.bisects],
+        "sweeps": [],
         "env_errors": _env_errors(frame),
         "skipped": [str(s) for s in data.skipped],
         "runs": [],
