@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from reprobisect.model.record import Record
+from reprobisect.model.signature import Signature
 from reprobisect.report.load import (
     AXES,
     SkippedFileWarning,
@@ -154,3 +155,34 @@ def test_latest_keeps_the_newest_record_of_each_run_and_distrusts_hostile_times(
     assert sorted(item.record.run_id for item in kept) == ["new", "once"]
     assert superseded == len(loaded) - 2 == 5
     assert latest_runs([]) == ([], 0)
+
+
+def test_a_record_older_than_the_catalogue_gets_the_bug_name_it_would_get_today(tmp_path: Path) -> None:
+    """The GPU map mixes sessions: BatchNorm's CUDA wording became `buffers-fp32-batchnorm` after some runs recorded
+    it nameless. The report names such a bug from today's catalogue; the record's own name wins; an "env" match is
+    not named on a run judged otherwise (outcomes are never re-judged); a 1 MB hostile message is only text."""
+    source = Record.load(next((RECORDS / "baseline" / "records").rglob("*none__r0.json")))
+    batchnorm = Signature(
+        exception="RuntimeError",
+        message="Expected running_mean to have type Half but got Float",
+        frames=("torch.autograd.graph:_engine_run_backward",),
+    )
+    port = Signature(exception="RuntimeError", message="EADDRINUSE: address already in use")
+    huge = Signature(exception="RuntimeError", message="Expected running_mean " + "(a|a)*" * 150_000)
+    cases = {
+        "old": (batchnorm, None, "buffers-fp32-batchnorm"),
+        "own": (batchnorm, "its-own-name", "its-own-name"),
+        "env": (port, None, ""),
+        "huge": (huge, None, ""),
+    }
+    for run_id, (signature, known, _) in cases.items():
+        record = dataclasses.replace(
+            source, run_id=run_id, fix=run_id, outcome="OTHER_FAILURE", signature=signature, known_signature=known
+        )
+        dest = tmp_path / "records" / record.repro / record.cell["id"] / f"{run_id}.json"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(record.to_json())
+    frame = records_frame(load_records([tmp_path])).set_index("run_id")
+    for run_id, (_, _, expected) in cases.items():
+        assert frame.loc[run_id, "known_signature"] == expected, run_id
+        assert frame.loc[run_id, "outcome"] == "OTHER_FAILURE"

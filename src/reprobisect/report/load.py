@@ -24,6 +24,7 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, warm_up_steps
 from reprobisect.model.signature import Signature
 from reprobisect.model.verdict import fold_repeats
+from reprobisect.run.classify import find_known
 from reprobisect.run.store import inside
 from reprobisect.util.files import atomic_path
 
@@ -271,9 +272,22 @@ def _rerun_text(words: Sequence[str]) -> str:
     return shlex.join(words)
 
 
+def _known_now(record: Record) -> tuple[str, str]:
+    """The known name and upstream reports of a record's failure: the record's own, or, for a record made before the
+    catalogue knew that failure (the GPU map mixes sessions), the bug the catalogue names it today. Only a "bug":
+    an "env" match would say ENV_ERROR of a run whose outcome was judged otherwise; outcomes are never re-judged."""
+    if record.known_signature or record.signature is None or record.outcome == Outcome.PASS:
+        return record.known_signature or "", ", ".join(record.upstream)
+    known = find_known(record.signature)
+    if known is None or known.kind != "bug":
+        return "", ", ".join(record.upstream)
+    return known.name, ", ".join(known.upstream)
+
+
 def _row(item: Loaded) -> dict[str, Any]:
     r = item.record
     sig = r.signature
+    known, upstream = _known_now(r)
     steps = step_times_ms(r)
     first = r.first_step_seconds
     memory = r.peak_gpu_memory_bytes or r.peak_rss_bytes
@@ -294,8 +308,8 @@ def _row(item: Loaded) -> dict[str, Any]:
         "glyph": Outcome(r.outcome).glyph,
         "signature_id": sig.id if sig else "",
         "signature": sig.text if sig else "",
-        "known_signature": r.known_signature or "",
-        "upstream": ", ".join(r.upstream),
+        "known_signature": known,
+        "upstream": upstream,
         "failing_step": "" if r.failing_step is None else str(r.failing_step),
         **_training(r.training),
         "exit_code": r.exit_code,
