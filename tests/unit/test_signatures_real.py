@@ -49,7 +49,7 @@ def test_the_report_signature_on_0_16_4_in_both_forms_fp32_bf16_and_full_size() 
     ("version", "known"),
     [
         ("0.16.4", "zero-ipg-buffer-none"),
-        ("0.17.0", None),
+        ("0.17.0", "zero-param-already-reduced"),
         ("0.18.2", "zero-epilogue-none-iterable"),
         ("0.19.8", "buffers-fp32-batchnorm"),
     ],
