@@ -150,18 +150,7 @@ def first_releases(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
                 }
             )
     table = pd.DataFrame(rows, columns=["repro", "form", "fix", "held", "outcome", "first", "last", "releases", "of"])
-    fixes = {fix: i for i, fix in enumerate(fix_order(table["fix"]))}
-    order = sorted(
-        range(len(table)),
-        key=lambda i: (
-            table["repro"].iloc[i],
-            table["form"].iloc[i],
-            table["held"].iloc[i],
-            fixes[table["fix"].iloc[i]],
-            release_key(table["first"].iloc[i]),
-        ),
-    )
-    return table.iloc[order].reset_index(drop=True)
+    return _in_unit_order(table, "first")
 
 
 def sweep_transitions(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
@@ -192,18 +181,7 @@ def sweep_transitions(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
             if states[i] != states[i - 1]
         ]
     table = pd.DataFrame(rows, columns=columns)
-    fixes = {fix: i for i, fix in enumerate(fix_order(table["fix"]))}
-    order = sorted(
-        range(len(table)),
-        key=lambda i: (
-            table["repro"].iloc[i],
-            table["form"].iloc[i],
-            table["held"].iloc[i],
-            fixes[table["fix"].iloc[i]],
-            release_key(table["to"].iloc[i]),
-        ),
-    )
-    return table.iloc[order].reset_index(drop=True)
+    return _in_unit_order(table, "to")
 
 
 def _state(runs: pd.DataFrame, folded: dict[Key, Verdict], unit: tuple[str, str, str]) -> str:
@@ -212,6 +190,22 @@ def _state(runs: pd.DataFrame, folded: dict[Key, Verdict], unit: tuple[str, str,
     verdict = folded[(repro, str(runs["cell"].iloc[0]), form, fix)]
     known = sorted({str(k) for k in runs["known_signature"] if k})
     return verdict.label + (f" `{known[0]}`" if len(known) == 1 else "") + training_note(runs)
+
+
+def _in_unit_order(table: pd.DataFrame, release: str) -> pd.DataFrame:
+    """Rows by repro, form, held axes, fix (``none`` first) and then the release in column ``release``."""
+    fixes = {fix: i for i, fix in enumerate(fix_order(table["fix"]))}
+    order = sorted(
+        range(len(table)),
+        key=lambda i: (
+            table["repro"].iloc[i],
+            table["form"].iloc[i],
+            table["held"].iloc[i],
+            fixes[table["fix"].iloc[i]],
+            release_key(table[release].iloc[i]),
+        ),
+    )
+    return table.iloc[order].reset_index(drop=True)
 
 
 WARM_UP_NOTE = "warm-up excluded: the first tenth of each run's steps, at least one"
