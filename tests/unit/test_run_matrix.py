@@ -572,3 +572,46 @@ def test_a_pasted_script_gets_a_one_process_distributed_env_on_cuda_too() -> Non
     script = SCRIPTS / "triage" / "fabric_deepspeed_pasted.py"
     repro = script_repro(script, expect=None, shim=False)
     assert repro.forms["cuda"].distributed_env and repro.forms["cpu-deepspeed"].distributed_env
+
+
+def test_ctrl_c_with_several_jobs_stops_the_running_children_and_starts_no_other(tmp_path: Path) -> None:
+    """A real SIGINT to the harness while two runs sleep in worker threads: both child groups stop within seconds
+    (before: the pool waited for each child's own end, up to its timeout; the H200 matrix was killed 30 s after its
+    SIGINT) and the queued third unit never starts."""
+    import os
+    import signal
+    import time
+
+    from reprobisect.run.runner import ChildSpec, run_child
+
+    started: list[int] = []
+
+    def run(unit: int) -> Record:
+        started.append(unit)
+        spec = ChildSpec(
+            argv=(sys.executable, "-c", "import time; time.sleep(120)"),
+            env={"PATH": os.environ.get("PATH", os.defpath)},
+            cwd=tmp_path,
+            log_path=tmp_path / "logs" / f"{unit}.log",
+            timeout=120,
+            grace=0.2,
+        )
+        run_child(spec)
+        raise AssertionError("a stopped run returned")  # pragma: no cover - only if the stop failed
+
+    def interrupt_when_both_run() -> None:
+        while len(started) < 2:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_both_run, daemon=True).start()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            matrix._in_parallel(run, [0, 1, 2], 2)  # type: ignore[arg-type]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert time.monotonic() - start < 15
+    assert sorted(started) == [0, 1]

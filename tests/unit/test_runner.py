@@ -26,6 +26,7 @@ from reprobisect.run.runner import (
     parse_events,
     run_child,
     scrubbed_environ,
+    stoppable_children,
 )
 from tests.conftest import SCRIPTS
 
@@ -425,3 +426,32 @@ def test_events_are_found_after_other_text_and_in_order() -> None:
         ]
     )
     assert [e["event"] for e in parse_events(log)] == ["a", "b"]
+
+
+def test_an_interrupt_stops_the_children_that_other_threads_wait_for(tmp_path: Path) -> None:
+    """--jobs > 1: Ctrl-C reaches the main thread only; inside stoppable_children every worker's child group (its
+    grandchild that ignores SIGINT and SIGTERM included) is stopped within seconds, not at the run's timeout, and
+    each worker hears an interrupt, so no record is made for a stopped run."""
+    import concurrent.futures
+
+    pids = [tmp_path / f"grandchild-{i}.pid" for i in range(2)]
+    script = str(SCRIPTS / "sleeps_with_grandchild.py")
+    specs = [
+        _spec(tmp_path, [PY, script, str(pid)], timeout=120, grace=0.2, log_path=tmp_path / "logs" / f"{i}.log")
+        for i, pid in enumerate(pids)
+    ]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(run_child, spec) for spec in specs]
+        deadline = time.monotonic() + 20
+        while not all(p.is_file() and p.read_text() for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt), stoppable_children(lambda: concurrent.futures.wait(futures, 10)):
+            raise KeyboardInterrupt  # what the main thread gets
+        for future in futures:
+            with pytest.raises(KeyboardInterrupt):
+                future.result(timeout=0)
+    assert time.monotonic() - start < 10
+    assert all(_gone(int(p.read_text())) for p in pids)
+    # after the block a run is not stopped (the stop does not outlive it: it once interrupted every later test)
+    assert run_child(_spec(tmp_path, [PY, "-c", "import time; time.sleep(0.6)"])).exit_code == 0

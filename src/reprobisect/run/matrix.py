@@ -12,7 +12,7 @@ import concurrent.futures
 import dataclasses
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -32,6 +32,7 @@ from reprobisect.model.record import Record
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.run.console import WIDTH, cut, heartbeat, known_name
 from reprobisect.run.execute import RunSpec, execute, unrun_record
+from reprobisect.run.runner import stoppable_children
 from reprobisect.run.sandbox import Confinement, Sandbox
 from reprobisect.run.select import detect_cuda, select_fixes, select_forms
 from reprobisect.run.store import Store
@@ -646,8 +647,19 @@ def _run_units(
 
     if request.jobs <= 1:
         return [run(unit) for unit in units]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=request.jobs) as pool:
-        return list(pool.map(run, units))
+    return _in_parallel(run, units, request.jobs)
+
+
+def _in_parallel(run: Callable[[Unit], Record], units: Sequence[Unit], jobs: int) -> list[Record]:
+    """``run`` over ``units``, ``jobs`` at a time, in order; on an interrupt every running child is stopped and no
+    further unit starts (see ``stoppable_children``)."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+    try:
+        # on an interrupt: cancel the units not started, wait for the running ones to stop their children
+        with stoppable_children(on_interrupt=lambda: pool.shutdown(wait=True, cancel_futures=True)):
+            return list(pool.map(run, units))
+    finally:
+        pool.shutdown(wait=True)
 
 
 def _matrix_cell_id(unit: Unit) -> str:

@@ -33,6 +33,7 @@ __all__ = [
     "parse_events",
     "run_child",
     "scrubbed_environ",
+    "stoppable_children",
 ]
 
 EVENT_MARK = "@@repro "
@@ -304,18 +305,49 @@ def run_child(spec: ChildSpec) -> ChildResult:
     )
 
 
+_STOP = threading.Event()
+_STOP_POLL = 0.25  # seconds: how soon a run waiting in another thread hears stop_children()
+
+
+@contextlib.contextmanager
+def stoppable_children(on_interrupt: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """Runs that wait in worker threads (``--jobs`` > 1): a KeyboardInterrupt (Ctrl-C, SIGTERM, a ``timeout``'s
+    SIGINT) reaches the main thread only, and each worker would wait for its child to end on its own, up to the
+    run's timeout (seen on the H200: a matrix killed 30 s after its SIGINT). An interrupt inside this block makes
+    every ``run_child`` of another thread stop its child's group at once, as it stops its own, and raise the
+    interrupt there too (no record is made for a stopped run); ``on_interrupt`` waits for those threads before the
+    interrupt propagates. Outside the block, runs are never stopped this way."""
+    _STOP.clear()
+    try:
+        yield
+    except KeyboardInterrupt:
+        _STOP.set()
+        on_interrupt()
+        raise
+    finally:
+        _STOP.clear()
+
+
 def _wait(process: subprocess.Popen[bytes], spec: ChildSpec, start: float) -> None:
-    """Wait for the child until ``spec.timeout``, calling the heartbeat between slices of the wait."""
+    """Wait for the child until ``spec.timeout``, calling the heartbeat between slices of the wait; a stop of
+    ``stoppable_children`` in another thread is an interrupt here."""
     deadline = start + spec.timeout
+    last_beat = start
     while True:
-        remaining = deadline - time.perf_counter()
+        if _STOP.is_set():
+            raise KeyboardInterrupt
+        now = time.perf_counter()
+        remaining = deadline - now
         if remaining <= 0:
             raise subprocess.TimeoutExpired(process.args, spec.timeout)
+        slice_ = min(remaining, _STOP_POLL, spec.heartbeat_every if spec.heartbeat else remaining)
         try:
-            process.wait(timeout=min(remaining, spec.heartbeat_every) if spec.heartbeat else remaining)
+            process.wait(timeout=slice_)
         except subprocess.TimeoutExpired:
-            if spec.heartbeat is not None and time.perf_counter() < deadline:
-                spec.heartbeat(time.perf_counter() - start)
+            now = time.perf_counter()
+            if spec.heartbeat is not None and now < deadline and now - last_beat >= spec.heartbeat_every:
+                last_beat = now
+                spec.heartbeat(now - start)
             continue
         return
 
