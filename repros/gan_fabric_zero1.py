@@ -594,6 +594,7 @@ def main():
     dataloader = fabric.setup_dataloaders(dataloader)
 
     cfg = fabric.strategy.config if isinstance(fabric.strategy, DeepSpeedStrategy) else {}
+    clipping = _clipping(modelD)  # what the engine does, DeepSpeed's default included
     zero = cfg.get("zero_optimization", {})
     fixes = [
         f
@@ -626,7 +627,7 @@ def main():
                 "overlap_comm": zero.get("overlap_comm"),
                 "contiguous_gradients": zero.get("contiguous_gradients"),
                 "buffer_dtype": cfg.get("data_types", {}).get("buffer_dtype"),
-                "gradient_clipping": _clipping(modelD),  # what the engine does, DeepSpeed's default included
+                "gradient_clipping": clipping,
                 "fixes": fixes,
                 "device": str(fabric.device),
                 "accelerator": type(fabric.accelerator).__name__,
@@ -721,7 +722,7 @@ def main():
         min_scale = cfg.get("fp16", {}).get("min_loss_scale", 1) if cfg.get("fp16", {}).get("enabled") else None
         after = {"G": _flat(origG), "D": _flat(origD)}
         verdict = training_verdict(
-            args, losses, reference, before, after, scales, min_scale, skips, reference_skipped, _clipping(modelD)
+            args, losses, reference, before, after, scales, min_scale, skips, reference_skipped, clipping
         )
         print("@@repro " + json.dumps({"event": "training", **verdict}), flush=True)
         if not verdict["trains"]:

@@ -38,7 +38,7 @@ from reprobisect.report.views import (
     reproduce_command,
     sorted_cells,
     step_stats,
-    sweep_transitions,
+    sweep_tables,
     training_note,
     varying_axes,
 )
@@ -189,17 +189,13 @@ def _bisect(bisect: Bisect) -> dict[str, Any]:
 
 
 def _sweeps(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per axis that varies, where each unit's verdict changes between neighbouring releases (``sweep_transitions``),
-    in plain text (the Markdown's code marks dropped)."""
-    out = []
-    for axis in varying_axes(frame):
-        table = sweep_transitions(frame, axis)
-        if table.empty:
-            continue
-        columns = ("repro", "form", "fix", "held", "from", "to", "before", "after")
-        rows = [{k: _cell(str(r[k]).replace("`", "")) for k in columns} for r in _records(table)]
-        out.append({"axis": axis, "rows": rows})
-    return out
+    """Where each unit's verdict changes between neighbouring releases (``sweep_tables``), in plain text (the
+    Markdown's code marks dropped)."""
+    columns = ("repro", "form", "fix", "held", "from", "to", "before", "after")
+    return [
+        {"axis": axis, "rows": [{k: _cell(str(r[k]).replace("`", "")) for k in columns} for r in _records(table)]}
+        for axis, table in sweep_tables(frame)
+    ]
 
 
 def _env_errors(frame: pd.DataFrame) -> list[dict[str, str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from reprobisect.report.views import (
     reproduce_command,
     sorted_cells,
     step_stats,
-    sweep_transitions,
+    sweep_tables,
     varying_axes,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "fit_limit",
     "md_safe",
     "report_markdown",
+    "report_markdowns",
     "safe_data",
     "safe_frame",
     "transition_lines",
@@ -203,12 +205,9 @@ def _first_release_sections(frame: pd.DataFrame) -> list[str]:
 
 
 def _sweep_transition_sections(frame: pd.DataFrame) -> list[str]:
-    """Where each unit's verdict changes between neighbouring measured releases (``sweep_transitions``)."""
+    """Where each unit's verdict changes between neighbouring measured releases (``sweep_tables``)."""
     out: list[str] = []
-    for axis in varying_axes(frame):
-        table = sweep_transitions(frame, axis)
-        if table.empty:
-            continue
+    for axis, table in sweep_tables(frame):
         held = set(table["held"])
         title = f"### Where the verdict changes along {axis}" + (f" ({held.pop()})" if len(held) == 1 else "")
         columns = ["repro", "form", "fix", "from", "to", "before", "after"]
@@ -325,12 +324,25 @@ def report_markdown(data: ReportData, *, limit: int = GITHUB_LIMIT) -> str:
 
     Safe to post as an issue body: text from runs and records goes through :func:`md_safe`, and the whole
     is at most ``limit`` characters."""
+    return _fit(_sections(data), limit)
+
+
+def report_markdowns(data: ReportData, *, limit: int = GITHUB_LIMIT) -> tuple[str, str | None]:
+    """``report_markdown``'s text and, where fitting it to ``limit`` left sections out, the whole text (else None);
+    the sections are made once for both."""
+    sections = _sections(data)
+    short, whole = _fit(sections, limit), _fit(sections, sys.maxsize)
+    return short, (whole if whole != short else None)
+
+
+def _sections(data: ReportData) -> list[tuple[str, list[str]]]:
+    """The report's sections in order, each with the name it is left out by (``""``: never left out)."""
     data = safe_data(data)
     frame = data.frame
     repros = ", ".join(sorted(set(frame["repro"]))) or "no runs"
     head = [f"# reprobisect report: {repros}", ""]
     if frame.empty:
-        return "\n".join([*head, "No readable records were found.", *_skipped(data.skipped)])
+        return [("", [*head, "No readable records were found.", *_skipped(data.skipped)])]
     head += [
         f"**Environment**: {environment_line(frame)}.",
         "",
@@ -338,7 +350,7 @@ def report_markdown(data: ReportData, *, limit: int = GITHUB_LIMIT) -> str:
         "",
     ]
     transitions = [line for b in data.bisects for line in transition_lines(b)]
-    sections: list[tuple[str, list[str]]] = [
+    return [
         ("", head),
         ("", _matrix_sections(frame)),
         ("", _comparison_section(data)),
@@ -350,7 +362,6 @@ def report_markdown(data: ReportData, *, limit: int = GITHUB_LIMIT) -> str:
         ("step times", _step_section(frame)),
         ("commands", _commands_section(frame)),
     ]
-    return _fit(sections, limit)
 
 
 def _skipped(skipped: Sequence[str]) -> list[str]:

@@ -38,6 +38,7 @@ __all__ = [
     "reproduce_command",
     "sorted_cells",
     "step_stats",
+    "sweep_tables",
     "sweep_transitions",
     "training_note",
     "varying_axes",
@@ -182,6 +183,12 @@ def sweep_transitions(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
         ]
     table = pd.DataFrame(rows, columns=columns)
     return _in_unit_order(table, "to")
+
+
+def sweep_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """``sweep_transitions`` along each axis that varies, where it found a change: what both reports show."""
+    tables = [(axis, sweep_transitions(frame, axis)) for axis in varying_axes(frame)]
+    return [(axis, table) for axis, table in tables if not table.empty]
 
 
 def _state(runs: pd.DataFrame, folded: dict[Key, Verdict], unit: tuple[str, str, str]) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +10,7 @@ import pandas as pd
 from reprobisect.report.html import report_html
 from reprobisect.report.load import write_frame
 from reprobisect.report.logs import log_excerpts
-from reprobisect.report.markdown import GITHUB_LIMIT, report_markdown
+from reprobisect.report.markdown import GITHUB_LIMIT, report_markdowns
 from reprobisect.report.plots import outcome_band, step_time_plot
 from reprobisect.report.views import ReportData, varying_axes
 from reprobisect.util.files import atomic_path, write_atomic
@@ -46,11 +45,11 @@ def write_report(data: ReportData, dest: Path, *, markdown_limit: int = GITHUB_L
         write_atomic(dest / name, png, what="a plot")
         written.append(dest / name)
     markdown, page = dest / "report.md", dest / "report.html"
-    short, full = report_markdown(data, limit=markdown_limit), report_markdown(data, limit=sys.maxsize)
+    short, full = report_markdowns(data, limit=markdown_limit)
     write_atomic(markdown, short, what="the Markdown report")
     write_atomic(page, report_html(data), what="the HTML report")
     written += [markdown, page]
-    if short != full:
+    if full is not None:
         write_atomic(dest / "report-full.md", full, what="the whole Markdown report")
         written.append(dest / "report-full.md")
     else:  # an earlier report's, which would now tell another story than report.md

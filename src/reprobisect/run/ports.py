@@ -58,14 +58,13 @@ def _any_port() -> int:
 def free_port(range_file: Path = EPHEMERAL_RANGE_FILE) -> int:
     """A TCP port free on the loopback interface now, outside the ephemeral range where there is one, and not one
     this process gave out among its last RECENT; the kernel's choice (``bind(0)``) where no such port is found."""
-    ports = listen_range(range_file)
+    ports = listen_range(range_file) or ()
     with _lock:
         taken = set(_recent)
-        for _ in range(_ATTEMPTS if ports else 0):
-            port = _random.choice(ports)  # type: ignore[arg-type]
-            if port not in taken and _bindable(port):
-                break
-        else:
-            port = next((p for p in (_any_port() for _ in range(_ATTEMPTS)) if p not in taken), _any_port())
+        below = (_random.choice(ports) for _ in range(_ATTEMPTS if ports else 0))
+        kernels = (_any_port() for _ in range(_ATTEMPTS))
+        port = next((p for p in below if p not in taken and _bindable(p)), None)
+        if port is None:
+            port = next((p for p in kernels if p not in taken), _any_port())
         _recent.append(port)
     return port

@@ -340,9 +340,8 @@ def _wait(process: subprocess.Popen[bytes], spec: ChildSpec, start: float) -> No
         remaining = deadline - now
         if remaining <= 0:
             raise subprocess.TimeoutExpired(process.args, spec.timeout)
-        slice_ = min(remaining, _STOP_POLL, spec.heartbeat_every if spec.heartbeat else remaining)
         try:
-            process.wait(timeout=slice_)
+            process.wait(timeout=min(remaining, _STOP_POLL, spec.heartbeat_every))
         except subprocess.TimeoutExpired:
             now = time.perf_counter()
             if spec.heartbeat is not None and now < deadline and now - last_beat >= spec.heartbeat_every:
