@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -126,3 +128,19 @@ def test_a_pin_with_a_token_is_stored_redacted_everywhere(tmp_path: Path) -> Non
     assert "ghp_FAKETOKEN9" not in text and "git+https://***@github.com/o/DeepSpeed@main" in text
     summary = write_atomic(tmp_path / "summary.md", f"Reproduce: `nox -s repro_gan -- --deepspeed {pin}`")
     assert "ghp_FAKETOKEN9" not in summary.read_text()
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_a_written_file_has_the_mode_the_users_umask_gives(tmp_path: Path, umask: int, mode: int) -> None:
+    """Not mkstemp's 0600: a report folder shared with a team or served over HTTP must be readable as the user's
+    umask says; a user who wants the records private sets a umask of 077."""
+    old = os.umask(umask)
+    try:
+        written = write_atomic(tmp_path / "report.md", "# report\n")
+        with atomic_path(tmp_path / "runs.parquet") as tmp:
+            tmp.write_bytes(b"PAR1")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(written.stat().st_mode) == mode
+    assert stat.S_IMODE((tmp_path / "runs.parquet").stat().st_mode) == mode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "runs.parquet"]  # no temporary left

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,12 +30,10 @@ def atomic_path(path: Path, *, what: str = "this file") -> Iterator[Path]:
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
+        tmp = _new_file_beside(path)
     except OSError as exc:
         msg = f"{path}: cannot write {what} ({exc.strerror or exc}); the files written before it are intact"
         raise StorageError(msg) from exc
-    tmp = Path(name)
     try:
         yield tmp
         with tmp.open("rb") as handle:
@@ -47,6 +45,20 @@ def atomic_path(path: Path, *, what: str = "this file") -> Iterator[Path]:
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def _new_file_beside(path: Path) -> Path:
+    """An empty file of a fresh name in ``path``'s folder, with the mode a plain ``open()`` gives (0666 less the
+    umask). Why not ``tempfile.mkstemp``: its 0600 would become the report's mode, and a report folder shared
+    with a team or served by a web server could not be read by anyone else."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def write_atomic(path: Path, data: str | bytes, *, what: str = "this file") -> Path:
