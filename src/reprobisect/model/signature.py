@@ -36,7 +36,9 @@ _RANK_PREFIX = re.compile(r"^\[?rank\d+\]?:\s?")
 _NORMALIZERS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.+@-]+){2,}[\\/]?"), "<path>"),
-    (re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)*(?:[eE][-+]?\d+)?(?![\w])"), "N"),
+    # a number ends where a letter or digit does not follow; "_" may follow: a cell id's versions
+    # ("deepspeed-0.17.2_lightning") become N whole, not "N.2"
+    (re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)*(?:[eE][-+]?\d+)?(?![^\W_])"), "N"),
     (re.compile(r"\s+"), " "),
 )
 
