@@ -103,3 +103,33 @@ def test_a_lightning_test_run_by_pytest_is_signed_with_its_own_exception() -> No
     assert result.signature.exception == "AssertionError"
     assert result.signature.message.startswith("Must specify the number of layers with contiguous memory checkpointing")
     assert "deepspeed.runtime.activation_checkpointing.checkpointing:configure" in result.signature.frames
+
+
+@pytest.mark.parametrize(
+    ("name", "known"),
+    [
+        # the GAN's zero-stage-0 fix on 0.18.3-0.19.1: D's stage-0 engine refuses G's backward through it
+        ("gan_fabric_zero1__ds-0.18.3__zero-stage-0-16-mixed__h200.log", "foreign-backward-zero0"),
+        # the GAN's freeze-d fix in bf16 on 0.18.5-0.19.1: D's backward epilogue meets its unallocated ipg bucket
+        ("gan_fabric_zero1__ds-0.18.5__freeze-d-bf16__h200.log", "zero-ipg-buffer-empty"),
+    ],
+)
+def test_the_h200_maps_failures_of_the_gan_fixes_have_names(name: str, known: str) -> None:
+    """The two failures call 7 of the H200 map left unnamed: bugs (a verdict), not the report's own signature."""
+    result = classify(
+        exit_code=1, timed_out=False, log=(TRACEBACKS / name).read_text(), expected="zero-ipg-buffer-none"
+    )
+    assert result.outcome.value == "OTHER_FAILURE"
+    assert result.known is not None and result.known.name == known and result.known.kind == "bug"
+
+
+def test_an_index_error_elsewhere_is_not_the_ipg_bucket() -> None:
+    """zero-ipg-buffer-empty needs DeepSpeed's reduce_ipg_grads frame: a user's own IndexError stays unnamed."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/site-packages/lightning/fabric/fabric.py", line 1, in backward\n'
+        "    x = y[3]\n"
+        "IndexError: list index out of range\n"
+    )
+    result = classify(exit_code=1, timed_out=False, log=log, expected=None)
+    assert result.outcome.value == "OTHER_FAILURE" and result.known is None
