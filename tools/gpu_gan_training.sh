@@ -33,7 +33,7 @@ if [ -n "${DDP_RELEASE:-}" ]; then  # the report's code under plain ddp, no Deep
       --form "$forms" --fix ddp --fix-args "ddp=--strategy ddp" --wheelhouse .whl --jobs 2 --envs /tmp/cells \
       --out /tmp/gt 2>&1 | tee "$out/ddp.log"
 fi
-# REPRO=zero3 (FIXES=none,torch-adam,bf16 FORMS=cuda) runs the other canonical repro the same way: the H200 map
+# REPRO=zero3 (FIXES=none,torch-adam,bf16 FORMS=cuda,cuda-bf16) runs the other canonical repro the same way: the H200 map
 repro=${REPRO:-gan}
 control=()
 if [ "$repro" = gan ]; then control=(--fix-args "control=--freeze-d --control-d-one-loss"); fi
