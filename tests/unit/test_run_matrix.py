@@ -4,6 +4,7 @@ on a second run, a failed build's units ENV_ERROR, unbuildable cells recorded, a
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import sys
 import tempfile
 import threading
@@ -330,6 +331,9 @@ def test_a_failed_build_makes_its_units_env_error_and_the_rest_run(tmp_path: Pat
     for record in failed:
         log = tmp_path / "out" / record.log_path
         assert log.is_file() and "failed (exit 1)" in log.read_text()
+        # dated like a run: report --latest ranks it by when it was decided, not below every older record
+        assert dt.datetime.fromisoformat(record.finished_at).tzinfo is not None
+        assert record.started_at == record.finished_at
 
 
 def test_a_failed_builds_records_keep_distinct_repeat_numbers(tmp_path: Path, fakes: Fakes) -> None:
@@ -545,6 +549,7 @@ def test_a_patch_for_other_releases_is_an_env_error_even_in_a_one_cell_run(
     by_fix = {r.fix: r for r in records}
     assert by_fix["ds-patch"].outcome == Outcome.ENV_ERROR.value
     assert by_fix["ds-patch"].signature is not None and by_fix["ds-patch"].signature.exception == "PatchError"
+    assert by_fix["ds-patch"].finished_at  # the H200 map's 48 PatchError records had no time
     assert by_fix["none"].outcome == Outcome.PASS.value
 
 

@@ -18,7 +18,6 @@ One night:
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import re
 import shutil
@@ -53,6 +52,7 @@ from reprobisect.report.verdicts import Key, verdicts
 from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report
 from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
+from reprobisect.run.runner import utc_now
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
 from reprobisect.util.cmd import run_tool
@@ -212,10 +212,6 @@ def regressed_keys(baseline: pd.DataFrame, current: pd.DataFrame) -> list[Key]:
         for k, v in after.items()
         if k in before and before[k].outcome == Outcome.PASS.value and v.outcome != Outcome.PASS.value
     )
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def _slice(config: Config, request: NightlyRequest) -> dict[str, Any]:
@@ -414,7 +410,7 @@ def run_nightly(
         skipped = fresh[: -request.max_releases] if len(fresh) > request.max_releases else []
         targets = [Target(kind="release", name=v, spec=v) for v in fresh if v not in skipped]
     news = NightNews(
-        at=_now(),
+        at=utc_now(),
         backend=state.backend or request.backend,
         baseline=baseline,
         since=state.since,
@@ -513,7 +509,7 @@ def _seed(night: _Night, state: NightlyState, available: Sequence[str], echo: Ec
         echo(f"No baseline in {request.state}: the newest release, deepspeed {name}, becomes the baseline.")
     records = night.run_slice(Target(kind="release", name=name, spec=name))
     news = NightNews(
-        at=_now(),
+        at=utc_now(),
         backend=_resolved_backend(records, request),
         baseline=name,
         since=None,

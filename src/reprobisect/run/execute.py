@@ -28,7 +28,7 @@ from reprobisect.model.signature import Signature, normalize_message
 from reprobisect.run.classify import classify
 from reprobisect.run.events import RankReport, read_events
 from reprobisect.run.ports import free_port
-from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
+from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ, utc_now
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
 from reprobisect.run.store import Store
 from reprobisect.util.cmd import run_tool
@@ -443,9 +443,11 @@ def unrun_record(
     """An ENV_ERROR record for a run that could not start: the cell did not build, or no rule allows it.
 
     ``kind`` becomes the signature's exception (``EnvBuildError``, ``NotInstallable``); never a verdict. Each
-    repeat gets its own record, as a run would.
+    repeat gets its own record, as a run would, with the time it was decided: without one ``report --latest``
+    would rank it below any older record of the same run.
     """
     run_id = uuid.uuid4().hex[:12]
+    decided_at = utc_now()
     filed = run_cell(cell, nproc)
     log_path = store.log_path(repro.name, str(filed["id"]), form.name, fix.name, repeat, run_id)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -475,6 +477,8 @@ def unrun_record(
         matrix_cell=str(filed["id"]),
         nproc=nproc,
         rerun=list(rerun),
+        started_at=decided_at,
+        finished_at=decided_at,
     )
     store.write(record)
     return record

@@ -130,7 +130,8 @@ class ChildResult:
     log_path: Path
 
 
-def _now() -> str:
+def utc_now() -> str:
+    """The time a record says it started or finished: UTC, to the second, ISO 8601."""
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
@@ -261,7 +262,7 @@ def run_child(spec: ChildSpec) -> ChildResult:
     except OSError as exc:
         msg = f"{spec.log_path}: cannot create the run's log ({exc.strerror or exc}); nothing was started"
         raise StorageError(msg) from exc
-    started_at = _now()
+    started_at = utc_now()
     start = time.perf_counter()
     timed_out = False
     with log_file as log:
@@ -300,7 +301,7 @@ def run_child(spec: ChildSpec) -> ChildResult:
         timed_out=timed_out,
         wall_seconds=wall,
         started_at=started_at,
-        finished_at=_now(),
+        finished_at=utc_now(),
         log_path=spec.log_path,
     )
 
