@@ -95,6 +95,9 @@ def test_a_cell_something_wrote_into_is_built_again(base, envs_dir: Path) -> Non
     assert not again.reused
     assert not (site / "sitecustomize.py").exists()
     assert ensure_env(cell, base, envs_dir).reused
+    # built with its byte caches: a sandboxed run sees the cell read-only and could not write them
+    assert list((site / "deepspeed" / "__pycache__").glob("__init__.cpython-*.pyc"))
+    assert list((site / "lightning" / "fabric" / "__pycache__").glob("fabric.cpython-*.pyc"))
 
 
 @pytest.mark.requires_tool(*DEEPSPEED_OPS)

@@ -442,7 +442,9 @@ def _install(
     excludes = path / "uv-excludes.txt"
     system_packages = sorted(name for name, spec in packages.items() if spec == SYSTEM)
     excludes.write_text("\n".join(["torch", *system_packages]) + "\n")
-    install = [uv, "pip", "install", "--python", python, "--excludes", str(excludes)]
+    # --compile-bytecode: a sandboxed run sees the cell read-only and cannot write the byte caches, so without
+    # them every run compiles deepspeed and lightning again (imports 6.2-12 s against 4.8-5.8 s, CPU, 0.19.8)
+    install = [uv, "pip", "install", "--compile-bytecode", "--python", python, "--excludes", str(excludes)]
     what = f"installing {' '.join(reqs)} into cell {cell.id}"
     if all(_exact(spec) for spec in pins.values()) and _offline(install, reqs, log, what):
         step("install (offline)")
