@@ -620,3 +620,42 @@ def test_ctrl_c_with_several_jobs_stops_the_running_children_and_starts_no_other
         signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - start < 15
     assert sorted(started) == [0, 1]
+
+
+def test_ctrl_c_during_the_cell_builds_stops_them_and_builds_no_other(
+    tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real SIGINT while two cells build (--jobs 2, a uv install that sleeps): both installs are killed within
+    seconds and the third cell is never built (before: the pool waited for each install and then built every
+    queued cell; a timeout's SIGINT reaches the harness only, not its uv)."""
+    import os
+    import signal
+    import time
+
+    from reprobisect.util.cmd import run_logged
+
+    started: list[str] = []
+
+    def slow_build(cell: Cell, base: BaseInterpreter, envs_dir: Path, **_: object) -> CellEnv:
+        started.append(cell.id)
+        log = tmp_path / f"{cell.id}.build.log"
+        run_logged([sys.executable, "-c", "import time; time.sleep(120)"], log=log, what="installing", timeout=600)
+        raise AssertionError("a stopped build returned")  # pragma: no cover - only if the stop failed
+
+    def interrupt_when_two_build() -> None:
+        while len(started) < 2:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(matrix, "ensure_env", slow_build)
+    threading.Thread(target=interrupt_when_two_build, daemon=True).start()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _run(tmp_path, _config(tmp_path), _request(axes={"deepspeed": ("0.16.4", "0.17.0", "0.18.2")}, jobs=2))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert time.monotonic() - start < 15
+    assert len(started) == 2 and fakes.executed == []

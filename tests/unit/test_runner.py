@@ -26,8 +26,8 @@ from reprobisect.run.runner import (
     parse_events,
     run_child,
     scrubbed_environ,
-    stoppable_children,
 )
+from reprobisect.util.stop import stoppable_children
 from tests.conftest import SCRIPTS
 
 PY = sys.executable

@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from packaging.utils import canonicalize_name
 
@@ -32,13 +32,13 @@ from reprobisect.model.record import Record
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.run.console import WIDTH, cut, heartbeat, known_name
 from reprobisect.run.execute import RunSpec, execute, unrun_record
-from reprobisect.run.runner import stoppable_children
 from reprobisect.run.sandbox import Confinement, Sandbox
 from reprobisect.run.select import detect_cuda, select_fixes, select_forms
 from reprobisect.run.store import Store
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 from reprobisect.util.redact import redact
+from reprobisect.util.stop import stoppable_children
 
 __all__ = [
     "MatrixRequest",
@@ -50,6 +50,9 @@ __all__ = [
     "plan_cells",
     "run_matrix",
 ]
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -469,8 +472,7 @@ def _build_envs(units: list[Unit], envs_dir: Path, echo: Echo, jobs: int = 1) ->
         echo(f"cell {unit.cell.id}: {'reused' if env.reused else 'built'} in {env.build_seconds:.1f} s")
         return env
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        built = list(pool.map(build, ordered))
+    built = _in_parallel(build, ordered, max(1, jobs))  # a Ctrl-C stops the running builds, starts no other
     return {unit.cell.id: env for unit, env in zip(ordered, built, strict=True)}
 
 
@@ -650,9 +652,9 @@ def _run_units(
     return _in_parallel(run, units, request.jobs)
 
 
-def _in_parallel(run: Callable[[Unit], Record], units: Sequence[Unit], jobs: int) -> list[Record]:
-    """``run`` over ``units``, ``jobs`` at a time, in order; on an interrupt every running child is stopped and no
-    further unit starts (see ``stoppable_children``)."""
+def _in_parallel(run: Callable[[_T], _R], units: Sequence[_T], jobs: int) -> list[_R]:
+    """``run`` over ``units`` (runs, cell builds), ``jobs`` at a time, in order; on an interrupt every running
+    child is stopped and no further unit starts (see ``util.stop.stoppable_children``)."""
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     try:
         # on an interrupt: cancel the units not started, wait for the running ones to stop their children

@@ -23,6 +23,7 @@ from typing import IO, BinaryIO
 
 from reprobisect.errors import StorageError
 from reprobisect.util.redact import URL_CREDENTIALS
+from reprobisect.util.stop import POLL_SECONDS, stop_requested
 
 __all__ = [
     "EVENT_MARK",
@@ -33,7 +34,6 @@ __all__ = [
     "parse_events",
     "run_child",
     "scrubbed_environ",
-    "stoppable_children",
 ]
 
 EVENT_MARK = "@@repro "
@@ -306,43 +306,20 @@ def run_child(spec: ChildSpec) -> ChildResult:
     )
 
 
-_STOP = threading.Event()
-_STOP_POLL = 0.25  # seconds: how soon a run waiting in another thread hears stop_children()
-
-
-@contextlib.contextmanager
-def stoppable_children(on_interrupt: Callable[[], None] = lambda: None) -> Iterator[None]:
-    """Runs that wait in worker threads (``--jobs`` > 1): a KeyboardInterrupt (Ctrl-C, SIGTERM, a ``timeout``'s
-    SIGINT) reaches the main thread only, and each worker would wait for its child to end on its own, up to the
-    run's timeout (seen on the H200: a matrix killed 30 s after its SIGINT). An interrupt inside this block makes
-    every ``run_child`` of another thread stop its child's group at once, as it stops its own, and raise the
-    interrupt there too (no record is made for a stopped run); ``on_interrupt`` waits for those threads before the
-    interrupt propagates. Outside the block, runs are never stopped this way."""
-    _STOP.clear()
-    try:
-        yield
-    except KeyboardInterrupt:
-        _STOP.set()
-        on_interrupt()
-        raise
-    finally:
-        _STOP.clear()
-
-
 def _wait(process: subprocess.Popen[bytes], spec: ChildSpec, start: float) -> None:
     """Wait for the child until ``spec.timeout``, calling the heartbeat between slices of the wait; a stop of
-    ``stoppable_children`` in another thread is an interrupt here."""
+    ``util.stop.stoppable_children`` in another thread is an interrupt here."""
     deadline = start + spec.timeout
     last_beat = start
     while True:
-        if _STOP.is_set():
+        if stop_requested():
             raise KeyboardInterrupt
         now = time.perf_counter()
         remaining = deadline - now
         if remaining <= 0:
             raise subprocess.TimeoutExpired(process.args, spec.timeout)
         try:
-            process.wait(timeout=min(remaining, _STOP_POLL, spec.heartbeat_every))
+            process.wait(timeout=min(remaining, POLL_SECONDS, spec.heartbeat_every))
         except subprocess.TimeoutExpired:
             now = time.perf_counter()
             if spec.heartbeat is not None and now < deadline and now - last_beat >= spec.heartbeat_every:

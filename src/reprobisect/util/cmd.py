@@ -2,16 +2,26 @@
 only, a timeout always, text output captured, and on failure one error of the caller's kind that names what
 was being done, the command, the exit status or the timeout, and the tail of what the tool printed.
 
+Each tool runs in a session of its own, so that a timeout or a stop kills everything it started (uv's build
+backends, a compiler), and waits in short slices: a Ctrl-C, or a stop of ``util.stop.stoppable_children`` while
+it waits in a worker thread (a cell build of ``--jobs`` > 1), kills it at once instead of waiting for its end.
+
 Repro runs do not come here: ``run.runner`` owns those (process group, log file, sandbox, live tail)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
+import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from reprobisect.errors import HarnessError, ToolError
+from reprobisect.util.stop import POLL_SECONDS, stop_requested
 
 __all__ = ["TAIL_LINES", "output_tail", "run_logged", "run_tool"]
 
@@ -43,17 +53,19 @@ def run_tool(
     cmd = [str(part) for part in argv]
     shown = shlex.join(cmd) if len(shlex.join(cmd)) <= 300 else shlex.join(cmd)[:297] + "..."
     try:
-        done = subprocess.run(
+        process = subprocess.Popen(
             cmd,
-            capture_output=capture,
+            stdin=subprocess.PIPE if stdin is not None else None,
+            stdout=subprocess.PIPE if capture else None,
+            stderr=subprocess.PIPE if capture else None,
             text=True,
             errors="replace",
-            timeout=timeout,
-            check=False,
             env=dict(env) if env is not None else None,
             cwd=cwd,
-            input=stdin,
+            start_new_session=True,
         )
+        stdout, stderr = _finish(process, timeout=timeout, stdin=stdin)
+        done = subprocess.CompletedProcess(cmd, process.returncode, stdout, stderr)
     except subprocess.TimeoutExpired as exc:
         tail = output_tail(exc.stderr or exc.stdout)
         msg = f"{what}: `{shown}` did not finish in {timeout:g} s" + (f"; it printed:\n{tail}" if tail else "")
@@ -78,14 +90,61 @@ def run_logged(
         handle.write(f"$ {shlex.join(cmd)}\n")
         handle.flush()
         try:
-            done = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, check=False, timeout=timeout)
+            process = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+            _finish(process, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             msg = f"{what} did not finish in {timeout:g} s; see {log}"
             raise error(msg) from exc
         except OSError as exc:
             msg = f"{what}: `{shlex.join(cmd)[:300]}` cannot start ({exc.strerror or exc})"
             raise error(msg) from exc
-    if done.returncode != 0:
+    if process.returncode != 0:
         tail = output_tail(log.read_text(errors="replace"), 15)
-        msg = f"{what} failed (exit {done.returncode}); see {log}:\n{tail}"
+        msg = f"{what} failed (exit {process.returncode}); see {log}:\n{tail}"
         raise error(msg)
+
+
+def _finish(process: subprocess.Popen[Any], *, timeout: float, stdin: str | None = None) -> tuple[Any, Any]:
+    """What ``process`` printed (None where it was not captured), once it ended within ``timeout`` seconds. Past
+    the timeout its session is killed and TimeoutExpired raised with what it printed; on a Ctrl-C here or a stop
+    elsewhere (``stop_requested``) its session is killed and KeyboardInterrupt raised."""
+    deadline = time.monotonic() + timeout
+    pending = stdin  # communicate() takes the input once; a retry after a slice must not pass it again
+    try:
+        while True:
+            if stop_requested():
+                raise KeyboardInterrupt
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                _kill_session(process)
+                out, err = _drain(process)
+                raise subprocess.TimeoutExpired(process.args, timeout, output=out, stderr=err)
+            try:
+                return process.communicate(input=pending, timeout=min(remaining, POLL_SECONDS))
+            except subprocess.TimeoutExpired:
+                pending = None
+    except KeyboardInterrupt:
+        _kill_session(process)
+        _drain(process)
+        raise
+
+
+def _kill_session(process: subprocess.Popen[Any]) -> None:
+    """SIGKILL to the tool's session (its process group: it was started with ``start_new_session``)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+
+
+def _drain(process: subprocess.Popen[Any]) -> tuple[Any, Any]:
+    """What a killed tool printed; a descendant that left its session and holds the pipe open is not waited for."""
+    try:
+        return process.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        process.wait()
+        return None, None

@@ -1,0 +1,42 @@
+"""Stopping the children that worker threads wait for, when the user stops the harness.
+
+With ``--jobs`` > 1 the runs and the cell builds wait in worker threads, but a KeyboardInterrupt (Ctrl-C, SIGTERM, a
+``timeout``'s SIGINT) reaches the main thread only: each worker would go on waiting for its child's own end, up to its
+timeout (seen on the H200: a matrix killed 30 s after its SIGINT; a Ctrl-C during the cell builds went on to build
+every queued cell). Inside ``stoppable_children`` an interrupt sets one flag that every waiting loop — a repro run's
+(``run.runner``) and a tool's (``util.cmd``) — checks between short slices of its wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+
+__all__ = ["POLL_SECONDS", "stop_requested", "stoppable_children"]
+
+POLL_SECONDS = 0.25  # how soon a child waited for in another thread hears the stop
+
+_STOP = threading.Event()
+
+
+def stop_requested() -> bool:
+    """True while an interrupt inside ``stoppable_children`` is being handled: stop the child, raise the interrupt."""
+    return _STOP.is_set()
+
+
+@contextlib.contextmanager
+def stoppable_children(on_interrupt: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """An interrupt inside this block makes every child waited for in another thread stop at once (its process
+    group killed) and raise the interrupt there too (no record is made for a stopped run); ``on_interrupt`` waits
+    for those threads (and cancels queued work) before the interrupt propagates. Outside the block, children are
+    never stopped this way."""
+    _STOP.clear()
+    try:
+        yield
+    except KeyboardInterrupt:
+        _STOP.set()
+        on_interrupt()
+        raise
+    finally:
+        _STOP.clear()

@@ -1,0 +1,84 @@
+"""util.cmd, the one way the harness runs a tool: a timeout or a stop kills everything the tool started, a stop
+from another thread is heard within a slice, and input and output survive the sliced wait."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from reprobisect.errors import EnvBuildError, ToolError
+from reprobisect.util.cmd import run_logged, run_tool
+from reprobisect.util.stop import stoppable_children
+from tests.conftest import SCRIPTS
+from tests.unit.test_runner import _gone
+
+PY = sys.executable
+GRANDCHILD = str(SCRIPTS / "sleeps_with_grandchild.py")
+
+
+def _wait_for_pid(path: Path) -> int:
+    deadline = time.monotonic() + 20
+    while not (path.is_file() and path.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def test_a_tool_past_its_timeout_is_killed_with_everything_it_started(tmp_path: Path) -> None:
+    """A build backend's compiler that ignores SIGINT and SIGTERM outlived subprocess.run's kill of the tool alone."""
+    pid_file = tmp_path / "grandchild.pid"
+    start = time.monotonic()
+    with pytest.raises(ToolError, match="did not finish in 3 s"):
+        run_tool([PY, GRANDCHILD, str(pid_file)], what="a slow tool", timeout=3)
+    assert time.monotonic() - start < 15
+    assert _gone(_wait_for_pid(pid_file))
+
+
+@pytest.mark.parametrize("runner", ["run_tool", "run_logged"])
+def test_a_stop_kills_the_tools_that_worker_threads_wait_for(tmp_path: Path, runner: str) -> None:
+    """Ctrl-C during the cell builds of --jobs > 1: it reached the main thread only, and each worker went on
+    waiting for its uv install (up to an hour's timeout) while the pool started every queued build."""
+    pids = [tmp_path / f"grandchild-{i}.pid" for i in range(2)]
+
+    def tool(pid: Path) -> None:
+        argv = [PY, GRANDCHILD, str(pid)]
+        if runner == "run_tool":
+            run_tool(argv, what="a slow tool", timeout=600)
+        else:
+            run_logged(argv, log=tmp_path / f"{pid.stem}.log", what="a slow build", timeout=600, error=EnvBuildError)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(tool, pid) for pid in pids]
+        grandchildren = [_wait_for_pid(pid) for pid in pids]
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt), stoppable_children(lambda: concurrent.futures.wait(futures, 10)):
+            raise KeyboardInterrupt  # what the main thread gets
+        for future in futures:
+            with pytest.raises(KeyboardInterrupt):
+                future.result(timeout=0)
+    assert time.monotonic() - start < 10
+    assert all(_gone(pid) for pid in grandchildren)
+    # the stop does not outlive its block
+    assert run_tool([PY, "-c", "import time; time.sleep(0.6); print('ok')"], what="after", timeout=30).stdout == "ok\n"
+
+
+def test_input_and_output_survive_a_wait_of_many_slices(tmp_path: Path) -> None:
+    """communicate() takes the input once: the sliced wait must not pass it again (ValueError) or lose output."""
+    code = "import sys, time; time.sleep(1.2); data = sys.stdin.read(); print(data.upper()); print('x' * 200000)"
+    done = run_tool([PY, "-c", code], what="a slow echo", timeout=60, stdin="to upper\n" * 1000)
+    lines = done.stdout.splitlines()
+    assert lines[:1000] == ["TO UPPER"] * 1000 and lines[-1] == "x" * 200000
+
+
+def test_run_logged_appends_the_command_and_its_output_and_names_the_log_on_failure(tmp_path: Path) -> None:
+    log = tmp_path / "build.log"
+    run_logged([PY, "-c", "print('first')"], log=log, what="step one", timeout=60)
+    with pytest.raises(EnvBuildError, match=r"step two failed \(exit 3\); see .*build\.log:\n") as failed:
+        code = "import sys; print('boom'); sys.exit(3)"
+        run_logged([PY, "-c", code], log=log, what="step two", timeout=60, error=EnvBuildError)
+    assert str(failed.value).endswith("\nboom")  # the log's last lines
+    text = log.read_text()
+    assert text.startswith("$ ") and "first\n" in text and text.rstrip().endswith("boom")
