@@ -12,9 +12,8 @@ import pytest
 
 from reprobisect.errors import EnvBuildError, ToolError
 from reprobisect.util.cmd import run_logged, run_tool
-from reprobisect.util.stop import stoppable_children
 from tests.conftest import SCRIPTS
-from tests.unit.test_runner import _gone
+from tests.unit.test_runner import _gone, interrupt_and_stop
 
 PY = sys.executable
 GRANDCHILD = str(SCRIPTS / "sleeps_with_grandchild.py")
@@ -53,13 +52,7 @@ def test_a_stop_kills_the_tools_that_worker_threads_wait_for(tmp_path: Path, run
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         futures = [pool.submit(tool, pid) for pid in pids]
         grandchildren = [_wait_for_pid(pid) for pid in pids]
-        start = time.monotonic()
-        with pytest.raises(KeyboardInterrupt), stoppable_children(lambda: concurrent.futures.wait(futures, 10)):
-            raise KeyboardInterrupt  # what the main thread gets
-        for future in futures:
-            with pytest.raises(KeyboardInterrupt):
-                future.result(timeout=0)
-    assert time.monotonic() - start < 10
+        assert interrupt_and_stop(futures) < 10
     assert all(_gone(pid) for pid in grandchildren)
     # the stop does not outlive its block
     assert run_tool([PY, "-c", "import time; time.sleep(0.6); print('ok')"], what="after", timeout=30).stdout == "ok\n"

@@ -3,12 +3,14 @@ on a second run, a failed build's units ENV_ERROR, unbuildable cells recorded, a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import sys
 import tempfile
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -579,17 +581,40 @@ def test_a_pasted_script_gets_a_one_process_distributed_env_on_cuda_too() -> Non
     assert repro.forms["cuda"].distributed_env and repro.forms["cpu-deepspeed"].distributed_env
 
 
+@contextlib.contextmanager
+def _sigint_once_two_started(started: list[object]) -> Iterator[None]:
+    """A real SIGINT to this process once two units have started (what Ctrl-C or a timeout's SIGINT sends the
+    harness); the block must raise KeyboardInterrupt and do so within 15 s."""
+    import os
+    import signal
+    import time
+
+    def interrupt_when_two_started() -> None:
+        while len(started) < 2:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_two_started, daemon=True).start()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert time.monotonic() - start < 15
+
+
 def test_ctrl_c_with_several_jobs_stops_the_running_children_and_starts_no_other(tmp_path: Path) -> None:
     """A real SIGINT to the harness while two runs sleep in worker threads: both child groups stop within seconds
     (before: the pool waited for each child's own end, up to its timeout; the H200 matrix was killed 30 s after its
     SIGINT) and the queued third unit never starts."""
     import os
-    import signal
-    import time
 
     from reprobisect.run.runner import ChildSpec, run_child
 
-    started: list[int] = []
+    started: list[object] = []
 
     def run(unit: int) -> Record:
         started.append(unit)
@@ -604,22 +629,9 @@ def test_ctrl_c_with_several_jobs_stops_the_running_children_and_starts_no_other
         run_child(spec)
         raise AssertionError("a stopped run returned")  # pragma: no cover - only if the stop failed
 
-    def interrupt_when_both_run() -> None:
-        while len(started) < 2:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=interrupt_when_both_run, daemon=True).start()
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    start = time.monotonic()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            matrix._in_parallel(run, [0, 1, 2], 2)  # type: ignore[arg-type]
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    assert time.monotonic() - start < 15
-    assert sorted(started) == [0, 1]
+    with _sigint_once_two_started(started):
+        matrix._in_parallel(run, [0, 1, 2], 2)
+    assert sorted(started) == [0, 1]  # type: ignore[type-var]  # ints
 
 
 def test_ctrl_c_during_the_cell_builds_stops_them_and_builds_no_other(
@@ -628,13 +640,9 @@ def test_ctrl_c_during_the_cell_builds_stops_them_and_builds_no_other(
     """A real SIGINT while two cells build (--jobs 2, a uv install that sleeps): both installs are killed within
     seconds and the third cell is never built (before: the pool waited for each install and then built every
     queued cell; a timeout's SIGINT reaches the harness only, not its uv)."""
-    import os
-    import signal
-    import time
-
     from reprobisect.util.cmd import run_logged
 
-    started: list[str] = []
+    started: list[object] = []
 
     def slow_build(cell: Cell, base: BaseInterpreter, envs_dir: Path, **_: object) -> CellEnv:
         started.append(cell.id)
@@ -642,20 +650,7 @@ def test_ctrl_c_during_the_cell_builds_stops_them_and_builds_no_other(
         run_logged([sys.executable, "-c", "import time; time.sleep(120)"], log=log, what="installing", timeout=600)
         raise AssertionError("a stopped build returned")  # pragma: no cover - only if the stop failed
 
-    def interrupt_when_two_build() -> None:
-        while len(started) < 2:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGINT)
-
     monkeypatch.setattr(matrix, "ensure_env", slow_build)
-    threading.Thread(target=interrupt_when_two_build, daemon=True).start()
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    start = time.monotonic()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            _run(tmp_path, _config(tmp_path), _request(axes={"deepspeed": ("0.16.4", "0.17.0", "0.18.2")}, jobs=2))
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    assert time.monotonic() - start < 15
+    with _sigint_once_two_started(started):
+        _run(tmp_path, _config(tmp_path), _request(axes={"deepspeed": ("0.16.4", "0.17.0", "0.18.2")}, jobs=2))
     assert len(started) == 2 and fakes.executed == []

@@ -3,6 +3,7 @@ the log cap holds whatever the child prints, and event lines are parsed from any
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import json
 import os
@@ -10,6 +11,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -428,12 +430,22 @@ def test_events_are_found_after_other_text_and_in_order() -> None:
     assert [e["event"] for e in parse_events(log)] == ["a", "b"]
 
 
+def interrupt_and_stop(futures: list[concurrent.futures.Future[Any]]) -> float:
+    """The main thread's KeyboardInterrupt inside ``stoppable_children``, while ``futures`` wait in worker threads
+    for their children: each must end with the interrupt too. Returns the seconds the stop took."""
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), stoppable_children(lambda: concurrent.futures.wait(futures, 10)):
+        raise KeyboardInterrupt  # what the main thread gets
+    for future in futures:
+        with pytest.raises(KeyboardInterrupt):
+            future.result(timeout=0)
+    return time.monotonic() - start
+
+
 def test_an_interrupt_stops_the_children_that_other_threads_wait_for(tmp_path: Path) -> None:
     """--jobs > 1: Ctrl-C reaches the main thread only; inside stoppable_children every worker's child group (its
     grandchild that ignores SIGINT and SIGTERM included) is stopped within seconds, not at the run's timeout, and
     each worker hears an interrupt, so no record is made for a stopped run."""
-    import concurrent.futures
-
     pids = [tmp_path / f"grandchild-{i}.pid" for i in range(2)]
     script = str(SCRIPTS / "sleeps_with_grandchild.py")
     specs = [
@@ -445,13 +457,7 @@ def test_an_interrupt_stops_the_children_that_other_threads_wait_for(tmp_path: P
         deadline = time.monotonic() + 20
         while not all(p.is_file() and p.read_text() for p in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        start = time.monotonic()
-        with pytest.raises(KeyboardInterrupt), stoppable_children(lambda: concurrent.futures.wait(futures, 10)):
-            raise KeyboardInterrupt  # what the main thread gets
-        for future in futures:
-            with pytest.raises(KeyboardInterrupt):
-                future.result(timeout=0)
-    assert time.monotonic() - start < 10
+        assert interrupt_and_stop(futures) < 10
     assert all(_gone(int(p.read_text())) for p in pids)
     # after the block a run is not stopped (the stop does not outlive it: it once interrupted every later test)
     assert run_child(_spec(tmp_path, [PY, "-c", "import time; time.sleep(0.6)"])).exit_code == 0
