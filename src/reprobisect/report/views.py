@@ -154,19 +154,22 @@ def first_releases(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
     return _in_unit_order(table, "first")
 
 
-def sweep_transitions(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
+def sweep_transitions(frame: pd.DataFrame, axis: str, folded: Mapping[Key, Verdict] | None = None) -> pd.DataFrame:
     """Along ``axis``, the other axes held fixed, every pair of neighbouring measured releases between which a unit's
     verdict changes: its outcome, its signature, or whether it trained. Where a matrix measured every release (a
     sweep, such as the GPU map of the GAN), these are the bisection's transitions — the first release of each new
     behaviour is ``to`` — without a probe more; where releases between the two were not measured, the change lies
-    somewhere in ``(from, to]``."""
+    somewhere in ``(from, to]``. ``folded``: the frame's ``verdicts``, where the caller has them already."""
     held = [a for a in AXES if a != axis]
-    folded = verdicts(frame)
+    folded = verdicts(frame) if folded is None else folded
     columns = ["repro", "form", "fix", "held", "from", "to", "before", "after"]
     rows: list[dict[str, Any]] = []
     for (repro, form, fix, *others), part in frame.groupby(["repro", "form", "fix", *held], sort=False):
-        releases = sorted(set(part[axis]), key=release_key)
-        states = [_state(part[part[axis] == rel], folded, (str(repro), str(form), str(fix))) for rel in releases]
+        by_release = {str(rel): runs for rel, runs in part.groupby(axis, sort=False, dropna=False)}
+        if len(by_release) < 2:  # one release: nothing to compare (most units along an axis that barely varies)
+            continue
+        releases = sorted(by_release, key=release_key)
+        states = [_state(by_release[rel], folded, (str(repro), str(form), str(fix))) for rel in releases]
         rows += [
             {
                 "repro": repro,
@@ -187,11 +190,12 @@ def sweep_transitions(frame: pd.DataFrame, axis: str) -> pd.DataFrame:
 
 def sweep_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """``sweep_transitions`` along each axis that varies, where it found a change: what both reports show."""
-    tables = [(axis, sweep_transitions(frame, axis)) for axis in varying_axes(frame)]
+    folded = verdicts(frame)
+    tables = [(axis, sweep_transitions(frame, axis, folded)) for axis in varying_axes(frame)]
     return [(axis, table) for axis, table in tables if not table.empty]
 
 
-def _state(runs: pd.DataFrame, folded: dict[Key, Verdict], unit: tuple[str, str, str]) -> str:
+def _state(runs: pd.DataFrame, folded: Mapping[Key, Verdict], unit: tuple[str, str, str]) -> str:
     """One release's verdict of a unit as a transition shows it: glyph, signature id and known name, training."""
     repro, form, fix = unit
     verdict = folded[(repro, str(runs["cell"].iloc[0]), form, fix)]
