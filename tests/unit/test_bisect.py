@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+import itertools
 
-from reprobisect.bisect.search import ProbeResult, all_transitions, first_bad
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reprobisect.bisect.search import ProbeResult, all_transitions, first_bad, first_sample
 from reprobisect.errors import BisectInconclusiveError
 
-VERSIONS = [f"0.{i}.0" for i in range(16)]
+VERSIONS = [f"0.16.{i}" for i in range(16)]
 
 
 def planted(states: dict[int, tuple[str, str | None]], default=("PASS", None), flaky=()):
@@ -25,6 +29,8 @@ def planted(states: dict[int, tuple[str, str | None]], default=("PASS", None), f
 
 
 BUG = ("REPRODUCED", "36b244a365")
+# the old search: both ends first, then bisection of every segment whose ends differ (no sample between)
+SPARSE = {"probe_all_up_to": 2}
 
 
 def is_bug(p: ProbeResult) -> bool:
@@ -35,7 +41,7 @@ def test_first_bad_finds_the_adjacent_pair_in_log2_probes() -> None:
     probe, calls = planted({0: ("PASS", None), 9: BUG})
     result = first_bad(VERSIONS, probe, is_bug)
     [t] = result.transitions
-    assert (t.last, t.first) == ("0.8.0", "0.9.0")
+    assert (t.last, t.first) == ("0.16.8", "0.16.9")
     assert len(calls) == len(set(calls)) <= 2 + 4
 
 
@@ -43,29 +49,29 @@ def test_skips_move_to_a_neighbour_and_are_listed() -> None:
     probe, _ = planted({0: ("PASS", None), 7: ("ENV_ERROR", "x"), 8: ("TIMEOUT", None), 9: BUG})
     result = first_bad(VERSIONS, probe, is_bug)
     [t] = result.transitions
-    assert (t.last, t.first) == ("0.6.0", "0.9.0")
-    assert t.skipped_between == ("0.7.0", "0.8.0")
-    assert {p.version for p in result.skipped} == {"0.7.0", "0.8.0"}
+    assert (t.last, t.first) == ("0.16.6", "0.16.9")
+    assert t.skipped_between == ("0.16.7", "0.16.8")
+    assert {p.version for p in result.skipped} == {"0.16.7", "0.16.8"}
 
 
 def test_skipped_ends_are_replaced_by_their_neighbours() -> None:
     probe, _ = planted({0: ("ENV_ERROR", "old"), 1: ("PASS", None), 5: BUG, 15: ("ENV_ERROR", "new")})
     result = first_bad(VERSIONS, probe, is_bug)
-    assert [(t.last, t.first) for t in result.transitions] == [("0.4.0", "0.5.0")]
+    assert [(t.last, t.first) for t in result.transitions] == [("0.16.4", "0.16.5")]
 
 
 def test_a_flaky_probe_is_marked_not_trusted() -> None:
     probe, _ = planted({0: ("PASS", None), 6: BUG}, flaky={5})
     result = first_bad(VERSIONS, probe, is_bug)
     [t] = result.transitions
-    assert (t.last, t.first) == ("0.4.0", "0.6.0")
-    assert [p.version for p in result.skipped if p.flaky] == ["0.5.0"]
+    assert (t.last, t.first) == ("0.16.4", "0.16.6")
+    assert [p.version for p in result.skipped if p.flaky] == ["0.16.5"]
 
 
 def test_other_failures_are_not_the_target() -> None:
     probe, _ = planted({0: ("OTHER_FAILURE", "aaaa"), 12: BUG})
     [t] = first_bad(VERSIONS, probe, is_bug).transitions
-    assert (t.last, t.first) == ("0.11.0", "0.12.0")
+    assert (t.last, t.first) == ("0.16.11", "0.16.12")
 
 
 def test_wrong_ends_say_what_to_change() -> None:
@@ -83,11 +89,11 @@ def test_wrong_ends_say_what_to_change() -> None:
 def test_all_transitions_maps_a_drifting_symptom() -> None:
     states = {0: BUG, 4: ("OTHER_FAILURE", "bbbb"), 5: ("OTHER_FAILURE", "cccc"), 11: ("PASS", None)}
     probe, calls = planted(states)
-    result = all_transitions(VERSIONS, probe)
+    result = all_transitions(VERSIONS, probe, **SPARSE)
     assert [(t.last, t.first, t.before.state, t.after.state) for t in result.transitions] == [
-        ("0.3.0", "0.4.0", BUG, ("OTHER_FAILURE", "bbbb")),
-        ("0.4.0", "0.5.0", ("OTHER_FAILURE", "bbbb"), ("OTHER_FAILURE", "cccc")),
-        ("0.10.0", "0.11.0", ("OTHER_FAILURE", "cccc"), ("PASS", None)),
+        ("0.16.3", "0.16.4", BUG, ("OTHER_FAILURE", "bbbb")),
+        ("0.16.4", "0.16.5", ("OTHER_FAILURE", "bbbb"), ("OTHER_FAILURE", "cccc")),
+        ("0.16.10", "0.16.11", ("OTHER_FAILURE", "cccc"), ("PASS", None)),
     ]
     assert len(calls) < len(VERSIONS)
 
@@ -95,15 +101,15 @@ def test_all_transitions_maps_a_drifting_symptom() -> None:
 def test_all_transitions_with_skips_at_and_next_to_the_boundaries() -> None:
     states = {0: ("ENV_ERROR", "e"), 1: BUG, 6: ("ENV_ERROR", "e"), 7: ("PASS", None), 15: ("TIMEOUT", None)}
     probe, _ = planted(states)
-    result = all_transitions(VERSIONS, probe)
+    result = all_transitions(VERSIONS, probe, **SPARSE)
     [t] = result.transitions
-    assert (t.last, t.first, t.skipped_between) == ("0.5.0", "0.7.0", ("0.6.0",))
-    assert {"0.0.0", "0.6.0", "0.15.0"} <= {p.version for p in result.skipped}
+    assert (t.last, t.first, t.skipped_between) == ("0.16.5", "0.16.7", ("0.16.6",))
+    assert {"0.16.0", "0.16.6", "0.16.15"} <= {p.version for p in result.skipped}
 
 
 def test_memoized_probes_are_never_repeated() -> None:
     probe, calls = planted({0: BUG, 3: ("PASS", None), 8: ("OTHER_FAILURE", "z")})
-    all_transitions(VERSIONS, probe)
+    all_transitions(VERSIONS, probe, **SPARSE)
     assert len(calls) == len(set(calls))
 
 
@@ -132,15 +138,15 @@ def _batched(probe):
 )
 def test_all_transitions_in_waves_ask_the_same_and_find_the_same(states) -> None:
     one, one_calls = planted(states)
-    alone = all_transitions(VERSIONS, one)
+    alone = all_transitions(VERSIONS, one, **SPARSE)
     many, many_calls = planted(states)
     probe_many, batches = _batched(many)
-    together = all_transitions(VERSIONS, many, probe_many=probe_many)
+    together = all_transitions(VERSIONS, many, probe_many=probe_many, **SPARSE)
     assert [(t.last, t.first, t.skipped_between) for t in together.transitions] == [
         (t.last, t.first, t.skipped_between) for t in alone.transitions
     ]
     assert sorted(many_calls) == sorted(one_calls) and len(many_calls) == len(set(many_calls))
-    assert batches[0] == ["0.0.0", "0.15.0"]  # the ends together
+    assert batches[0] == ["0.16.0", "0.16.15"]  # the ends together
     assert all(len(batch) >= 2 for batch in batches)
 
 
@@ -148,15 +154,15 @@ def test_a_wave_holds_the_middle_of_every_open_segment() -> None:
     states = {0: BUG, 4: ("OTHER_FAILURE", "aaaa"), 12: ("PASS", None)}
     probe, _ = planted(states)
     probe_many, batches = _batched(probe)
-    all_transitions(VERSIONS, probe, probe_many=probe_many)
-    assert ["0.3.0", "0.11.0"] in batches  # both halves of 0..7 and 7..15 split in one wave
+    all_transitions(VERSIONS, probe, probe_many=probe_many, **SPARSE)
+    assert ["0.16.3", "0.16.11"] in batches  # both halves of 0..7 and 7..15 split in one wave
 
 
 def test_first_bad_probes_its_ends_together() -> None:
     probe, calls = planted({0: ("PASS", None), 9: BUG})
     probe_many, batches = _batched(probe)
     [t] = first_bad(VERSIONS, probe, is_bug, probe_many=probe_many).transitions
-    assert (t.last, t.first) == ("0.8.0", "0.9.0") and batches == [["0.0.0", "0.15.0"]]
+    assert (t.last, t.first) == ("0.16.8", "0.16.9") and batches == [["0.16.0", "0.16.15"]]
     assert len(calls) == len(set(calls))
 
 
@@ -202,6 +208,95 @@ def test_run_bisect_with_jobs_runs_a_wave_as_one_matrix_run(tmp_path, monkeypatc
         echo=lambda _: None,
     )
     assert [(t.last, t.first) for t in result.transitions] == [("0.16.4", "0.16.5")]
-    assert requests[0].axes["deepspeed"] == ("0.16.0", "0.16.8") and requests[0].jobs == 2
+    # nine releases: every one probed, in one matrix run with two slots
+    assert requests[0].axes["deepspeed"] == tuple(releases) and requests[0].jobs == 2 and len(requests) == 1
     assert all(r.backend == "cpu" for r in requests) and asked == [1]
     assert report["probes_made"] == len({v for r in requests for v in r.axes["deepspeed"]})
+
+
+# --- no stretch assumed constant (issue #28) ----------------------------------------------------------------
+
+
+def test_a_bug_that_came_and_went_between_two_passing_ends_is_found_whole() -> None:
+    """The H200's pasted script: PASS at both ends, wrong on five releases in the middle. The old search probed
+    the two ends and said 'no transition'; a range this short is now probed whole."""
+    wrong = ("OTHER_FAILURE", "5e3a1c0f9b")
+    probe, calls = planted({0: ("PASS", None), 6: wrong, 11: ("PASS", None)})
+    result = all_transitions(VERSIONS, probe)
+    assert [(t.last, t.first) for t in result.transitions] == [("0.16.5", "0.16.6"), ("0.16.10", "0.16.11")]
+    assert sorted(calls) == sorted(VERSIONS) and result.assumed == []
+    # the old search (ends only) sees nothing, and now says what it assumed instead of claiming probes
+    sparse, _ = planted({0: ("PASS", None), 6: wrong, 11: ("PASS", None)})
+    blind = all_transitions(VERSIONS, sparse, **SPARSE)
+    assert blind.transitions == []
+    [stretch] = blind.assumed
+    assert (stretch.last_probed, stretch.next_probed) == ("0.16.0", "0.16.15")
+    assert stretch.unprobed == tuple(VERSIONS[1:15])
+
+
+LONG = [f"0.{minor}.{patch}" for minor in range(10, 20) for patch in range(9)]  # 90 releases, 10 series
+
+
+def test_a_long_range_is_sampled_by_series_and_each_change_refined() -> None:
+    """90 releases: both ends, every series' first and last patch and evenly spaced ones are probed first; a
+    bug that came at 0.13.4 and went at 0.15.2 is then bisected to its exact releases from both sides."""
+    wrong = ("REPRODUCED", "36b244a365")
+
+    def probe(version: str) -> ProbeResult:
+        index = LONG.index(version)
+        bad = LONG.index("0.13.4") <= index < LONG.index("0.15.2")
+        outcome, sig = wrong if bad else ("PASS", None)
+        return ProbeResult(version=version, outcome=outcome, signature_id=sig)
+
+    result = all_transitions(LONG, probe)
+    assert [(t.last, t.first) for t in result.transitions] == [("0.13.3", "0.13.4"), ("0.15.1", "0.15.2")]
+    probed = {p.version for p in result.probes}
+    assert len(probed) < len(LONG)
+    for minor in range(10, 20):
+        assert {f"0.{minor}.0", f"0.{minor}.8"} <= probed
+    # every version not probed is named in a stretch the result says it assumed
+    unprobed = {v for stretch in result.assumed for v in stretch.unprobed}
+    assert unprobed == set(LONG) - probed
+
+
+def test_first_sample_keeps_ends_series_and_spacing() -> None:
+    assert first_sample(VERSIONS, 48) == list(range(16))
+    sample = first_sample(LONG, 20)
+    assert sample[0] == 0 and sample[-1] == len(LONG) - 1 and sample == sorted(set(sample))
+    assert max(b - a for a, b in itertools.pairwise(sample)) <= len(LONG) // 9
+    commits = [f"{i:040x}" for i in range(200)]  # no series: evenly spaced
+    spaced = first_sample(commits, 20)
+    assert len(spaced) == 10 and spaced[0] == 0 and spaced[-1] == 199
+
+
+@given(
+    st.lists(st.sampled_from(["PASS", "BUG", "OTHER", "ENV_ERROR", "TIMEOUT"]), min_size=2, max_size=30),
+    st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_probing_every_version_reports_every_change_between_usable_neighbours(states, batched) -> None:
+    """Property: on a range short enough to probe whole, the transitions are exactly the changes between
+    neighbouring usable versions (skipped ones between them named), whatever the history."""
+    versions = [f"1.0.{i}" for i in range(len(states))]
+    signatures = {"PASS": ("PASS", None), "BUG": ("REPRODUCED", "b"), "OTHER": ("OTHER_FAILURE", "o")}
+
+    def probe(version: str) -> ProbeResult:
+        name = states[versions.index(version)]
+        outcome, sig = signatures.get(name, (name, None))
+        return ProbeResult(version=version, outcome=outcome, signature_id=sig)
+
+    usable = [i for i, name in enumerate(states) if name in signatures]
+    many = (lambda chosen: [probe(v) for v in chosen]) if batched else None
+    if len(usable) < 2:  # nothing to compare a version with
+        with pytest.raises(BisectInconclusiveError):
+            all_transitions(versions, probe, probe_many=many)
+        return
+    result = all_transitions(versions, probe, probe_many=many)
+    expected = [
+        (versions[a], versions[b], tuple(versions[a + 1 : b]))
+        for a, b in itertools.pairwise(usable)
+        if states[a] != states[b]
+    ]
+    assert [(t.last, t.first, t.skipped_between) for t in result.transitions] == expected
+    assert result.assumed == []
+    assert len(result.probes) == len({p.version for p in result.probes})

@@ -50,7 +50,7 @@ def _run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> tupl
         (
             ("bisect", "--repro", "gan", "--good", "0.16.0", "--bad", "0.19.8", "--signature", "x", "--any-failure"),
             2,
-            "--signature and --any-failure contradict each other",
+            "--any-failure contradicts --signature",
         ),
     ],
 )

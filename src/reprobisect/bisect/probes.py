@@ -11,7 +11,17 @@ from typing import Any, Literal
 
 from packaging.version import Version
 
-from reprobisect.bisect.search import BisectResult, ProbeResult, Transition, all_transitions, estimate, first_bad
+from reprobisect.bisect import history
+from reprobisect.bisect.search import (
+    PROBE_ALL_UP_TO,
+    BisectResult,
+    ProbeResult,
+    Transition,
+    all_transitions,
+    estimate,
+    first_bad,
+    first_sample,
+)
 from reprobisect.cells.envs import BaseInterpreter
 from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
@@ -22,7 +32,6 @@ from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
 from reprobisect.run.store import Store
-from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import write_atomic
 
@@ -51,6 +60,9 @@ class BisectRequest:
     timeout: float | None = None
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
     jobs: int = 1  # probes at a time: the two ends together, then every open segment's middle (all-transitions)
+    target_outcome: str | None = None  # bad = this outcome (with ``target``, and that signature): a fix's commit
+    probe_all_up_to: int = PROBE_ALL_UP_TO  # all-transitions probes every version of a range this short
+    first_parent: bool = True  # commits: the line of the branch --bad is on, each merge one step
 
 
 def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prereleases: bool) -> list[str]:
@@ -68,18 +80,10 @@ def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prere
     return releases
 
 
-def git_revisions(repo: Path, good: str, bad: str) -> list[str]:
-    """Commits from ``good`` to ``bad`` along the ancestry path, oldest first, as full hashes."""
-
-    def git(*args: str) -> str:
-        return run_tool(["git", "-C", repo, *args], what=f"--git {repo}", timeout=300, error=ConfigError).stdout.strip()
-
-    start, end = (
-        git("rev-parse", "--verify", "--end-of-options", good),
-        git("rev-parse", "--verify", "--end-of-options", bad),
-    )
-    between = git("rev-list", "--ancestry-path", "--reverse", f"{start}..{end}").split()
-    return [start, *between]
+def git_revisions(repo: Path, good: str, bad: str, *, first_parent: bool = True) -> list[str]:
+    """Commits from ``good`` to ``bad`` of a whole clone, oldest first, as full hashes (bisect/history.py)."""
+    history.check_clone(repo)
+    return history.revisions(repo, good, bad, first_parent=first_parent)
 
 
 def _probe_result(version: str, records: list[Record]) -> ProbeResult:
@@ -107,6 +111,9 @@ def _target(config: Config, request: BisectRequest) -> Callable[[ProbeResult], b
     """What counts as bad: the target signature id, any failure, or (default) the repro's expected signature."""
     if request.any_failure:
         return lambda p: p.outcome in ("REPRODUCED", "OTHER_FAILURE", "CRASH")
+    if request.target_outcome:
+        outcome, signature = request.target_outcome, request.target
+        return lambda p: p.outcome == outcome and (signature is None or p.signature_id == signature)
     if request.target:
         target = request.target
         return lambda p: p.signature_id == target
@@ -131,7 +138,7 @@ def run_bisect(
     index = IndexCache(envs_dir / "index-cache.json", base.executable)
     repo = request.git.resolve() if request.git is not None else None
     if repo is not None:
-        versions = git_revisions(repo, request.good, request.bad)
+        versions = git_revisions(repo, request.good, request.bad, first_parent=request.first_parent)
     else:
         versions = releases_between(index, request.axis, request.good, request.bad, prereleases=request.prereleases)
 
@@ -190,10 +197,17 @@ def run_bisect(
     def many_by_short(chosen: Sequence[str]) -> list[ProbeResult]:
         return probe_many([versions[short.index(version)] for version in chosen])
 
-    many = many_by_short if request.jobs > 1 else None
     if request.all_transitions:
-        result = all_transitions(short, probe_by_short, log=echo, probe_many=many)
+        chosen = first_sample(short, request.probe_all_up_to)
+        echo(
+            f"Probing {'every one' if len(chosen) == len(short) else f'{len(chosen)}'} of the {len(short)} versions "
+            "first (a bug may come and go between two ends that agree)"
+        )
+        result = all_transitions(
+            short, probe_by_short, log=echo, probe_many=many_by_short, probe_all_up_to=request.probe_all_up_to
+        )
     else:
+        many = many_by_short if request.jobs > 1 else None
         result = first_bad(short, probe_by_short, _target(config, request), log=echo, probe_many=many)
     report = _report(config, request, repro.name, form, versions, result, stats, held)
     path = store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
@@ -220,6 +234,12 @@ def bisect_slug(repro: str, form: str, request: BisectRequest, mode: str) -> str
     return re.sub(r"[^A-Za-z0-9._-]", "_", raw)
 
 
+def _target_name(request: BisectRequest) -> str:
+    if request.target_outcome:
+        return request.target_outcome + (f" {request.target}" if request.target else "")
+    return request.target or ("any-failure" if request.any_failure else "expected")
+
+
 def _transition(t: Transition) -> dict[str, Any]:
     return {
         "last": t.last,
@@ -240,6 +260,8 @@ def _report(
     stats: RunStats,
     held: Mapping[str, str],
 ) -> dict[str, Any]:
+    short = [v[:12] for v in versions] if request.git else versions
+    probed = {p.version for p in result.probes}
     precision = config.repros[repro].forms[form].precision if repro in config.repros else "as written"  # type: ignore[index]
     return {
         "repro": repro,
@@ -248,15 +270,25 @@ def _report(
         "axis": request.axis,
         "fix": request.fix,
         "mode": "all-transitions" if request.all_transitions else "first-bad",
-        "target": None
-        if request.all_transitions
-        else (request.target or ("any-failure" if request.any_failure else "expected")),
+        "target": None if request.all_transitions else _target_name(request),
         "cell": dict(held),
         "git": str(request.git) if request.git else None,
         "range": {"good": request.good, "bad": request.bad, "versions": versions},
         "transitions": [_transition(t) for t in result.transitions],
         "probes": [{"version": p.version, **p.describe(), "flaky": p.flaky, "runs": p.runs} for p in result.probes],
         "skipped": [{"version": p.version, "why": p.skipped} for p in result.skipped],
+        "probed": [v for v in short if v in probed],
+        "not_probed": [v for v in short if v not in probed],
+        "assumed_constant": [
+            {
+                "last_probed": a.last_probed,
+                "next_probed": a.next_probed,
+                "outcome": a.state[0],
+                "signature_id": a.state[1],
+                "unprobed": list(a.unprobed),
+            }
+            for a in result.assumed
+        ],
         "runs": stats.executed,
         "reused": stats.reused,
         "probes_made": len(result.probes),

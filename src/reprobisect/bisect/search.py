@@ -5,30 +5,49 @@ Two questions, as maintainers ask them:
 * ``first_bad``: given a good and a bad end, the adjacent pair (last good, first bad) in about
   log2(N) probes. "Bad" is whatever ``is_bad`` says (the target signature), not any failure.
 * ``all_transitions``: every change of state across the range, where a state is an outcome plus a
-  signature id (the GAN bug's symptom drifts between releases). A segment whose two ends have the same
-  state is assumed constant inside; the exhaustive matrix is how to check that assumption.
+  signature id (the GAN bug's symptom drifts between releases). Bugs in this stack come and go: a release
+  breaks something, a later one fixes it, and both ends of the range pass. So no stretch is assumed constant
+  when the range is short enough to probe whole (``probe_all_up_to`` versions, 48 by default: DeepSpeed's
+  0.16-0.19 is 36 releases), and a longer one is sampled densely first (both ends, the first and last release
+  of every minor series, and evenly spaced versions) before each change is refined by bisection. What was
+  assumed is said: the result lists every stretch taken as constant because its two probed ends agree, with the
+  versions inside it that were never probed.
 
 Probes that say nothing about the bug (ENV_ERROR, TIMEOUT) or that disagree with themselves across
 repeats (flaky) are skipped like git bisect's exit 125: the search moves to a neighbour and the result
 lists what was skipped and why. Every probe is memoized.
 
-Probes may run several at a time (``probe_many``): the two ends together, and in ``all_transitions`` the
-middles of every segment still open, one wave at a time. The searches ask exactly what they ask one at a time
-(each segment's next probe depends only on its two ends), so the answer and the set of probes are the same;
-only the order of the probe list differs.
+Probes may run several at a time (``probe_many``): the two ends (or the whole first sample) together, and in
+``all_transitions`` the middles of every segment still open, one wave at a time. The searches ask exactly what
+they ask one at a time (each segment's next probe depends only on its two ends), so the answer and the set of
+probes are the same; only the order of the probe list differs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable, Sequence
 
+from packaging.version import InvalidVersion, Version
+
 from reprobisect.errors import BisectInconclusiveError
 
-__all__ = ["BisectResult", "ProbeResult", "Search", "Transition", "all_transitions", "first_bad"]
+__all__ = [
+    "PROBE_ALL_UP_TO",
+    "BisectResult",
+    "ProbeResult",
+    "Search",
+    "Stretch",
+    "Transition",
+    "all_transitions",
+    "first_bad",
+    "first_sample",
+]
 
 SKIPPED_OUTCOMES = ("ENV_ERROR", "TIMEOUT")
+PROBE_ALL_UP_TO = 48  # all-transitions probes every version of a range this long or shorter
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -73,12 +92,23 @@ class Transition:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Stretch:
+    """Versions never probed, taken to share the state of the two probed versions around them, which agree."""
+
+    last_probed: str
+    next_probed: str
+    state: tuple[str, str | None]
+    unprobed: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BisectResult:
-    """Transitions found, every probe made (in order), and the versions skipped."""
+    """Transitions found, every probe made (in order), the versions skipped, and the stretches assumed constant."""
 
     transitions: list[Transition]
     probes: list[ProbeResult]
     skipped: list[ProbeResult]
+    assumed: list[Stretch] = dataclasses.field(default_factory=list)
 
 
 class Search:
@@ -144,9 +174,10 @@ class Search:
         result = self.results[current]
         return f"{line}  {self.versions[current]}: {result.outcome} {result.signature_id or ''}"
 
-    def result(self, transitions: list[Transition]) -> BisectResult:
+    def result(self, transitions: list[Transition], assumed: Sequence[Stretch] = ()) -> BisectResult:
         probes = [self.results[i] for i in self.order]
-        return BisectResult(transitions=transitions, probes=probes, skipped=[p for p in probes if p.skipped])
+        skipped = [p for p in probes if p.skipped]
+        return BisectResult(transitions=transitions, probes=probes, skipped=skipped, assumed=list(assumed))
 
 
 def estimate(n: int) -> int:
@@ -199,24 +230,62 @@ def first_bad(
     return search.result([transition])
 
 
+def first_sample(versions: Sequence[str], probe_all_up_to: int = PROBE_ALL_UP_TO) -> list[int]:
+    """The indices all-transitions probes before it bisects anything: every version when there are at most
+    ``probe_all_up_to``; else both ends, the first and last release of every minor series (a bug a series brought
+    and its own last patch fixed shows at its ends), and evenly spaced versions, about ``probe_all_up_to // 2``
+    in all (a list of commits has no series: it is spaced evenly)."""
+    count = len(versions)
+    if count <= probe_all_up_to:
+        return list(range(count))
+    chosen = {0, count - 1}
+    for members in _series(versions).values():
+        chosen.update((members[0], members[-1]))
+    spaced = max(2, probe_all_up_to // 2)
+    chosen.update(round(i * (count - 1) / (spaced - 1)) for i in range(spaced))
+    return sorted(chosen)
+
+
+def _series(versions: Sequence[str]) -> dict[tuple[int, ...], list[int]]:
+    """The indices of each minor series (``0.16``: 0.16.0 … 0.16.9); none when the list is not of releases of
+    at least two components each (commit hashes, of which an all-digit one would parse as a version)."""
+    series: dict[tuple[int, ...], list[int]] = {}
+    for index, version in enumerate(versions):
+        try:
+            release = Version(version).release
+        except InvalidVersion:
+            return {}
+        if len(release) < 2:
+            return {}
+        series.setdefault(release[:2], []).append(index)
+    return series
+
+
 def all_transitions(
     versions: Sequence[str],
     probe: Callable[[str], ProbeResult],
     log: Callable[[str], None] = lambda _: None,
     probe_many: Callable[[Sequence[str]], Sequence[ProbeResult]] | None = None,
+    *,
+    probe_all_up_to: int = PROBE_ALL_UP_TO,
 ) -> BisectResult:
-    """Every change of state (outcome + signature id) between the first and last version."""
+    """Every change of state (outcome + signature id) between the first and last version; see the module's doc
+    for what is probed and what is assumed."""
     search = Search(versions, probe, log, probe_many)
-    search.prefetch([0, len(versions) - 1])
-    lo = _end(search, 0, 1, len(versions) - 1)
+    chosen = first_sample(versions, probe_all_up_to)
+    search.prefetch(chosen)
+    lo = _end(search, 0, 1, len(versions) - 1)  # a skipped end: its nearest usable neighbour stands for it
     hi = _end(search, len(versions) - 1, -1, lo)
+    usable = sorted({lo, hi, *(i for i in chosen if lo < i < hi and search.at(i).skipped is None)})
     transitions: list[Transition] = []
-    wave = [(lo, hi)]
+    assumed: list[Stretch] = []
+    wave = list(itertools.pairwise(usable))
     while wave:  # one wave: every open segment's middle, probed together when probe_many allows
         search.prefetch([(left + right) // 2 for left, right in wave if _open(search, left, right)])
-        wave = _split(search, versions, wave, transitions)
+        wave = _split(search, versions, wave, transitions, assumed)
     transitions.sort(key=lambda t: versions.index(t.last))
-    return search.result(transitions)
+    assumed.sort(key=lambda a: versions.index(a.last_probed))
+    return search.result(transitions, assumed)
 
 
 def _open(search: Search, left: int, right: int) -> bool:
@@ -225,12 +294,27 @@ def _open(search: Search, left: int, right: int) -> bool:
 
 
 def _split(
-    search: Search, versions: Sequence[str], wave: list[tuple[int, int]], transitions: list[Transition]
+    search: Search,
+    versions: Sequence[str],
+    wave: list[tuple[int, int]],
+    transitions: list[Transition],
+    assumed: list[Stretch],
 ) -> list[tuple[int, int]]:
-    """Each segment of ``wave`` closed (constant, or a transition found) or split at a usable middle."""
+    """Each segment of ``wave`` closed (constant, or a transition found) or split at a usable middle; a constant
+    segment with versions never probed inside is noted in ``assumed``."""
     after: list[tuple[int, int]] = []
     for left, right in wave:
         if search.at(left).state == search.at(right).state:
+            unprobed = tuple(versions[i] for i in range(left + 1, right) if i not in search.results)
+            if unprobed:
+                assumed.append(
+                    Stretch(
+                        last_probed=versions[left],
+                        next_probed=versions[right],
+                        state=search.at(left).state,
+                        unprobed=unprobed,
+                    )
+                )
             continue
         if right - left == 1:
             transitions.append(

@@ -17,9 +17,16 @@ stand for. One that does not is removed, said in the cell's build log, and the p
 without this cache (built again, and kept again). A self-consistent wheel someone forged and put here is
 installed like any wheel they could put on the index: the folder is only as trusted as who can write to it.
 
+A commit of a local clone (a ``git+file://CLONE@SHA`` pin: commit bisection) is kept the same way, under its
+full hash: it is built from a throwaway ``git clone --shared`` of the clone (the user's clone is never checked
+out or written), with ``--no-build-isolation`` first — the base interpreter's setuptools and torch, so a GPU node
+without network builds it too — and isolated only when that fails. A commit that builds nowhere is the probe's
+ENV_ERROR, skipped like ``git bisect``'s 125.
+
 Layout (beside the cells, ``<envs>/wheels``, unless ``REPROBISECT_WHEEL_CACHE`` names another folder or is
-``off``): ``<name>-<version>-py<X.Y>/`` holds one wheel; ``<name>-<version>-py<X.Y>.flock`` is the lock its
-builder takes and, by its modification time, when it was last used (the size bound drops the oldest first).
+``off``): ``<name>-<version>-py<X.Y>/`` (``<name>-git-<sha>-py<X.Y>/`` for a commit) holds one wheel;
+``<name>-<version>-py<X.Y>.flock`` is the lock its builder takes and, by its modification time, when it was last
+used (the size bound drops the oldest first).
 """
 
 from __future__ import annotations
@@ -49,11 +56,13 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "WheelEntry",
     "build",
+    "build_commit",
     "cache_root",
     "check_wheel",
     "clear",
     "entries",
     "entry_name",
+    "git_commit",
     "lookup",
     "prune",
 ]
@@ -94,14 +103,16 @@ def entry_name(name: str, version: str, python_version: str) -> str | None:
     return folder if _SAFE.fullmatch(folder) and ".." not in folder else None
 
 
-def check_wheel(path: Path, name: str, version: str) -> str | None:
-    """Why the file at ``path`` must not be installed as ``name==version``, or None when it may."""
+def check_wheel(path: Path, name: str, version: str | None) -> str | None:
+    """Why the file at ``path`` must not be installed as ``name==version``, or None when it may (``version``
+    None: a commit's build, whose version is whatever its tree says)."""
     try:
         wheel_name, wheel_version, _, tags = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
         return f"not a wheel's file name ({exc})"
-    if canonicalize_name(wheel_name) != canonicalize_name(name) or wheel_version != Version(version):
-        return f"its file name says {wheel_name} {wheel_version}, not {name} {version}"
+    same_version = version is None or wheel_version == Version(version)
+    if canonicalize_name(wheel_name) != canonicalize_name(name) or not same_version:
+        return f"its file name says {wheel_name} {wheel_version}, not {name} {version or ''}".rstrip()
     if not all(tag.abi == "none" and tag.platform == "any" for tag in tags):
         return "not a pure-Python wheel (only those are kept)"
     try:
@@ -111,7 +122,7 @@ def check_wheel(path: Path, name: str, version: str) -> str | None:
         return f"not a readable wheel ({type(exc).__name__}: {str(exc)[:120]})"
 
 
-def _check_archive(archive: zipfile.ZipFile, name: str, version: str) -> str | None:
+def _check_archive(archive: zipfile.ZipFile, name: str, version: str | None) -> str | None:
     members = archive.namelist()
     if len(members) > _MAX_MEMBERS:
         return f"{len(members)} members (more than {_MAX_MEMBERS})"
@@ -125,11 +136,11 @@ def _check_archive(archive: zipfile.ZipFile, name: str, version: str) -> str | N
     headers = email.parser.BytesHeaderParser().parsebytes(archive.read(metadata[0]))
     meta_name, meta_version = headers.get("Name", ""), headers.get("Version", "")
     try:
-        same_version = Version(meta_version) == Version(version)
+        same_version = version is None or Version(meta_version) == Version(version)
     except InvalidVersion:
         same_version = False
     if canonicalize_name(meta_name) != canonicalize_name(name) or not same_version:
-        return f"its METADATA names {meta_name[:60]!r} {meta_version[:40]!r}, not {name} {version}"
+        return f"its METADATA names {meta_name[:60]!r} {meta_version[:40]!r}, not {name} {version or ''}".rstrip()
     broken = archive.testzip()  # every member read and its CRC compared: a cut or altered file shows here
     return None if broken is None else f"member {broken[:80]!r} is damaged (CRC)"
 
@@ -162,7 +173,7 @@ def lookup(root: Path, name: str, version: str, python_version: str, *, say: Cal
     return wheel
 
 
-def _inspect(folder: Path, name: str, version: str) -> tuple[Path | None, str | None]:
+def _inspect(folder: Path, name: str, version: str | None) -> tuple[Path | None, str | None]:
     """The entry's wheel and why it must not be used: (None, None) when there is no entry."""
     if folder.is_symlink():
         return None, "a link, not a folder"
@@ -219,6 +230,93 @@ def build(
             _remove(root / folder_name)
             os.replace(staging, root / folder_name)  # whole or not at all: a reader never sees half a wheel
         return _the_wheel(root / folder_name)
+
+
+# what pip says when the base interpreter lacks the build backend itself (then, and only then, build isolated)
+_NO_BACKEND = re.compile(r"No module named '?(setuptools|wheel)|Cannot import 'setuptools|BackendUnavailable")
+_COMMIT_PIN = re.compile(r"git\+file://(?P<repo>/[^@\s]*)@(?P<sha>[0-9a-f]{40})")
+
+
+def git_commit(spec: str) -> tuple[Path, str] | None:
+    """``(clone, sha)`` of a pin naming one commit of a local clone by its full hash, else None."""
+    found = _COMMIT_PIN.fullmatch(spec)
+    return (Path(found["repo"]), found["sha"]) if found else None
+
+
+def build_commit(
+    root: Path, name: str, repo: Path, sha: str, *, python: str, python_version: str, log: Path, timeout: float = 1800
+) -> tuple[Path | None, str]:
+    """The kept wheel of commit ``sha`` of the clone ``repo``, built now if it is not kept yet; ``(None, why)``
+    when the commit does not build (the probe is then skipped, not judged)."""
+    minor = ".".join(python_version.split(".")[:2])
+    folder_name = f"{canonicalize_name(name)}-git-{sha}-py{minor}"
+    if not _SAFE.fullmatch(folder_name):
+        return None, f"{name} {sha[:12]}: not a name a kept wheel can have"
+    with _locked(root, folder_name):
+        kept, why = _inspect(root / folder_name, name, None)
+        if why is None and kept is not None:
+            _note(log, f"{name} {sha[:12]}: {kept} (built before, not built again)")
+            return kept, ""
+        if why is not None:
+            _note(log, f"kept wheel {kept or root / folder_name}: {why}; removed, built again")
+        with tempfile.TemporaryDirectory(dir=root, prefix=f".build-{folder_name}-") as tmp:
+            source = Path(tmp) / "source"
+            failed = _checkout(repo, sha, source, log)
+            if failed:
+                return None, failed
+            built, why = _pip_wheel_from(python, source, Path(tmp) / "dist", log, timeout)
+            if built is None:
+                return None, f"commit {sha[:12]} of {repo} does not build: {why}"
+            why = check_wheel(built, name, None) or ""
+            if why:
+                return None, f"the wheel pip built from commit {sha[:12]} is {why}"
+            staging = Path(tmp) / "entry"
+            staging.mkdir()
+            os.replace(built, staging / built.name)
+            _remove(root / folder_name)
+            os.replace(staging, root / folder_name)
+        return _the_wheel(root / folder_name), ""
+
+
+def _checkout(repo: Path, sha: str, source: Path, log: Path) -> str:
+    """A private checkout of ``sha`` at ``source`` (a ``--shared`` clone: objects read from ``repo``, nothing
+    written there); why it could not be made, or ''."""
+    steps = (
+        ["git", "clone", "--quiet", "--shared", "--no-checkout", "--", str(repo), str(source)],
+        ["git", "-C", str(source), "checkout", "--quiet", "--detach", sha],
+    )
+    for argv in steps:
+        done = run_tool(argv, what=f"checking out {sha[:12]} of {repo}", timeout=600, check=False)
+        if done.returncode != 0:
+            why = f"cannot check out commit {sha[:12]} of {repo}: {output_tail(done.stderr or done.stdout)}"
+            _note(log, why)
+            return why
+    return ""
+
+
+def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, timeout: float) -> tuple[Path | None, str]:
+    """A wheel of the tree at ``source``: without build isolation (the base's setuptools and torch: offline), and
+    isolated when that fails (the index the user's pip configuration names)."""
+    why = ""
+    for isolation in (["--no-build-isolation"], []):
+        argv = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", *isolation, "--wheel-dir", str(dest)]
+        argv += ["--disable-pip-version-check", str(source)]
+        env = {**os.environ, "DS_BUILD_OPS": "0"}
+        start = time.perf_counter()
+        try:
+            done = run_tool(argv, what=f"building a wheel of {source}", timeout=timeout, env=env, check=False)
+        except ToolError as exc:
+            _note(log, f"not built: {exc}")
+            return None, str(exc)
+        _note(log, f"$ {' '.join(argv)}  ({time.perf_counter() - start:.1f} s, exit {done.returncode})")
+        wheels = list(dest.glob("*.whl")) if dest.is_dir() else []
+        if done.returncode == 0 and len(wheels) == 1:
+            return wheels[0], ""
+        why = output_tail(done.stderr or done.stdout) if done.returncode else f"pip left {len(wheels)} wheels"
+        _note(log, f"not built: {why}")
+        if not _NO_BACKEND.search(done.stderr + done.stdout):
+            break  # the tree itself does not build: an isolated build (network, minutes offline) would not either
+    return None, why
 
 
 def _pip_wheel(python: str, name: str, version: str, dest: Path, log: Path, timeout: float) -> Path | None:

@@ -446,7 +446,7 @@ def _install(
     # them every run compiles deepspeed and lightning again (imports 6.2-12 s against 4.8-5.8 s, CPU, 0.19.8)
     install = [uv, "pip", "install", "--compile-bytecode", "--python", python, "--excludes", str(excludes)]
     what = f"installing {' '.join(reqs)} into cell {cell.id}"
-    if all(_exact(spec) for spec in pins.values()) and _offline(install, reqs, log, what):
+    if all(_exact(spec) or name in kept for name, spec in pins.items()) and _offline(install, reqs, log, what):
         step("install (offline)")
         return steps
     step("install (offline, not enough in uv's cache)")
@@ -488,12 +488,24 @@ class _WheelCache:
             handle.write(f"# wheel cache: {text}\n")
 
     def kept(self, name: str, spec: str) -> Path | None:
-        """The kept wheel for an exact pin of a package that publishes only sdists, else None."""
+        """The kept wheel for an exact pin of a package that publishes only sdists, or for a commit of a local
+        clone (built now when it is not kept yet; a commit that does not build raises EnvBuildError), else None."""
+        commit = built_wheels.git_commit(spec)
+        if self.root is not None and commit is not None:
+            return self._commit(self.root, name, *commit)
         if self.root is None or canonicalize_name(name) not in SDIST_ONLY or not spec[0].isdigit():
             return None
         wheel = built_wheels.lookup(self.root, name, spec, self.base.version, say=self._say)
         if wheel is not None:
             self._say(f"{name} {spec}: {wheel} (built before, not built again)")
+        return wheel
+
+    def _commit(self, root: Path, name: str, repo: Path, sha: str) -> Path:
+        wheel, why = built_wheels.build_commit(
+            root, name, repo, sha, python=self.base.executable, python_version=self.base.version, log=self.log
+        )
+        if wheel is None:
+            raise EnvBuildError(why)
         return wheel
 
     def build(self, name: str, spec: str) -> Path | None:

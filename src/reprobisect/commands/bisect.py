@@ -1,14 +1,19 @@
 """``reprobisect bisect``: which release (or commit) of one package changed a repro's outcome; with
-``--all-transitions`` every change in the range. Prints the transitions and where the report was written."""
+``--all-transitions`` every change in the range (every release probed when the range is short enough), and with
+``--culprits`` the commit behind each change. Prints the transitions and where the report was written."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 from typing import Any
 
+from reprobisect.bisect import history
+from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect
+from reprobisect.bisect.search import PROBE_ALL_UP_TO
 from reprobisect.cells.envs import base_interpreter
 from reprobisect.commands.options import (
     Subparsers,
@@ -25,6 +30,7 @@ from reprobisect.commands.options import (
 from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
 from reprobisect.run.store import Store
+from reprobisect.util.files import write_atomic
 
 __all__ = ["run_from_args", "setup_arguments"]
 
@@ -46,10 +52,39 @@ def setup_arguments(subparsers: Subparsers) -> None:
     add_nproc(parser)
     parser.add_argument("--signature", help="bad = this signature id (default: the repro's expected signature)")
     parser.add_argument("--any-failure", action="store_true", help="bad = any failure")
+    parser.add_argument(
+        "--target-outcome",
+        choices=("PASS", "REPRODUCED", "OTHER_FAILURE", "CRASH"),
+        help="bad = this outcome (with --signature: and that signature); PASS finds the change that fixed a bug",
+    )
     parser.add_argument("--all-transitions", action="store_true", help="map every change of outcome in the range")
+    parser.add_argument(
+        "--probe-all-up-to",
+        type=int,
+        default=PROBE_ALL_UP_TO,
+        metavar="N",
+        help=f"--all-transitions probes every version of a range of at most N (default {PROBE_ALL_UP_TO}); a longer "
+        "one is sampled (ends, each minor series' first and last release, evenly spaced), then bisected",
+    )
+    parser.add_argument(
+        "--culprits",
+        action="store_true",
+        help="with --all-transitions over releases: bisect the commits between the two tags of each transition in "
+        "--git CLONE (or a clone of the package's known repository the harness makes, network allowing)",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs per probe; disagreeing repeats mark it flaky")
     parser.add_argument("--pre", action="store_true", help="include pre-releases")
-    parser.add_argument("--git", type=Path, help="bisect the commits of a local clone of the --axis package")
+    parser.add_argument(
+        "--git",
+        type=Path,
+        help="a whole local clone of the --axis package: bisect its commits (--good/--bad are revisions), or with "
+        "--culprits the clone whose commits between release tags are searched",
+    )
+    parser.add_argument(
+        "--all-parents",
+        action="store_true",
+        help="commits: every commit on the ancestry path, not only the first-parent line of --bad's branch",
+    )
     parser.add_argument("--fresh", action="store_true", help="re-run probes that already have a record")
     parser.add_argument(
         "--jobs", type=int, default=1, help="probes at a time: both ends, then every open segment's middle together"
@@ -61,8 +96,14 @@ def setup_arguments(subparsers: Subparsers) -> None:
 
 def _request(args: argparse.Namespace, repro: str) -> BisectRequest:
     """The options as a BisectRequest; contradictions are refused here, before anything is built."""
-    if args.signature and args.any_failure:
-        msg = "--signature and --any-failure contradict each other: choose one target"
+    if args.any_failure and (args.signature or args.target_outcome):
+        msg = "--any-failure contradicts --signature and --target-outcome: choose one target"
+        raise ConfigError(msg)
+    if args.culprits and not args.all_transitions:
+        msg = "--culprits names the commit behind each transition: it goes with --all-transitions"
+        raise ConfigError(msg)
+    if args.probe_all_up_to < 2:
+        msg = f"--probe-all-up-to {args.probe_all_up_to}: at least 2 (the two ends)"
         raise ConfigError(msg)
     fixed = pins(args)
     fixed.pop(args.axis, None)  # the axis is what the bisection varies
@@ -85,17 +126,22 @@ def _request(args: argparse.Namespace, repro: str) -> BisectRequest:
         repeat=args.repeat,
         prereleases=args.pre,
         pins=fixed,
-        git=args.git,
+        git=None if args.culprits else args.git,
         fresh=args.fresh,
         timeout=args.timeout,
         confinement=confinement(args),
         jobs=args.jobs,
+        target_outcome=args.target_outcome,
+        probe_all_up_to=args.probe_all_up_to,
+        first_parent=not args.all_parents,
     )
 
 
 def _print_report(report: dict[str, Any], path: Path, *, all_transitions: bool) -> None:
-    """The transitions with their signatures, the skipped versions, the cost, where the report is."""
+    """The transitions with their signatures and culprits, what was skipped or never probed, the cost, where the
+    report is."""
     print()
+    culprits = {(c["last"], c["first"]): c for c in report.get("culprits", [])}
     for t in report["transitions"]:
         between = f" (skipped between: {', '.join(t['skipped_between'])})" if t["skipped_between"] else ""
         print(
@@ -105,17 +151,36 @@ def _print_report(report: dict[str, Any], path: Path, *, all_transitions: bool) 
         for side in ("from", "to"):
             if t[side]["signature"]:
                 print(f"    {t[side]['signature_id']}: {t[side]['signature']}")
+        if (t["last"], t["first"]) in culprits:
+            print(f"    {culprit_line(culprits[t['last'], t['first']])}")
     if not report["transitions"]:
+        probed = len(report.get("probed", []))
         print(
             "No transition: the outcome is the same at both ends"
-            + (" and every probe between." if all_transitions else ".")
+            + (f" and at every one of the {probed} versions probed." if all_transitions else ".")
         )
     for skip in report["skipped"]:
         print(f"skipped {skip['version']}: {skip['why']}")
+    for stretch in report.get("assumed_constant", []):
+        print(
+            f"not probed: {', '.join(stretch['unprobed'])} — assumed {stretch['outcome']} like "
+            f"{stretch['last_probed']} and {stretch['next_probed']} around them"
+        )
     print(
         f"\n{report['probes_made']} probes over {report['releases_in_range']} versions; "
         f"{report['runs']} runs executed, {report['reused']} reused from records. Report: {path}"
     )
+
+
+def culprit_line(culprit: dict[str, Any]) -> str:
+    """``introduced by 1a2b3c4d5e6f Subject (owner/repo#N)``, or why no commit is named."""
+    commit = culprit.get("commit")
+    if not commit:
+        return f"{culprit['kind']} by: unknown — {culprit['why']}"
+    pr = f" ({commit['pull_request']})" if commit.get("pull_request") else ""
+    skipped = culprit.get("skipped_between") or []
+    around = f" (or one of {len(skipped)} commits before it that do not build)" if skipped else ""
+    return f"{culprit['kind']} by {commit['sha'][:12]} {commit['subject']}{pr}{around}"
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -132,13 +197,48 @@ def run_from_args(args: argparse.Namespace) -> int:
         rerun=("nox", "-s", "triage", "--"),
     )
     request = _request(args, made[0] if made else args.repro)
+    base = base_interpreter(args.base_python)
+    store = Store(args.out)
     _, report, path = run_bisect(
         config,
         request,
-        base=base_interpreter(args.base_python),
-        store=Store(args.out),
+        base=base,
+        store=store,
         envs_dir=args.envs,
         environ=os.environ,
     )
+    if args.culprits:
+        clone = args.git if args.git is not None else history.clone_known(args.axis, args.envs / "clones")
+        report["culprits"] = find_culprits(
+            config,
+            request,
+            report["transitions"],
+            clone=clone,
+            base=base,
+            store=store,
+            envs_dir=args.envs,
+            environ=os.environ,
+            form=report["form"],
+            source=source_options(args),
+        )
+        write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
     _print_report(report, path, all_transitions=args.all_transitions)
     return 0
+
+
+def source_options(args: argparse.Namespace) -> list[str]:
+    """The options that name what is run — ``--script issue.py --env K=V -- ARGS`` or ``--repro NAME`` — for a
+    command that runs it again."""
+    if getattr(args, "repro", None):
+        return ["--repro", args.repro]
+    options = ["--script", str(args.script)] if args.script else []
+    for test in getattr(args, "pytest", None) or ():
+        options += ["--pytest", test]
+    for setting in getattr(args, "env", None) or ():
+        options += ["--env", setting]
+    if getattr(args, "shim", False):
+        options.append("--shim")
+    if getattr(args, "expect_signature", None):
+        options += ["--expect-signature", args.expect_signature]
+    script_args = list(getattr(args, "script_args", ()) or ())
+    return [*options, *(["--", *script_args] if script_args else [])]

@@ -1,0 +1,170 @@
+"""The change behind each release transition: the commits between the two releases' tags, bisected.
+
+A release transition (last release with one state, first with the next) ends where a maintainer's real question
+starts: which commit did it? For each, the commits from the earlier release's tag to the later one's (the first
+parent line) are bisected for the later state — a failure's signature when a bug came, PASS when it went — and
+the first commit with it is named with its subject and the pull request the subject names. Probes are ordinary
+matrix runs of cells whose package is a commit of the clone (built once into the kept wheels, pure Python; ops
+from the shared op cache), so a second search reuses every record, and it runs where the GPUs are, offline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from reprobisect.bisect import history
+from reprobisect.bisect.probes import BisectRequest, run_bisect
+from reprobisect.cells.envs import BaseInterpreter
+from reprobisect.config.load import Config
+from reprobisect.errors import BisectInconclusiveError
+from reprobisect.run.store import Store
+from reprobisect.util.echo import Echo
+
+__all__ = ["change_kind", "find_culprits"]
+
+FAILING = ("REPRODUCED", "OTHER_FAILURE", "CRASH")
+
+
+def change_kind(before: str, after: str) -> str:
+    """``introduced`` (a pass became a failure), ``fixed`` (a failure became a pass) or ``changed``."""
+    if before == "PASS" and after in FAILING:
+        return "introduced"
+    if before in FAILING and after == "PASS":
+        return "fixed"
+    return "changed"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Search:
+    """What one culprit search needs besides the transition."""
+
+    config: Config
+    request: BisectRequest
+    clone: Path
+    slug: str | None
+    base: BaseInterpreter
+    store: Store
+    envs_dir: Path
+    environ: Mapping[str, str]
+    echo: Echo
+    source: Sequence[str]  # the options that name the repro (``--script issue.py --env …``), for the re-run line
+
+
+def find_culprits(
+    config: Config,
+    request: BisectRequest,
+    transitions: Sequence[Mapping[str, Any]],
+    *,
+    clone: Path,
+    base: BaseInterpreter,
+    store: Store,
+    envs_dir: Path,
+    environ: Mapping[str, str],
+    form: str,
+    source: Sequence[str],
+    echo: Echo = print,
+) -> list[dict[str, Any]]:
+    """One entry per release transition (as ``bisect``'s report writes them): the first commit with the later
+    state, or why none is named. ``request`` is the release search's (repro, fix, pins, sandbox), ``form`` the form
+    it probed."""
+    clone = clone.resolve()
+    history.check_clone(clone)
+    search = _Search(
+        config=config,
+        request=dataclasses.replace(request, form=form),
+        clone=clone,
+        slug=history.github_slug(clone, request.axis),
+        base=base,
+        store=store,
+        envs_dir=envs_dir,
+        environ=environ,
+        echo=echo,
+        source=source,
+    )
+    return [_culprit(search, t) for t in transitions]
+
+
+def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
+    before, after = transition["from"], transition["to"]
+    found: dict[str, Any] = {
+        "last": transition["last"],
+        "first": transition["first"],
+        "kind": change_kind(before["outcome"], after["outcome"]),
+        "target": {"outcome": after["outcome"], "signature_id": after["signature_id"]},
+        "commit": None,
+        "last_good_commit": None,
+        "commits": None,
+        "probes": 0,
+        "skipped_between": [],
+        "why": None,
+        "rerun": None,
+    }
+    tags = [history.release_tag(search.clone, transition[end]) for end in ("last", "first")]
+    if None in tags:
+        missing = transition["last"] if tags[0] is None else transition["first"]
+        found["why"] = (
+            f"{search.clone} has no tag of {search.request.axis} {missing} (v{missing} or {missing}); "
+            f"fetch its tags: git -C {search.clone} fetch --tags"
+        )
+        return found
+    good, bad = str(tags[0]), str(tags[1])
+    request = dataclasses.replace(
+        search.request,
+        git=search.clone,
+        good=good,
+        bad=bad,
+        all_transitions=False,
+        any_failure=False,
+        target_outcome=after["outcome"],
+        target=after["signature_id"],
+    )
+    found["rerun"] = _rerun(search, request)
+    search.echo(
+        f"\nWhich commit between {good} and {bad} {found['kind']} it: bisecting for "
+        f"{after['outcome']} {after['signature_id'] or ''}".rstrip()
+    )
+    try:
+        result, report, _ = run_bisect(
+            search.config,
+            request,
+            base=search.base,
+            store=search.store,
+            envs_dir=search.envs_dir,
+            environ=search.environ,
+            echo=search.echo,
+        )
+    except BisectInconclusiveError as exc:
+        found["why"] = f"the commits between {good} and {bad} do not say: {exc}"
+        return found
+    [step] = result.transitions
+    found.update(
+        commits=len(report["range"]["versions"]) - 1,
+        probes=report["probes_made"],
+        skipped_between=list(step.skipped_between),
+        commit=history.commit_info(search.clone, step.first, search.slug).describe(),
+        last_good_commit=history.commit_info(search.clone, step.last, search.slug).describe(),
+    )
+    return found
+
+
+def _rerun(search: _Search, request: BisectRequest) -> str:
+    """The command that runs this commit search again (its probes' records are reused)."""
+    argv = ["reprobisect", "bisect", "--axis", request.axis, "--git", str(search.clone)]
+    argv += ["--good", request.good, "--bad", request.bad, "--target-outcome", str(request.target_outcome)]
+    if request.target:
+        argv += ["--signature", request.target]
+    if request.form:
+        argv += ["--form", request.form]
+    if request.fix != "none":
+        argv += ["--fix", request.fix]
+    argv += [f"--{name}={value}" for name, value in sorted(request.pins.items()) if name != "nproc"]
+    tail = list(search.source)
+    script_args: list[str] = []
+    if "--" in tail:
+        cut = tail.index("--")
+        tail, script_args = tail[:cut], tail[cut:]
+    return shlex.join([*argv, *tail, *script_args])

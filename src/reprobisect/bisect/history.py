@@ -1,0 +1,210 @@
+"""A package's own git history, as commit bisection reads it: the commits between two revisions, the tag of a
+release, a commit's subject and the pull request it names, and whether a clone holds what a build needs.
+
+Read-only on the user's clone: the harness never checks out, fetches into or writes to it; each probe builds from
+a throwaway ``git clone --shared`` of it (cells/built_wheels.py). Every revision a user typed reaches git after
+``--end-of-options``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlparse
+
+from packaging.utils import canonicalize_name
+
+from reprobisect.errors import ConfigError, ToolError
+from reprobisect.util.cmd import run_tool
+
+__all__ = [
+    "KNOWN_REPOSITORIES",
+    "Commit",
+    "check_clone",
+    "clone_known",
+    "commit_info",
+    "github_slug",
+    "pull_request",
+    "release_tag",
+    "revisions",
+]
+
+# Where each package of this stack is developed: a clone the harness may make itself, and the ``owner/name`` that
+# a subject's ``(#1234)`` refers to.
+KNOWN_REPOSITORIES: Mapping[str, str] = {
+    "deepspeed": "https://github.com/deepspeedai/DeepSpeed",
+    "lightning": "https://github.com/Lightning-AI/pytorch-lightning",
+    "pytorch-lightning": "https://github.com/Lightning-AI/pytorch-lightning",
+    "torch": "https://github.com/pytorch/pytorch",
+    "torchvision": "https://github.com/pytorch/vision",
+}
+_PR = re.compile(r"\(#(\d{1,7})\)\s*$|\bMerge pull request #(\d{1,7})\b")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Commit:
+    """One commit as a culprit is reported: its hash, subject, and the pull request its subject names."""
+
+    sha: str
+    subject: str
+    pull_request: str | None  # ``deepspeedai/DeepSpeed#7018``, or None when the subject names none
+
+    def describe(self) -> dict[str, str | None]:
+        return {"sha": self.sha, "subject": self.subject, "pull_request": self.pull_request}
+
+
+def _git(repo: Path, *args: str, timeout: float = 300) -> str:
+    return run_tool(["git", "-C", repo, *args], what=f"--git {repo}", timeout=timeout, error=ConfigError).stdout.strip()
+
+
+def check_clone(repo: Path) -> None:
+    """Refuse, once and by name, a clone that cannot build its past commits offline: a shallow clone lacks the
+    history between two releases, a partial (``--filter``) one lacks the files and would fetch them per commit."""
+    if not repo.is_dir():
+        msg = f"--git {repo}: no such folder; pass a clone of the package's repository"
+        raise ConfigError(msg)
+    _git(repo, "rev-parse", "--git-dir")  # not a clone: git's own words, naming the folder
+    if _git(repo, "rev-parse", "--is-shallow-repository") == "true":
+        msg = (
+            f"--git {repo}: a shallow clone, whose history stops before the commits to bisect; "
+            f"run `git -C {repo} fetch --unshallow --tags` or clone it whole"
+        )
+        raise ConfigError(msg)
+    promisor = run_tool(
+        ["git", "-C", repo, "config", "--get-regexp", r"^(extensions\.partialclone|remote\..*\.promisor)$"],
+        what=f"--git {repo}",
+        timeout=60,
+        check=False,
+    ).stdout.strip()
+    if promisor:
+        msg = (
+            f"--git {repo}: a partial clone (made with --filter: {promisor.splitlines()[0]}), whose files are "
+            f"fetched per commit, which a node without network cannot do; clone it without --filter"
+        )
+        raise ConfigError(msg)
+
+
+def missing_objects(repo: Path, start: str, end: str) -> int:
+    """How many objects of the commits ``start..end`` the clone lacks (0 for a whole clone)."""
+    listed = run_tool(
+        ["git", "-C", repo, "rev-list", "--objects", "--missing=print", "--end-of-options", f"{start}..{end}"],
+        what=f"--git {repo}: listing the objects between {start} and {end}",
+        timeout=600,
+        error=ConfigError,
+    ).stdout
+    return sum(1 for line in listed.splitlines() if line.startswith("?"))
+
+
+def revisions(repo: Path, good: str, bad: str, *, first_parent: bool = True) -> list[str]:
+    """Commits from ``good`` to ``bad``, oldest first, as full hashes, ``good`` included.
+
+    ``first_parent``: where history merges, the line of the branch ``bad`` is on (each merge is one step, as
+    ``git bisect --first-parent`` takes it), not every commit of every merged branch; ancestry-path otherwise.
+    """
+    start = _git(repo, "rev-parse", "--verify", "--end-of-options", f"{good}^{{commit}}")
+    end = _git(repo, "rev-parse", "--verify", "--end-of-options", f"{bad}^{{commit}}")
+    if not _is_ancestor(repo, start, end):
+        msg = f"--good {good!r} is not an ancestor of --bad {bad!r} in {repo}: give two revisions of one history"
+        raise ConfigError(msg)
+    walk = ["--first-parent"] if first_parent else ["--ancestry-path"]
+    between = _git(repo, "rev-list", *walk, "--reverse", f"{start}..{end}").split()
+    missing = missing_objects(repo, start, end)
+    if missing:
+        msg = (
+            f"--git {repo}: {missing} objects of the commits between {good} and {bad} are missing (a partial or "
+            f"damaged clone); run `git -C {repo} fetch --refetch` or clone it whole"
+        )
+        raise ConfigError(msg)
+    return [start, *between]
+
+
+def _is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    done = run_tool(
+        ["git", "-C", repo, "merge-base", "--is-ancestor", older, newer], what=f"--git {repo}", timeout=120, check=False
+    )
+    return done.returncode == 0
+
+
+def release_tag(repo: Path, version: str) -> str | None:
+    """The tag of release ``version`` in the clone (``v0.16.5``, or ``0.16.5``), or None when it has neither."""
+    for tag in (f"v{version}", version):
+        done = run_tool(
+            ["git", "-C", repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"refs/tags/{tag}^{{commit}}"],
+            what=f"--git {repo}: finding the tag of {version}",
+            timeout=60,
+            check=False,
+        )
+        if done.returncode == 0 and done.stdout.strip():
+            return tag
+    return None
+
+
+def github_slug(repo: Path, package: str) -> str | None:
+    """``owner/name`` for pull-request references: the clone's ``origin`` when it is on GitHub, else the package's
+    known repository."""
+    origin = run_tool(
+        ["git", "-C", repo, "config", "--get", "remote.origin.url"], what=f"--git {repo}", timeout=60, check=False
+    ).stdout.strip()
+    for url in (origin, KNOWN_REPOSITORIES.get(canonicalize_name(package), "")):
+        slug = _slug(url)
+        if slug:
+            return slug
+    return None
+
+
+def _slug(url: str) -> str | None:
+    if url.startswith("git@github.com:"):
+        path = url.removeprefix("git@github.com:")
+    else:
+        parsed = urlparse(url)
+        if parsed.hostname != "github.com":
+            return None
+        path = parsed.path
+    parts = path.strip("/").removesuffix(".git").split("/")
+    if len(parts) != 2 or not all(re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", p) for p in parts):
+        return None
+    return "/".join(parts)
+
+
+def pull_request(subject: str, slug: str | None) -> str | None:
+    """The pull request a subject names: GitHub's squash ``Title (#7018)`` or ``Merge pull request #7018``."""
+    found = _PR.search(subject)
+    if found is None:
+        return None
+    number = found.group(1) or found.group(2)
+    return f"{slug}#{number}" if slug else f"#{number}"
+
+
+def commit_info(repo: Path, sha: str, slug: str | None) -> Commit:
+    """The commit's full hash, its subject (one line, at most 200 characters) and the pull request it names."""
+    out = _git(repo, "log", "-1", "--format=%H%x00%s", "--end-of-options", sha)
+    full, _, subject = out.partition("\0")
+    subject = " ".join(subject.split())[:200]
+    return Commit(sha=full, subject=subject, pull_request=pull_request(subject, slug))
+
+
+def clone_known(package: str, dest: Path) -> Path:
+    """A full clone of ``package``'s known repository under ``dest`` (made once, then fetched), for a culprit
+    search without ``--git``. Offline, or for a package with no known repository: a ConfigError naming ``--git``.
+    """
+    url = KNOWN_REPOSITORIES.get(canonicalize_name(package))
+    if url is None:
+        msg = f"no known repository for {package}: pass --git CLONE (a full clone of its repository)"
+        raise ConfigError(msg)
+    target = dest / canonicalize_name(package)
+    try:
+        if (target / ".git").exists():
+            fetch: list[str | Path] = ["git", "-C", target, "fetch", "--quiet", "--tags", "origin"]
+            run_tool(fetch, what=f"updating {target}", timeout=1800)
+        else:
+            dest.mkdir(parents=True, exist_ok=True)
+            run_tool(["git", "clone", "--quiet", "--", url, target], what=f"cloning {url}", timeout=3600)
+    except ToolError as exc:
+        msg = (
+            f"could not clone {url} into {target} ({str(exc).splitlines()[0][:200]}); without network pass "
+            f"--git CLONE, a full clone of {package}'s repository made where there is network"
+        )
+        raise ConfigError(msg) from exc
+    return target
