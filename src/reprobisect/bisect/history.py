@@ -65,7 +65,11 @@ def check_clone(repo: Path) -> None:
     if not repo.is_dir():
         msg = f"--git {repo}: no such folder; pass a clone of the package's repository"
         raise ConfigError(msg)
-    _git(repo, "rev-parse", "--git-dir")  # not a clone: git's own words, naming the folder
+    if _git(repo, "rev-parse", "--is-bare-repository") != "true":  # not a clone at all: git's words, named
+        top = Path(_git(repo, "rev-parse", "--show-toplevel"))
+        if top.resolve() != repo.resolve():
+            msg = f"--git {repo}: not a clone but a folder inside the clone {top}; pass the package's own clone"
+            raise ConfigError(msg)
     if _git(repo, "rev-parse", "--is-shallow-repository") == "true":
         msg = (
             f"--git {repo}: a shallow clone, whose history stops before the commits to bisect; "
