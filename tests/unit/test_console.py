@@ -115,3 +115,19 @@ def test_heartbeat_speaks_while_the_block_runs_and_stops_after() -> None:
     time.sleep(0.15)
     assert count >= 3 and len(heard) == count
     assert heard[0].startswith("  … building cell x, ")
+
+
+def test_died_at_is_unknown_for_a_script_that_reports_no_steps() -> None:
+    """A pasted script reports no steps: its failure died somewhere unknown (``-``), not at a setup it never
+    announced; a repro that reports steps and failed before the first one died at setup."""
+    from reprobisect.model.outcome import Outcome
+    from reprobisect.run.execute import _failing_step
+
+    assert _failing_step(Outcome.OTHER_FAILURE, [], reports_steps=False) is None
+    assert _failing_step(Outcome.OTHER_FAILURE, [], reports_steps=True) == "setup"
+    assert _failing_step(Outcome.PASS, [], reports_steps=True) is None
+    [failed, *_] = [r for r in _records("0.16.4") if r.outcome != "PASS"]
+    lines = runs_table([dataclasses.replace(failed, failing_step=None)]).splitlines()
+    header = next(line for line in lines if "died at" in line)
+    row = next(line for line in lines if line.strip().startswith(failed.fix))
+    assert row[header.index("died at") : header.index("ms/step")].strip() == "-"

@@ -80,6 +80,7 @@ def script_repro(
         fixes={"none": Fix(name="none", description="the script as written"), **(fixes or {})},
         rerun=tuple(rerun),
         script_args=tuple(args),
+        reports_steps=False,
     )
 
 

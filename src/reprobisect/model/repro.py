@@ -93,6 +93,9 @@ class Repro:
     # default), ``nox -s triage -- issue.py`` for a script; the script's own arguments follow a last ``--``.
     rerun: tuple[str, ...] = ()
     script_args: tuple[str, ...] = ()  # a script's own arguments, given after the command's ``--``
+    # Whether it prints a step event per step: then a failure before the first one died at "setup"; a pasted
+    # script's failure without steps died somewhere unknown ("-"), not in a setup it never announced
+    reports_steps: bool = True
 
     def rerun_command(self, cell_options: list[str], form: str, fix: Fix) -> list[str]:
         """The words of a command that re-runs one form and fix of this repro in a cell given by its options."""

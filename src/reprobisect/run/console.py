@@ -104,6 +104,13 @@ def _number(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _died_at(record: Record) -> str:
+    """Where a failed run died; ``-`` when that is unknown (a script that reports no steps), blank for a pass."""
+    if record.failing_step is not None:
+        return cut(str(record.failing_step), len("after-steps"))
+    return "" if record.outcome == Outcome.PASS.value else "-"
+
+
 def _row(record: Record) -> tuple[str, ...]:
     outcome = Outcome(record.outcome)
     step_ms = None if record.step_median_seconds is None else record.step_median_seconds * 1000
@@ -111,7 +118,7 @@ def _row(record: Record) -> tuple[str, ...]:
         record.fix,
         f"{outcome.glyph} {outcome.value}",
         _signature_cell(record),
-        "" if record.failing_step is None else cut(str(record.failing_step), len("after-steps")),
+        _died_at(record),
         _number(step_ms),
         _number(record.wall_seconds),
     )

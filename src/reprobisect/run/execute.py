@@ -230,13 +230,17 @@ def _same(claimed: str, installed: str) -> bool:
     return claimed == installed or ("+" not in installed and claimed.split("+", 1)[0] == installed)
 
 
-def _failing_step(outcome: Outcome, steps: list[StepTime]) -> int | str | None:
+def _failing_step(outcome: Outcome, steps: list[StepTime], *, reports_steps: bool) -> int | str | None:
+    """The step a failed run died at, ``setup`` before the first step of a repro that reports steps, None when
+    unknown (a script that reported none)."""
     if outcome == Outcome.PASS:
         return None
     bad = next((s.step for s in steps if not s.ok), None)
     if bad is not None:
         return bad
-    return "setup" if not steps else "after-steps"
+    if steps:
+        return "after-steps"
+    return "setup" if reports_steps else None
 
 
 def _median_step(steps: list[StepTime]) -> float | None:
@@ -344,7 +348,7 @@ def execute(
         upstream=list(verdict.known.upstream) if verdict.known else [],
         exit_code=result.exit_code,
         timed_out=result.timed_out,
-        failing_step=_failing_step(verdict.outcome, steps),
+        failing_step=_failing_step(verdict.outcome, steps, reports_steps=spec.repro.reports_steps),
         steps=steps,
         step_median_seconds=_median_step(steps),
         first_step_seconds=steps[0].seconds if steps else None,
