@@ -35,7 +35,15 @@ from reprobisect.run.store import Store
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import write_atomic
 
-__all__ = ["BisectRequest", "bisect_slug", "git_revisions", "releases_between", "run_bisect"]
+__all__ = [
+    "BisectRequest",
+    "bisect_slug",
+    "git_revisions",
+    "probe_result",
+    "releases_between",
+    "run_bisect",
+    "transition_dict",
+]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -86,7 +94,9 @@ def git_revisions(repo: Path, good: str, bad: str, *, first_parent: bool = True)
     return history.revisions(repo, good, bad, first_parent=first_parent)
 
 
-def _probe_result(version: str, records: list[Record]) -> ProbeResult:
+def probe_result(version: str, records: Sequence[Record]) -> ProbeResult:
+    """What the records of one version say as a probe: their repeats folded into one state (flaky when they
+    disagree); no record at all is a skip, never a verdict."""
     if not records:  # a matrix run of several probes that left none for this one: skipped, never a verdict
         return ProbeResult(version=version, outcome="ENV_ERROR", signature="no record of this probe")
     verdict = fold_repeats((r.outcome, r.signature.id if r.signature else "") for r in records)
@@ -174,9 +184,9 @@ def run_bisect(
             config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=lambda _: None, stats=stats
         )
         if len(chosen) == 1:
-            return [_probe_result(chosen[0][:12] if request.git else chosen[0], records)]
+            return [probe_result(chosen[0][:12] if request.git else chosen[0], records)]
         return [
-            _probe_result(version[:12] if request.git else version, _records_of(records, request.axis, value(version)))
+            probe_result(version[:12] if request.git else version, _records_of(records, request.axis, value(version)))
             for version in chosen
         ]
 
@@ -240,7 +250,8 @@ def _target_name(request: BisectRequest) -> str:
     return request.target or ("any-failure" if request.any_failure else "expected")
 
 
-def _transition(t: Transition) -> dict[str, Any]:
+def transition_dict(t: Transition) -> dict[str, Any]:
+    """A transition as bisect reports write it (and culprit searches read it)."""
     return {
         "last": t.last,
         "first": t.first,
@@ -274,7 +285,7 @@ def _report(
         "cell": dict(held),
         "git": str(request.git) if request.git else None,
         "range": {"good": request.good, "bad": request.bad, "versions": versions},
-        "transitions": [_transition(t) for t in result.transitions],
+        "transitions": [transition_dict(t) for t in result.transitions],
         "probes": [{"version": p.version, **p.describe(), "flaky": p.flaky, "runs": p.runs} for p in result.probes],
         "skipped": [{"version": p.version, "why": p.skipped} for p in result.skipped],
         "probed": [v for v in short if v in probed],

@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import sys
+from pathlib import Path
 
 from reprobisect.cells.envs import base_interpreter
 from reprobisect.commands.options import (
@@ -28,6 +29,7 @@ from reprobisect.commands.output import print_runs
 from reprobisect.config.load import Config, load_config
 from reprobisect.config.matrix import PINNED_AXES
 from reprobisect.errors import ConfigError
+from reprobisect.model.record import Record
 from reprobisect.report.load import markdown_summary
 from reprobisect.run.matrix import MatrixRequest, listed_cells, run_matrix
 from reprobisect.run.store import Store
@@ -135,8 +137,9 @@ def run_and_summarize(
     title: str,
     summary: str,
     cells: tuple[str, ...] = (),
-) -> None:
-    """Run the request, print the table and write the Markdown summary under ``--out``."""
+) -> tuple[list[Record], Path]:
+    """Run the request, print the table and write the Markdown summary under ``--out``; returns the records and
+    the summary's path."""
     records = run_matrix(
         config,
         request,
@@ -152,3 +155,4 @@ def run_and_summarize(
     command = f"nox -s {args.command} -- " + shlex.join(sys.argv[2:])
     write_atomic(path, markdown_summary(records, title=title, command=command), what="the summary")
     print(f"\nRecords: {args.out / 'records'}  Summary: {path}")
+    return records, path

@@ -3,18 +3,40 @@ the releases its pins name), in every form this machine runs, beside the fixes g
 
 It is ``matrix --script`` starting from matrix.yaml's default cell instead of its axes, because a maintainer
 triaging a report first asks "does it fail on the newest releases, and does my fix help?"; a range pin
-(``--deepspeed '>=0.16,<0.20'``) then asks "where does it fail?", and ``bisect --script`` "which release broke it?".
+(``--deepspeed '>=0.16,<0.20'``) runs every release in it and ends with the whole answer: the affected releases as
+ranges, the change at each end (with ``--git CLONE`` or ``--culprits``, the commit that introduced the bug and the
+one that fixed it, with their pull requests), the candidate fixes over the affected range, and the commands that
+re-run each finding.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import sys
 from pathlib import Path
+from typing import Any
 
+from reprobisect.bisect import history
+from reprobisect.bisect.answer import Answer, answer_markdown, sweep_answers
+from reprobisect.bisect.culprits import find_culprits
+from reprobisect.bisect.probes import BisectRequest, transition_dict
+from reprobisect.cells.envs import base_interpreter
+from reprobisect.commands.bisect import source_options
 from reprobisect.commands.matrix import add_run_options, axis_values, matrix_request, run_and_summarize
-from reprobisect.commands.options import Subparsers, add_common, add_script_options, prepare, with_script
-from reprobisect.config.load import load_config
+from reprobisect.commands.options import (
+    Subparsers,
+    add_common,
+    add_script_options,
+    confinement,
+    prepare,
+    with_script,
+)
+from reprobisect.config.load import Config, load_config
 from reprobisect.errors import ConfigError
+from reprobisect.run.store import Store
+from reprobisect.util.files import write_atomic
 
 __all__ = ["run_from_args", "setup_arguments"]
 
@@ -32,6 +54,17 @@ def setup_arguments(subparsers: Subparsers) -> None:
     )
     add_script_options(parser, script=False)
     add_run_options(parser)
+    parser.add_argument(
+        "--git",
+        type=Path,
+        help="with a range pin: a whole clone of the package whose releases vary; the commits between the tags of "
+        "each change are bisected for the one that introduced (or fixed) the bug",
+    )
+    parser.add_argument(
+        "--culprits",
+        action="store_true",
+        help="as --git, with a clone of the package's known repository the harness makes (network allowing)",
+    )
     add_common(parser)
     parser.set_defaults(run=run_from_args, script_args=())
 
@@ -48,5 +81,46 @@ def run_from_args(args: argparse.Namespace) -> int:
     base_axes = {axis: axis_values(value) for axis, value in config.default_cell.items()}
     request = matrix_request(args, made, base_axes=base_axes)
     title = config.repro(made[0]).title if len(made) == 1 else f"{len(made)} test selections"
-    run_and_summarize(config, request, args, title=title, summary=f"summary-{made[0]}.md")
+    records, summary = run_and_summarize(config, request, args, title=title, summary=f"summary-{made[0]}.md")
+    sections = [_answer(config, answer, args) for answer in sweep_answers(records)]
+    if sections:
+        text = "\n".join(sections)
+        print("\n" + text)
+        write_atomic(summary, summary.read_text(encoding="utf-8") + "\n" + text, what="the summary")
     return 0
+
+
+def _answer(config: Config, answer: Answer, args: argparse.Namespace) -> str:
+    """One form's answer, with the commit behind each change when a clone is given or asked for."""
+    rerun = "nox -s triage -- " + shlex.join(sys.argv[2:])
+    culprits: list[dict[str, Any]] = []
+    hint = ""
+    if args.git is None and not args.culprits:
+        hint = "the commit: add --git CLONE (a clone of the package's repository) or --culprits"
+    elif answer.transitions:
+        clone = args.git if args.git is not None else history.clone_known(answer.axis, args.envs / "clones")
+        request = BisectRequest(
+            repro=answer.repro,
+            axis=answer.axis,
+            good=answer.releases[0],
+            bad=answer.releases[-1],
+            backend=args.backend,
+            pins=answer.pins,
+            repeat=args.repeat,
+            timeout=args.timeout,
+            confinement=confinement(args),
+            jobs=args.jobs,
+        )
+        culprits = find_culprits(
+            config,
+            request,
+            [transition_dict(t) for t in answer.transitions],
+            clone=clone,
+            base=base_interpreter(args.base_python),
+            store=Store(args.out),
+            envs_dir=args.envs,
+            environ=os.environ,
+            form=answer.form,
+            source=source_options(args),
+        )
+    return answer_markdown(answer, culprits, rerun=rerun, culprit_hint=hint)
