@@ -58,7 +58,7 @@ def repro_zero3(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def triage(session: nox.Session) -> None:
-    """A script from an issue, default cell, every form, your fixes (`-- issue.py --fix-env quiet=V=1 -- --lr 1e-4`)."""
+    """A script from an issue, every form, your fixes; over a range, the answer (`-- x.py --deepspeed '>=0.16'`)."""
     _harness(session, "triage")
 
 
@@ -83,7 +83,7 @@ def cell(session: nox.Session, cell: str) -> None:
 
 @nox.session(default=False)
 def bisect(session: nox.Session) -> None:
-    """Which release changed the outcome (`-- --repro gan --axis deepspeed --good A --bad B [--all-transitions]`)."""
+    """Which release and commit changed it (`-- --repro gan --good A --bad B --all-transitions --culprits --git D`)."""
     _harness(session, "bisect")
 
 
