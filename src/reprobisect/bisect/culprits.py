@@ -153,7 +153,7 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
 
 def _rerun(search: _Search, request: BisectRequest) -> str:
     """The command that runs this commit search again (its probes' records are reused)."""
-    argv = ["reprobisect", "bisect", "--axis", request.axis, "--git", str(search.clone)]
+    argv = ["reprobisect", "bisect", "--axis", request.axis, "--git", str(search.clone), "--backend", request.backend]
     argv += ["--good", request.good, "--bad", request.bad, "--target-outcome", str(request.target_outcome)]
     if request.target:
         argv += ["--signature", request.target]

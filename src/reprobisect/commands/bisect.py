@@ -240,5 +240,8 @@ def source_options(args: argparse.Namespace) -> list[str]:
         options.append("--shim")
     if getattr(args, "expect_signature", None):
         options += ["--expect-signature", args.expect_signature]
+    if getattr(args, "wheelhouse", None):
+        options += ["--wheelhouse", str(args.wheelhouse)]
+    options += ["--out", str(args.out), "--envs", str(args.envs)]  # where its records are: a re-run reuses them
     script_args = list(getattr(args, "script_args", ()) or ())
     return [*options, *(["--", *script_args] if script_args else [])]
