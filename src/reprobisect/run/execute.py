@@ -47,6 +47,7 @@ __all__ = [
 _CHILD = Path(__file__).parent / "child"
 BOOTSTRAP = _CHILD / "bootstrap.py"
 LAUNCH = _CHILD / "launch.py"  # starts the ranks of a run with nproc > 1
+WAITER = _CHILD / "waiter.py"  # the parent of a sandboxed run: tells its death by signal from an exit (128+N)
 _RANK_LOG_HEAD = 4 * 2**20  # what is kept of each further rank's log: its start and its end
 _RANK_LOG_TAIL = 2 * 2**20
 SHIMS = {"lightning-cpu": _CHILD / "cpu_shim.py"}
@@ -290,7 +291,8 @@ def execute(
     workdir = Path(tempfile.mkdtemp(prefix="reprobisect-run-"))
     env = child_environ(spec, environ, allow=allow_env)
     if spec.sandbox is not None:
-        argv, env = _confined(spec, spec.sandbox, argv, env, workdir)
+        waited = (str(spec.env.python), "-I", "-S", str(WAITER), *argv)
+        argv, env = _confined(spec, spec.sandbox, waited, env, workdir)
     try:
         result = run_child(
             ChildSpec(
@@ -301,6 +303,7 @@ def execute(
                 timeout=spec.timeout or spec.repro.timeout,
                 heartbeat=_heartbeat(spec, echo) if echo is not None else None,
                 cpus=spec.cpus,
+                waited=spec.sandbox is not None,
             )
         )
         rank_logs = _keep_rank_logs(workdir, log_path, spec.nproc)
@@ -320,6 +323,8 @@ def execute(
         **events.config,
         **({"ignored_events": events.ignored} if events.ignored else {}),
         **({"ops": events.ops} if events.ops else {}),
+        # a traceback printed and handled before a signal or another exit code ended the run: context only
+        **({"handled_traceback": verdict.context.text} if verdict.context is not None else {}),
     }
     versions, versions_source = _checked_versions(claimed.versions, spec)
     record = Record(
