@@ -20,6 +20,7 @@ from reprobisect.report.logs import traceback_text
 from reprobisect.report.markdown import md_safe
 from reprobisect.run.console import printable
 from reprobisect.run.runner import parse_events
+from reprobisect.util.neutral import html_text, md_document
 from reprobisect.util.redact import redact
 
 # Units repeated into a long run: each character class the patterns scan, and the near-misses they backtrack on.
@@ -67,6 +68,8 @@ FUNCTIONS: dict[str, Callable[[str], object]] = {
     "md_safe": md_safe,
     "parse_events": lambda text: list(parse_events(text)),
     "traceback_text": traceback_text,
+    "md_document": md_document,
+    "html_text": html_text,
 }
 SIZE = 200_000  # a quadratic scan takes tens of seconds here; a linear one milliseconds
 SECONDS_PER_CHAR = 2e-6  # 0.4 s for SIZE: generous for a shared machine, far below any quadratic scan

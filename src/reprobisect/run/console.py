@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.run.classify import KnownSignature, find_known, known_signatures
+from reprobisect.util.neutral import printable
 
 __all__ = [
     "HEARTBEAT_SECONDS",
@@ -59,20 +60,6 @@ def heartbeat(echo: Callable[[str], None], what: str, every: float = HEARTBEAT_S
     finally:
         done.set()
         thread.join()
-
-
-# Terminal escape sequences (CSI, OSC, and two-character escapes), then any other control or bidi character.
-_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_])")
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """Text a run produced, safe to print: escape sequences removed, other control characters shown as ``?``.
-
-    A repro's exception message is shown in the table; an ANSI sequence in it must not colour, move the
-    cursor, or hide what follows (e.g. make a failed run look like ``✓ PASS``).
-    """
-    return _CONTROLS.sub("?", _ESCAPES.sub("", text))
 
 
 def cut(text: str, width: int) -> str:
