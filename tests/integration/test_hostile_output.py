@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import signal
 import time
 from pathlib import Path
@@ -14,6 +15,9 @@ import pytest
 from reprobisect.cells.envs import CellEnv
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
+from reprobisect.report.load import load_records, records_frame
+from reprobisect.report.markdown import environment_line
+from reprobisect.report.summary import markdown_summary
 from reprobisect.run.console import runs_table, signature_legend
 from reprobisect.run.execute import RunSpec, execute
 from reprobisect.run.sandbox import Confinement, find_bwrap
@@ -80,6 +84,21 @@ def test_escape_sequences_in_a_message_never_reach_the_terminal(plain_env: CellE
     assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
     assert "✓ PASS" not in runs_table([record]).split("RuntimeError")[0]
     assert "! OTHER_FAILURE" in runs_table([record])
+
+
+def test_a_forged_environment_is_shown_as_a_claim_never_as_the_environment(plain_env: CellEnv, tmp_path: Path) -> None:
+    """The run's exit event says python 3.99, FAKE-OS and a FAKE H100 on a CPU run; the harness measured its own."""
+    record = _run(plain_env, tmp_path, "forged_environment.py", expected=None)
+    assert record.outcome == Outcome.PASS.value
+    assert (record.python, record.platform, record.gpu) == (platform.python_version(), platform.platform(), None)
+    assert record.config["claimed"] == {"python": "3.99.0", "platform": "FAKE-OS", "gpu": "FAKE H100"}
+    line = environment_line(records_frame(load_records([tmp_path / "reports"])))
+    assert line.startswith(f"python {platform.python_version()} · {platform.platform()} · CPU only · ")
+    assert line.endswith("(runs claimed otherwise: python 3.99.0 · FAKE-OS · GPU FAKE H100)")
+    summary = markdown_summary([record], title="t", command="c")
+    assert (
+        f"python {platform.python_version()}; {platform.platform()} (runs claimed otherwise: python 3.99.0" in summary
+    )
 
 
 @pytest.mark.chaos

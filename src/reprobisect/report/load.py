@@ -34,6 +34,7 @@ __all__ = [
     "Bisect",
     "Loaded",
     "SkippedFileWarning",
+    "claimed_text",
     "latest_runs",
     "load_bisects",
     "load_records",
@@ -244,6 +245,18 @@ def _known_now(record: Record) -> tuple[str, str]:
     return known.name, ", ".join(known.upstream)
 
 
+_CLAIMS = {"python": "python {}", "platform": "{}", "gpu": "GPU {}"}
+
+
+def claimed_text(claimed: object) -> str:
+    """A run's differing word on where it ran (``config.claimed``, ``run.measured``) as the report labels it:
+    ``python 3.99 · FAKE-OS · GPU FAKE H100``; "" for none, or for a value of the wrong shape (records are
+    untrusted)."""
+    if not isinstance(claimed, dict):
+        return ""
+    return " · ".join(form.format(claimed[key]) for key, form in _CLAIMS.items() if isinstance(claimed.get(key), str))
+
+
 def _row(item: Loaded) -> dict[str, Any]:
     r = item.record
     sig = r.signature
@@ -287,6 +300,7 @@ def _row(item: Loaded) -> dict[str, Any]:
         "python": r.python or "",
         "platform": r.platform or "",
         "gpu": str((r.gpu or {}).get("name", "")),
+        "claimed": claimed_text(r.config.get("claimed")),
         "harness_version": r.harness_version,
         "started_at": r.started_at,
         "log": r.log_path,
@@ -376,6 +390,7 @@ def _row_columns() -> tuple[str, ...]:
         "python",
         "platform",
         "gpu",
+        "claimed",
         "harness_version",
         "started_at",
         "log",

@@ -83,7 +83,8 @@ def _table(frame: pd.DataFrame, *, index: bool = False) -> str:
 
 
 def environment_line(frame: pd.DataFrame) -> str:
-    """Python, platform, GPU, the pins every cell shares and when the runs happened, in one line."""
+    """Python, platform, GPU (as the harness measured them), the pins every cell shares and when the runs happened,
+    in one line."""
     first = frame.iloc[0]
     parts = [f"python {first['python']}", first["platform"] or "platform unknown"]
     gpus = sorted({g for g in frame["gpu"] if g})
@@ -97,7 +98,14 @@ def environment_line(frame: pd.DataFrame) -> str:
     started = sorted(s for s in frame["started_at"] if s)
     if started:
         parts.append(f"runs {_when(started[0])} → {_when(started[-1])}")
-    return " · ".join(parts)
+    return " · ".join(parts) + _claims(frame)
+
+
+def _claims(frame: pd.DataFrame) -> str:
+    """What runs said of where they ran where the harness measured otherwise: shown as their claim, never as the
+    environment (a run could forge its exit event)."""
+    claims = sorted({c for c in frame.get("claimed", ()) if c})
+    return f" (runs claimed otherwise: {'; '.join(claims)})" if claims else ""
 
 
 def _when(stamp: str) -> str:

@@ -3,6 +3,8 @@
 It is the file a maintainer opens first and pastes into an issue, so every piece of text a run produced (a
 signature, a platform string) goes through ``util.neutral.md_safe`` and the whole through ``md_document``,
 as report.md does: no escape sequence, control character, ``@mention``, ``<!--`` or tag survives in it.
+Its environment is the first record's, as the harness measured it (``run.measured``); what runs claimed
+otherwise is shown as their claim.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reprobisect.model.record import Record
-from reprobisect.report.load import runs_frame
+from reprobisect.report.load import claimed_text, runs_frame
 from reprobisect.report.markdown import safe_frame
 from reprobisect.util.neutral import md_document, md_safe
 
@@ -43,6 +45,9 @@ def markdown_summary(records: Sequence[Record], *, title: str, command: str) -> 
     env = f"python {first.python}; {first.platform or 'platform unknown'}"
     if gpu:
         env += f"; GPU {gpu.get('name')} (driver {gpu.get('driver')}, CUDA {gpu.get('cuda')})"
+    claims = sorted({text for r in records if (text := claimed_text(r.config.get("claimed")))})
+    if claims:
+        env += f" (runs claimed otherwise: {'; '.join(claims)})"
     lines += [f"Environment: {md_safe(env)}. Cell `{md_safe(str(first.cell.get('id')))}`.", ""]
     lines += [safe_frame(frame[_COLUMNS]).to_markdown(index=False), ""]
     lines += _signature_lines(records)

@@ -27,6 +27,7 @@ from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.signature import Signature, normalize_message
 from reprobisect.run.classify import classify
 from reprobisect.run.events import RankReport, read_events
+from reprobisect.run.measured import measured_environment
 from reprobisect.run.ports import free_port
 from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ, utc_now
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
@@ -319,12 +320,14 @@ def execute(
     )
     steps = read_events(judged).steps if failed_rank else events.steps
     claimed = events.exit
+    where = measured_environment(claimed, spec.env.python, fallback_python=spec.env.cell.python)
     config = {
         **events.config,
         **({"ignored_events": events.ignored} if events.ignored else {}),
         **({"ops": events.ops} if events.ops else {}),
         # a traceback printed and handled before a signal or another exit code ended the run: context only
         **({"handled_traceback": verdict.context.text} if verdict.context is not None else {}),
+        **({"claimed": where.claimed} if where.claimed else {}),  # the run's differing word on where it ran
     }
     versions, versions_source = _checked_versions(claimed.versions, spec)
     record = Record(
@@ -340,9 +343,9 @@ def execute(
         cell=run_cell(spec.env.cell, spec.nproc),
         versions=versions,
         versions_source=versions_source,
-        python=claimed.python or spec.env.cell.python,
-        platform=claimed.platform,
-        gpu=claimed.gpu,
+        python=where.python,
+        platform=where.platform,
+        gpu=where.gpu,
         outcome=verdict.outcome.value,
         signature=verdict.signature,
         known_signature=verdict.known.name if verdict.known else None,
