@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reprobisect.cells.envs import CellEnv
 from reprobisect.commands.main import main as reprobisect
@@ -89,6 +91,47 @@ def test_escapes_mentions_and_markup_reach_no_file_a_person_opens(
         assert "\x1b" not in text and "\x00" not in text, path
     html = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
     assert "\u241b]52;c;" in html and "\u2400" in html  # shown as symbols, not passed on
+
+
+FRAGMENTS = (
+    b"\x1b]52;c;cm0gLXJmIH4=\x07",
+    b"\x1b[2J\x1b]0;title\x07",
+    b"\x00",
+    b"@maintainer ",
+    b"<!-- ",
+    b"<script>",
+    b"\n",
+    b"Traceback (most recent call last):\n",
+    b'@@repro {"event": "exit", "python": "3.99", "platform": "FAKE-OS"}\n',
+    b'@@repro {"event": "step", "step": 0, "seconds": 0.1, "ok": true}\n',
+)
+OUTPUT = st.lists(st.sampled_from(FRAGMENTS) | st.binary(max_size=64), max_size=30).map(b"".join)
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(output=OUTPUT, status=st.sampled_from([0, 1, 2, 139, -11]))
+def test_random_bytes_as_a_runs_output(
+    plain_env: CellEnv, tmp_path_factory: pytest.TempPathFactory, output: bytes, status: int
+) -> None:
+    """Whatever a run prints: the harness ends in bounded time, writes no file a person reads with a byte or
+    markup that acts, and says PASS only of a run whose exit status was 0."""
+    tmp = tmp_path_factory.mktemp("fuzz")
+    (tmp / "output.bin").write_bytes(output)
+    start = time.perf_counter()
+    record, written, terminal = session(plain_env, tmp, "replay_bytes.py", args=(str(tmp / "output.bin"), str(status)))
+    assert time.perf_counter() - start < 60
+    assert (record.outcome == Outcome.PASS.value) == (status == 0)
+    assert record.exit_code == status
+    assert "\x1b" not in terminal and "\x00" not in terminal
+    for path in written:
+        if path.suffix in READ_BY_PEOPLE:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            text = text.replace("<script>", "", 1) if path.suffix == ".html" else text
+            assert unsafe(text, own_marker=path.name == "nightly.md") == [], path
 
 
 @pytest.mark.chaos
