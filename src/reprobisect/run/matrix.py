@@ -393,14 +393,20 @@ def run_matrix(
                 )
             )
     stats = stats if stats is not None else RunStats()
-    progress = _Progress(len(runnable), echo)
     order = {id(unit): index for index, unit in enumerate(runnable)}
     plain = [u for u in runnable if u.fix.patch is None]
-    done = _run_units(plain, envs, overlays, tools, request, store, environ, backend, echo, stats, sandbox, progress)
     candidates = [u for u in runnable if u.fix.patch is not None]
+    # The counter counts what will run: the patch runs only once the unpatched runs showed which apply.
+    progress = _Progress(len(plain), echo)
+    done = _run_units(plain, envs, overlays, tools, request, store, environ, backend, echo, stats, sandbox, progress)
     patched = _applicable(candidates, dict(zip(map(id, plain), done, strict=True)), plain, echo)
-    progress.total -= len(candidates) - len(patched)
-    stats.not_applicable += len(candidates) - len(patched)
+    progress.total += len(patched)
+    skipped = len(candidates) - len(patched)
+    stats.not_applicable += skipped
+    if candidates:
+        echo(
+            f"{_count(len(patched), 'patched run')} next" + (f" ({skipped} not applicable, not run)" if skipped else "")
+        )
     done_patched = _run_units(
         patched, envs, overlays, tools, request, store, environ, backend, echo, stats, sandbox, progress
     )
