@@ -17,6 +17,7 @@ from pathlib import PurePath
 __all__ = [
     "EVENT_MARK",
     "LIBRARY_ROOTS",
+    "PATCH_ERROR",
     "Signature",
     "crash_signature",
     "exit_signature",
@@ -27,6 +28,7 @@ __all__ = [
 ]
 
 EVENT_MARK = "@@repro "  # starts an event line (run/runner.py): what the bootstrap reports, never a failure's words
+PATCH_ERROR = "PatchError"  # an unrun record's signature: its fix's patch does not apply to the cell's release
 LIBRARY_ROOTS = ("torch", "deepspeed", "lightning", "pytorch_lightning", "lightning_fabric")
 INNERMOST_FRAMES = 3
 MAX_MESSAGE = 240

@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
+from reprobisect.model.signature import PATCH_ERROR
 from reprobisect.run.classify import KnownSignature, find_known, known_signatures
 from reprobisect.util.neutral import printable
 
@@ -225,8 +226,11 @@ def next_step(
     if not expected or not records or any(r.outcome == Outcome.REPRODUCED.value for r in records):
         return None
     here = records[0].versions.get("deepspeed") or str(records[0].cell.get("packages", {}).get("deepspeed", "?"))
-    failing = sorted({known_name(r) or r.signature.id for r in records if r.signature})
+    unapplied = sorted({r.fix for r in records if r.signature and r.signature.exception == PATCH_ERROR})
+    failing = sorted({known_name(r) or r.signature.id for r in records if r.signature and r.fix not in unapplied})
     seen = f"; the runs here fail with {', '.join(failing)}" if failing else ""
+    if unapplied:  # not a failure: the fix was never tried here
+        seen += f"; not run: {', '.join(unapplied)} (the patch does not apply to this release)"
     head = f"Not reproduced: no run on deepspeed {here} failed with the report's signature {expected}{seen}."
     extra = "".join(f" --{axis} {value}" for axis, value in pins.items() if axis != "deepspeed")
     last = _last_reproduced(stored, {r.form for r in records})

@@ -30,6 +30,7 @@ from reprobisect.model.cell import SYSTEM, Cell, run_cell
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.repro import Fix, Form, Repro
+from reprobisect.model.signature import PATCH_ERROR
 from reprobisect.run.console import WIDTH, cut, heartbeat, known_name
 from reprobisect.run.execute import RunSpec, execute, unrun_record
 from reprobisect.run.sandbox import Confinement, Sandbox
@@ -386,7 +387,7 @@ def run_matrix(
                     unit.cell,
                     failure,
                     store,
-                    kind="PatchError",
+                    kind=PATCH_ERROR,
                     repeat=unit.repeat,
                     nproc=unit.nproc,
                     rerun=unit.rerun,
