@@ -20,9 +20,8 @@ from reprobisect.cells.envs import CellEnv
 from reprobisect.commands.main import main as reprobisect
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
-from reprobisect.nightly.markdown import MARKER, NightNews
-from reprobisect.nightly.run import _write_outputs, masked, regressed_keys
-from reprobisect.report.compare import compare
+from reprobisect.nightly.markdown import MARKER
+from reprobisect.nightly.run import _write_outputs, masked
 from reprobisect.report.load import load_records, records_frame
 from reprobisect.report.summary import markdown_summary
 from reprobisect.report.views import ReportData
@@ -30,7 +29,7 @@ from reprobisect.run.console import runs_table, signature_legend
 from reprobisect.run.execute import RunSpec, execute
 from reprobisect.run.store import Store
 from reprobisect.util.files import write_atomic
-from tests.conftest import make_repro
+from tests.conftest import make_repro, night_news
 
 READ_BY_PEOPLE = (".md", ".html", ".txt")  # and the terminal
 DATA = (".csv", ".json")
@@ -51,16 +50,7 @@ def session(env: CellEnv, tmp_path: Path, script: str, **kwargs: object) -> tupl
     data = ReportData(frame=records_frame(load_records([root])), sources=[root])
     after = masked(data.frame)
     before = after.assign(outcome=Outcome.PASS.value, signature_id="")
-    news = NightNews(
-        at="t",
-        backend="cpu",
-        baseline="0.1",
-        since=None,
-        ran=["0.2"],
-        comparisons={"0.2": compare(after, before)},
-        regressed={"0.2": regressed_keys(before, after)},
-    )
-    _write_outputs(tmp_path / "nightly", news, data)
+    _write_outputs(tmp_path / "nightly", night_news(before, after, baseline="0.1", release="0.2"), data)
     written += [p for folder in ("report", "nightly") for p in (tmp_path / folder).rglob("*") if p.is_file()]
     return record, written, terminal
 
