@@ -17,10 +17,8 @@ from hypothesis import strategies as st
 
 from reprobisect.model.signature import exit_signature, normalize_message, signature_from_log
 from reprobisect.report.logs import traceback_text
-from reprobisect.report.markdown import md_safe
-from reprobisect.run.console import printable
 from reprobisect.run.runner import parse_events
-from reprobisect.util.neutral import html_text, md_document
+from reprobisect.util.neutral import html_text, md_document, md_safe, printable
 from reprobisect.util.redact import redact
 
 # Units repeated into a long run: each character class the patterns scan, and the near-misses they backtrack on.

@@ -38,7 +38,6 @@ __all__ = [
     "LEGEND",
     "environment_line",
     "fit_limit",
-    "md_safe",
     "report_markdown",
     "report_markdowns",
     "safe_data",

@@ -32,7 +32,6 @@ __all__ = [
     "heartbeat",
     "known_name",
     "next_step",
-    "printable",
     "runs_table",
     "signature_legend",
 ]
