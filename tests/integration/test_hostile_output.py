@@ -64,6 +64,16 @@ def test_a_death_by_signal_is_a_crash_whatever_was_printed_before(
 
 
 @pytest.mark.parametrize("sandbox", [False, pytest.param(True, marks=NEEDS_BWRAP)], ids=["unconfined", "sandbox"])
+def test_a_hung_run_says_where_it_hung(plain_env: CellEnv, tmp_path: Path, sandbox: bool) -> None:
+    """The timeout's SIGINT reaches the run, which prints where it was stuck; in the sandbox it used to end bwrap,
+    whose --die-with-parent then killed the run before it could say (the signature was a bare ``Timeout``)."""
+    record = _run(plain_env, tmp_path, "sleeps.py", sandbox=sandbox, expected=None, timeout=3)
+    assert record.outcome == Outcome.TIMEOUT.value
+    assert record.signature is not None and record.signature.exception == "KeyboardInterrupt"
+    assert record.wall_seconds < 10
+
+
+@pytest.mark.parametrize("sandbox", [False, pytest.param(True, marks=NEEDS_BWRAP)], ids=["unconfined", "sandbox"])
 @pytest.mark.parametrize("status", [2, 139])
 def test_an_exit_code_after_a_handled_traceback_is_that_exit_code(
     plain_env: CellEnv, tmp_path: Path, sandbox: bool, status: int
