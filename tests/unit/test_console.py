@@ -94,6 +94,19 @@ def test_without_records_the_known_signature_says_where_it_reproduced() -> None:
     assert hint.commands[0] == "nox -s repro_gan -- --deepspeed 0.16.4 --lightning 2.6.6"
 
 
+def test_a_patch_that_does_not_apply_is_named_apart_from_the_failures() -> None:
+    """A newcomer read "fail with 4990cc6f53" (the PatchError of an unrun fix) as one more failure."""
+    here = _records("0.19.8")
+    unrun = dataclasses.replace(
+        here[0], fix="lightning-patch", outcome="ENV_ERROR", signature=Signature(exception="PatchError", message="m")
+    )
+    hint = next_step([*here, unrun], repro="gan", expected="zero-ipg-buffer-none", stored=[], command="c")
+    assert hint is not None
+    failures, _, not_run = hint.reason.partition("; not run: ")
+    assert unrun.signature is not None and unrun.signature.id not in failures
+    assert not_run.startswith("lightning-patch (the patch does not apply to this release)")
+
+
 def test_a_bug_never_seen_reproduce_gets_a_matrix_over_releases() -> None:
     here = _records("0.19.8")
     hint = next_step(here, repro="zero3", expected="zero3-allgather-dtype", stored=[], command="nox -s repro_zero3")

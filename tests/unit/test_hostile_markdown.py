@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from reprobisect.model.signature import Signature
 from reprobisect.report.load import load_records, records_frame
-from reprobisect.report.markdown import fit_limit, md_safe, report_markdown
+from reprobisect.report.markdown import fit_limit, report_markdown
 from reprobisect.report.views import ReportData
+from reprobisect.util.neutral import md_safe
 
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"
 

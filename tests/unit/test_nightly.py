@@ -16,7 +16,7 @@ from reprobisect.nightly.markdown import MARKER, NightNews, issue_body, title_of
 from reprobisect.nightly.run import DEEPSPEED_REPO, masked, new_releases, regressed_keys, target_of
 from reprobisect.nightly.state import NightlyState, load_state, save_state
 from reprobisect.report.compare import compare
-from tests.conftest import ROOT
+from tests.conftest import ROOT, night_news
 
 AVAILABLE = ["0.16.4", "0.16.5", "0.17.0rc1", "0.17.0", "0.18.0.dev1", "0.18.2", "0.19.8"]
 
@@ -141,15 +141,7 @@ def test_titles_say_what_happened_first() -> None:
     assert "0.19.1 is the new baseline" in title_of(seeded)
     before = masked(_night([("none", "PASS", "", "2.6.6")], "0.19.1"))
     after = masked(_night([("none", "OTHER_FAILURE", "bbb", "2.6.6")], "0.19.2"))
-    news = NightNews(
-        at="t",
-        backend="cpu",
-        baseline="0.19.1",
-        since=None,
-        ran=["0.19.2"],
-        comparisons={"0.19.2": compare(after, before)},
-        regressed={"0.19.2": regressed_keys(before, after)},
-    )
+    news = night_news(before, after, baseline="0.19.1", release="0.19.2")
     assert title_of(news) == "Nightly (cpu): deepspeed 0.19.2 regressed 1 run(s) that passed on 0.19.1"
     assert news.is_regression and news.is_change
     same = NightNews(
@@ -168,15 +160,7 @@ def test_titles_say_what_happened_first() -> None:
 def test_the_issue_body_carries_the_marker_and_the_regression_row() -> None:
     before = masked(_night([("none", "PASS", "", "2.6.6")], "0.19.1"))
     after = masked(_night([("none", "OTHER_FAILURE", "bbb", "2.6.6")], "0.19.2"))
-    news = NightNews(
-        at="t",
-        backend="cuda",
-        baseline="0.19.1",
-        since=None,
-        ran=["0.19.2"],
-        comparisons={"0.19.2": compare(after, before)},
-        regressed={"0.19.2": regressed_keys(before, after)},
-    )
+    news = night_news(before, after, baseline="0.19.1", release="0.19.2", backend="cuda")
     body = issue_body(news, None)
     assert body.startswith(MARKER.format(backend="cuda"))
     assert "| **regression** | 0.19.2 | gan | cpu-deepspeed | none | ✓ | ! bbb | new-failure |" in body
@@ -249,15 +233,7 @@ def test_a_ref_is_pinned_to_the_commit_it_names_tonight(tmp_path: Path) -> None:
 def test_a_slower_run_is_reported_but_is_no_outcome_change() -> None:
     before = masked(_night([("none", "PASS", "", "2.6.6")], "0.19.7")).assign(step_ms=[[30.0, 31.0, 30.5, 30.2]])
     after = masked(_night([("none", "PASS", "", "2.6.6")], "0.19.8")).assign(step_ms=[[45.0, 46.0, 45.5, 45.2]])
-    news = NightNews(
-        at="t",
-        backend="cpu",
-        baseline="0.19.7",
-        since=None,
-        ran=["0.19.8"],
-        comparisons={"0.19.8": compare(after, before)},
-        regressed={"0.19.8": regressed_keys(before, after)},
-    )
+    news = night_news(before, after, baseline="0.19.7", release="0.19.8")
     assert news.slower() == 1 and not news.is_change and not news.is_regression
     assert title_of(news) == "Nightly (cpu): deepspeed 0.19.8 behaves like 0.19.7; 1 run(s) slower"
     assert "timing-regression median step 30.4 → 45.4 ms" in issue_body(news, None)

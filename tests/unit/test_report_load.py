@@ -16,12 +16,12 @@ from reprobisect.report.load import (
     SkippedFileWarning,
     latest_runs,
     load_records,
-    markdown_summary,
     records_frame,
     runs_frame,
     step_times_ms,
     write_frame,
 )
+from reprobisect.report.summary import markdown_summary
 from reprobisect.run.console import runs_table
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"

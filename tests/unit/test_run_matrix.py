@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import re
 import sys
 import tempfile
 import threading
@@ -507,8 +508,13 @@ def test_a_patch_of_a_package_the_form_never_imports_is_said_once_and_not_run(
     ran = {(cell, fix) for cell, _, _, fix, _ in fakes.executed}
     assert {fix for _, fix in ran} == {"none", "other", "deepspeed-patch"}
     assert stats.not_applicable == 2 and stats.executed == 6  # two cells
-    said = [line for line in lines if "not applicable" in line]
+    said = [line for line in lines if "never imports" in line]
     assert len(said) == 1 and "lightning-patch" in said[0] and "never imports lightning" in said[0]
+    # the counter counts what will run: its total never shrinks, and it ends at the runs that ran
+    counters = [tuple(map(int, m.groups())) for line in lines if (m := re.match(r"\[(\d+)/(\d+)", line))]
+    assert [total for _, total in counters] == sorted(total for _, total in counters)
+    assert counters[-1] == (6, 6)
+    assert "2 patched runs next (2 not applicable, not run)" in lines
     assert [r.fix for r in records if r.cell["id"] == records[0].cell["id"]] == ["none", "other", "deepspeed-patch"]
 
 

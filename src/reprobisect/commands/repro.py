@@ -25,7 +25,7 @@ from reprobisect.commands.options import (
 from reprobisect.commands.output import print_runs
 from reprobisect.config.load import load_config
 from reprobisect.config.matrix import PINNED_AXES
-from reprobisect.report.load import markdown_summary
+from reprobisect.report.summary import markdown_summary
 from reprobisect.run.console import next_step
 from reprobisect.run.reproduce import ReproRequest, reproduce
 from reprobisect.run.store import Store

@@ -15,7 +15,9 @@ import signal as signal_module
 from pathlib import PurePath
 
 __all__ = [
+    "EVENT_MARK",
     "LIBRARY_ROOTS",
+    "PATCH_ERROR",
     "Signature",
     "crash_signature",
     "exit_signature",
@@ -25,6 +27,8 @@ __all__ = [
     "signature_from_log",
 ]
 
+EVENT_MARK = "@@repro "  # starts an event line (run/runner.py): what the bootstrap reports, never a failure's words
+PATCH_ERROR = "PatchError"  # an unrun record's signature: its fix's patch does not apply to the cell's release
 LIBRARY_ROOTS = ("torch", "deepspeed", "lightning", "pytorch_lightning", "lightning_fabric")
 INNERMOST_FRAMES = 3
 MAX_MESSAGE = 240
@@ -187,6 +191,8 @@ def crash_signature(signal_number: int) -> Signature:
 
 
 def exit_signature(exit_code: int, log: str) -> Signature:
-    """Signature of a non-zero exit without a traceback: the status and the last line printed."""
-    tail = next((line for line in reversed(log.splitlines()) if line.strip()), "")
+    """Signature of a non-zero exit without a traceback: the status and the last line printed (event lines, such
+    as the bootstrap's report at exit, are not what the run said)."""
+    lines = reversed(log.splitlines())
+    tail = next((line for line in lines if line.strip() and not line.startswith(EVENT_MARK)), "")
     return Signature(exception="Exit", message=normalize_message(f"status {exit_code}: {tail}"))

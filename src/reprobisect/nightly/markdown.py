@@ -15,9 +15,10 @@ import pandas as pd
 
 from reprobisect.report.compare import Comparison
 from reprobisect.report.load import Bisect
-from reprobisect.report.markdown import GITHUB_LIMIT, fit_limit, md_safe, report_markdown, safe_frame
+from reprobisect.report.markdown import GITHUB_LIMIT, fit_limit, report_markdown, safe_frame
 from reprobisect.report.verdicts import Key
 from reprobisect.report.views import ReportData, reproduce_command
+from reprobisect.util.neutral import md_document, md_safe
 
 __all__ = ["MARKER", "NightNews", "issue_body", "title_of"]
 
@@ -289,7 +290,7 @@ def issue_body(news: NightNews, report: ReportData | None, *, limit: int = GITHU
         signatures = _signatures(safe_frame(report.frame), changes)
         if signatures:
             lines += ["### Signatures", "", *signatures, ""]
-    head = fit_limit("\n".join(lines), limit - 200)
+    head = fit_limit(md_document("\n".join(lines)), limit - 200)
     if report is None:
         return head
     room = limit - len(head) - 200

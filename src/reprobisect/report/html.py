@@ -42,6 +42,7 @@ from reprobisect.report.views import (
     training_note,
     varying_axes,
 )
+from reprobisect.util.neutral import html_text
 
 __all__ = ["report_html"]
 
@@ -328,11 +329,18 @@ def _environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.PackageLoader("reprobisect.report", "templates"),
         autoescape=True,
+        finalize=_shown,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+
+
+def _shown(value: object) -> object:
+    """Every value a template prints: text from records and logs with its control characters shown, not passed
+    (``util.neutral.html_text``); the package's own CSS and JS (``Markup``) as they are."""
+    return html_text(value) if isinstance(value, str) and not isinstance(value, Markup) else value
 
 
 @functools.cache

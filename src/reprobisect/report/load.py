@@ -1,6 +1,6 @@
 """Tables and Markdown from records; report modules are the only ones that import pandas.
 
-``runs_frame``/``runs_table``/``markdown_summary`` serve one repro session. ``load_records`` and
+``runs_frame``/``runs_table`` (and ``report.summary``) serve one repro session. ``load_records`` and
 ``records_frame`` serve the report: every record file under one or more output folders, one row per run.
 """
 
@@ -27,19 +27,21 @@ from reprobisect.model.verdict import fold_repeats
 from reprobisect.run.classify import find_known
 from reprobisect.run.store import inside
 from reprobisect.util.files import atomic_path
+from reprobisect.util.neutral import printable
 
 __all__ = [
     "AXES",
     "Bisect",
     "Loaded",
     "SkippedFileWarning",
+    "claimed_text",
     "latest_runs",
     "load_bisects",
     "load_records",
-    "markdown_summary",
     "records_frame",
     "runs_frame",
     "step_times_ms",
+    "write_csv",
     "write_frame",
 ]
 
@@ -99,47 +101,6 @@ def flaky_runs(records: Sequence[Record]) -> list[str]:
             states = " | ".join(verdict.states)
             lines.append(f"FLAKY {cell} {repro} {form} {fix}: {len(runs)} runs disagree: {states}")
     return lines
-
-
-def markdown_summary(records: Sequence[Record], *, title: str, command: str) -> str:
-    """Issue-ready Markdown: environment, the table, the signatures in full, and the command."""
-    frame = runs_frame(records)
-    lines = [f"## {title}", "", f"Reproduce: `{command}`", ""]
-    if frame.empty:
-        return "\n".join([*lines, "(no runs)", ""])
-    first = records[0]
-    gpu = first.gpu or {}
-    env = f"python {first.python}; {first.platform or 'platform unknown'}"
-    if gpu:
-        env += f"; GPU {gpu.get('name')} (driver {gpu.get('driver')}, CUDA {gpu.get('cuda')})"
-    lines += [f"Environment: {env}. Cell `{first.cell.get('id')}`.", ""]
-    table = frame[
-        [
-            "form",
-            "fix",
-            "precision",
-            "outcome",
-            "signature_id",
-            "failing_step",
-            "median_step_ms",
-            "peak_mem_mib",
-            "wall_s",
-            "torch",
-            "deepspeed",
-            "lightning",
-        ]
-    ]
-    lines += [table.to_markdown(index=False), ""]
-    signatures = {r.signature.id: (r, r.signature) for r in records if r.signature}
-    if signatures:
-        lines += ["Signatures:", ""]
-        for sig_id, (r, sig) in signatures.items():
-            frames = " → ".join(sig.frames)
-            upstream = ", ".join(r.upstream) or "none"
-            known = f" (known: `{r.known_signature}`; upstream {upstream})" if r.known_signature else ""
-            lines.append(f"- `{sig_id}` {sig.text}{known}" + (f"<br>frames: {frames}" if frames else ""))
-        lines.append("")
-    return "\n".join(lines)
 
 
 class SkippedFileWarning(UserWarning):
@@ -284,6 +245,18 @@ def _known_now(record: Record) -> tuple[str, str]:
     return known.name, ", ".join(known.upstream)
 
 
+_CLAIMS = {"python": "python {}", "platform": "{}", "gpu": "GPU {}"}
+
+
+def claimed_text(claimed: object) -> str:
+    """A run's differing word on where it ran (``config.claimed``, ``run.measured``) as the report labels it:
+    ``python 3.99 · FAKE-OS · GPU FAKE H100``; "" for none, or for a value of the wrong shape (records are
+    untrusted)."""
+    if not isinstance(claimed, dict):
+        return ""
+    return " · ".join(form.format(claimed[key]) for key, form in _CLAIMS.items() if isinstance(claimed.get(key), str))
+
+
 def _row(item: Loaded) -> dict[str, Any]:
     r = item.record
     sig = r.signature
@@ -327,6 +300,7 @@ def _row(item: Loaded) -> dict[str, Any]:
         "python": r.python or "",
         "platform": r.platform or "",
         "gpu": str((r.gpu or {}).get("name", "")),
+        "claimed": claimed_text(r.config.get("claimed")),
         "harness_version": r.harness_version,
         "started_at": r.started_at,
         "log": r.log_path,
@@ -416,6 +390,7 @@ def _row_columns() -> tuple[str, ...]:
         "python",
         "platform",
         "gpu",
+        "claimed",
         "harness_version",
         "started_at",
         "log",
@@ -432,9 +407,19 @@ def write_frame(frame: pd.DataFrame, dest: Path) -> list[Path]:
     with atomic_path(parquet, what="the runs table") as tmp:
         frame.to_parquet(tmp, index=False)
     flat = frame.assign(step_ms=[" ".join(f"{t:.3f}" for t in steps) for steps in frame["step_ms"]])
-    with atomic_path(csv, what="the runs table") as tmp:
-        flat.to_csv(tmp, index=False)
-    return [parquet, csv]
+    return [parquet, write_csv(flat, csv, what="the runs table")]
+
+
+def write_csv(frame: pd.DataFrame, path: Path, *, what: str) -> Path:
+    """``frame`` as CSV, its text as a terminal may show it (``util.neutral.printable``): a CSV is opened in a
+    spreadsheet or printed with ``cat``, and a run's escape sequences must not act there (parquet keeps them)."""
+    shown = frame.copy()
+    for column in shown.columns:
+        if pd.api.types.is_object_dtype(shown[column]) or pd.api.types.is_string_dtype(shown[column]):
+            shown[column] = [printable(v) if isinstance(v, str) else v for v in shown[column]]
+    with atomic_path(path, what=what) as tmp:
+        shown.to_csv(tmp, index=False)
+    return path
 
 
 _BISECT_KEYS = ("repro", "form", "axis", "transitions")

@@ -8,7 +8,6 @@ what changed since the baseline, and the exact command that reproduces each cell
 from __future__ import annotations
 
 import dataclasses
-import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -32,13 +31,13 @@ from reprobisect.report.views import (
     sweep_tables,
     varying_axes,
 )
+from reprobisect.util.neutral import md_document, md_safe
 
 __all__ = [
     "GITHUB_LIMIT",
     "LEGEND",
     "environment_line",
     "fit_limit",
-    "md_safe",
     "report_markdown",
     "report_markdowns",
     "safe_data",
@@ -48,22 +47,6 @@ __all__ = [
 
 GITHUB_LIMIT = 60_000  # GitHub refuses issue bodies and comments over 65,536 characters
 LEGEND = " · ".join(f"{o.glyph} {o.value}" for o in Outcome) + "; (k/n): k of n repeats agree"
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]+")
-_MENTION = re.compile(r"(?<![\w/.+-])@(?=[A-Za-z0-9_-])")
-
-
-def md_safe(text: str) -> str:
-    """Text a run or a record produced, safe inside a Markdown line or table cell that is posted as an issue.
-
-    One line (a newline could open an HTML comment that hides the rest, or end a table row), no HTML (``<``
-    is escaped: no ``<!--``, no tags), no ``@mention`` that would ping someone (a zero-width space after
-    the ``@``; an ``@`` inside a word or URL, as in ``repo.git@v0.16.4``, is no mention and stays), and no
-    ``|`` that would split a table cell.
-    """
-    flat = _CONTROL.sub(" ", text)
-    return _MENTION.sub("@\u200b", flat.replace("<", "&lt;").replace("|", "\\|"))
 
 
 def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -99,7 +82,8 @@ def _table(frame: pd.DataFrame, *, index: bool = False) -> str:
 
 
 def environment_line(frame: pd.DataFrame) -> str:
-    """Python, platform, GPU, the pins every cell shares and when the runs happened, in one line."""
+    """Python, platform, GPU (as the harness measured them), the pins every cell shares and when the runs happened,
+    in one line."""
     first = frame.iloc[0]
     parts = [f"python {first['python']}", first["platform"] or "platform unknown"]
     gpus = sorted({g for g in frame["gpu"] if g})
@@ -113,7 +97,14 @@ def environment_line(frame: pd.DataFrame) -> str:
     started = sorted(s for s in frame["started_at"] if s)
     if started:
         parts.append(f"runs {_when(started[0])} → {_when(started[-1])}")
-    return " · ".join(parts)
+    return " · ".join(parts) + _claims(frame)
+
+
+def _claims(frame: pd.DataFrame) -> str:
+    """What runs said of where they ran where the harness measured otherwise: shown as their claim, never as the
+    environment (a run could forge its exit event)."""
+    claims = sorted({c for c in frame.get("claimed", ()) if c})
+    return f" (runs claimed otherwise: {'; '.join(claims)})" if claims else ""
 
 
 def _when(stamp: str) -> str:
@@ -316,7 +307,7 @@ def _fit(sections: Sequence[tuple[str, list[str]]], limit: int) -> str:
         index = max(i for i, (name, _) in enumerate(kept) if name)
         dropped.append(kept.pop(index)[0])
     note = [f"_Left out to fit an issue: {', '.join(dropped)}; see report.html._", ""] if dropped else []
-    return fit_limit("\n".join([line for _, s in kept for line in s] + note), limit)
+    return fit_limit(md_document("\n".join([line for _, s in kept for line in s] + note)), limit)
 
 
 def report_markdown(data: ReportData, *, limit: int = GITHUB_LIMIT) -> str:

@@ -8,12 +8,12 @@ from pathlib import Path
 import pandas as pd
 
 from reprobisect.report.html import report_html
-from reprobisect.report.load import write_frame
+from reprobisect.report.load import write_csv, write_frame
 from reprobisect.report.logs import log_excerpts
 from reprobisect.report.markdown import GITHUB_LIMIT, report_markdowns
 from reprobisect.report.plots import outcome_band, step_time_plot
 from reprobisect.report.views import ReportData, varying_axes
-from reprobisect.util.files import atomic_path, write_atomic
+from reprobisect.util.files import write_atomic
 
 __all__ = ["plots_for", "write_report"]
 
@@ -56,7 +56,5 @@ def write_report(data: ReportData, dest: Path, *, markdown_limit: int = GITHUB_L
         (dest / "report-full.md").unlink(missing_ok=True)
     if data.comparison is not None:
         for name, table in (("changes.csv", data.comparison.changes), ("timings.csv", data.comparison.timings)):
-            with atomic_path(dest / name, what="the comparison") as tmp:
-                table.to_csv(tmp, index=False)
-        written += [dest / "changes.csv", dest / "timings.csv"]
+            written.append(write_csv(table, dest / name, what="the comparison"))
     return written

@@ -21,6 +21,7 @@ from reprobisect.model.signature import Signature, crash_signature, exit_signatu
 __all__ = ["Classification", "KnownSignature", "classify", "find_known", "known_signatures"]
 
 _SIGNAL_EXIT_BASE = 128  # a shell reports "killed by signal N" as exit status 128 + N
+_UNCAUGHT_EXIT = 1  # Python's status after an uncaught exception: only then did the last traceback end the run
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -47,11 +48,13 @@ class KnownSignature:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Classification:
-    """An outcome with the signature that explains it (None only for PASS)."""
+    """An outcome with the signature that explains it (None only for PASS), and a traceback the run printed and
+    handled before it ended otherwise (a signal, another exit code): context, never the signature."""
 
     outcome: Outcome
     signature: Signature | None = None
     known: KnownSignature | None = None
+    context: Signature | None = None
 
 
 @functools.cache
@@ -123,17 +126,26 @@ def classify(
     if exit_code == 0:
         return Classification(outcome=Outcome.PASS)
     if exit_code < 0:  # killed by a signal: a CRASH whatever it printed before (a handled traceback, say)
-        return Classification(outcome=Outcome.CRASH, signature=crash_signature(-exit_code))
+        return Classification(outcome=Outcome.CRASH, signature=crash_signature(-exit_code), context=traced)
     signal_number = _shell_signal(exit_code)
     if signal_number is not None and traced is None:  # a shell's 128+N: a signal only when nothing explains it
         return Classification(outcome=Outcome.CRASH, signature=crash_signature(signal_number))
-    signature = traced or exit_signature(exit_code, log)
+    if traced is not None and exit_code != _UNCAUGHT_EXIT:  # handled, then exit(N): the exit code is the failure
+        return _failure(exit_signature(exit_code, log), expected, context=traced)
+    return _failure(traced or exit_signature(exit_code, log), expected)
+
+
+def _failure(signature: Signature, expected: str | None, *, context: Signature | None = None) -> Classification:
+    """REPRODUCED when ``signature`` is the expected one, ENV_ERROR when a known environment failure, else
+    OTHER_FAILURE."""
     known = find_known(signature)
     if expected_matches(expected, signature, known):
-        return Classification(outcome=Outcome.REPRODUCED, signature=signature, known=known)
-    if known is not None and known.kind == "env":
-        return Classification(outcome=Outcome.ENV_ERROR, signature=signature, known=known)
-    return Classification(outcome=Outcome.OTHER_FAILURE, signature=signature, known=known)
+        outcome = Outcome.REPRODUCED
+    elif known is not None and known.kind == "env":
+        outcome = Outcome.ENV_ERROR
+    else:
+        outcome = Outcome.OTHER_FAILURE
+    return Classification(outcome=outcome, signature=signature, known=known, context=context)
 
 
 def _shell_signal(exit_code: int) -> int | None:

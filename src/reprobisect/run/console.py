@@ -20,7 +20,9 @@ from packaging.version import InvalidVersion, Version
 
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
+from reprobisect.model.signature import PATCH_ERROR
 from reprobisect.run.classify import KnownSignature, find_known, known_signatures
+from reprobisect.util.neutral import printable
 
 __all__ = [
     "HEARTBEAT_SECONDS",
@@ -30,7 +32,6 @@ __all__ = [
     "heartbeat",
     "known_name",
     "next_step",
-    "printable",
     "runs_table",
     "signature_legend",
 ]
@@ -59,20 +60,6 @@ def heartbeat(echo: Callable[[str], None], what: str, every: float = HEARTBEAT_S
     finally:
         done.set()
         thread.join()
-
-
-# Terminal escape sequences (CSI, OSC, and two-character escapes), then any other control or bidi character.
-_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_])")
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """Text a run produced, safe to print: escape sequences removed, other control characters shown as ``?``.
-
-    A repro's exception message is shown in the table; an ANSI sequence in it must not colour, move the
-    cursor, or hide what follows (e.g. make a failed run look like ``✓ PASS``).
-    """
-    return _CONTROLS.sub("?", _ESCAPES.sub("", text))
 
 
 def cut(text: str, width: int) -> str:
@@ -245,8 +232,11 @@ def next_step(
     if not expected or not records or any(r.outcome == Outcome.REPRODUCED.value for r in records):
         return None
     here = records[0].versions.get("deepspeed") or str(records[0].cell.get("packages", {}).get("deepspeed", "?"))
-    failing = sorted({known_name(r) or r.signature.id for r in records if r.signature})
+    unapplied = sorted({r.fix for r in records if r.signature and r.signature.exception == PATCH_ERROR})
+    failing = sorted({known_name(r) or r.signature.id for r in records if r.signature and r.fix not in unapplied})
     seen = f"; the runs here fail with {', '.join(failing)}" if failing else ""
+    if unapplied:  # not a failure: the fix was never tried here
+        seen += f"; not run: {', '.join(unapplied)} (the patch does not apply to this release)"
     head = f"Not reproduced: no run on deepspeed {here} failed with the report's signature {expected}{seen}."
     extra = "".join(f" --{axis} {value}" for axis, value in pins.items() if axis != "deepspeed")
     last = _last_reproduced(stored, {r.form for r in records})

@@ -27,6 +27,7 @@ from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.signature import Signature, normalize_message
 from reprobisect.run.classify import classify
 from reprobisect.run.events import RankReport, read_events
+from reprobisect.run.measured import measured_environment
 from reprobisect.run.ports import free_port
 from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ, utc_now
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
@@ -47,6 +48,7 @@ __all__ = [
 _CHILD = Path(__file__).parent / "child"
 BOOTSTRAP = _CHILD / "bootstrap.py"
 LAUNCH = _CHILD / "launch.py"  # starts the ranks of a run with nproc > 1
+WAITER = _CHILD / "waiter.py"  # the parent of a sandboxed run: tells its death by signal from an exit (128+N)
 _RANK_LOG_HEAD = 4 * 2**20  # what is kept of each further rank's log: its start and its end
 _RANK_LOG_TAIL = 2 * 2**20
 SHIMS = {"lightning-cpu": _CHILD / "cpu_shim.py"}
@@ -294,7 +296,8 @@ def execute(
     workdir = Path(tempfile.mkdtemp(prefix="reprobisect-run-"))
     env = child_environ(spec, environ, allow=allow_env)
     if spec.sandbox is not None:
-        argv, env = _confined(spec, spec.sandbox, argv, env, workdir)
+        waited = (str(spec.env.python), "-I", "-S", str(WAITER), *argv)
+        argv, env = _confined(spec, spec.sandbox, waited, env, workdir)
     try:
         result = run_child(
             ChildSpec(
@@ -305,6 +308,7 @@ def execute(
                 timeout=spec.timeout or spec.repro.timeout,
                 heartbeat=_heartbeat(spec, echo) if echo is not None else None,
                 cpus=spec.cpus,
+                waited=spec.sandbox is not None,
             )
         )
         rank_logs = _keep_rank_logs(workdir, log_path, spec.nproc)
@@ -320,10 +324,14 @@ def execute(
     )
     steps = read_events(judged).steps if failed_rank else events.steps
     claimed = events.exit
+    where = measured_environment(claimed, spec.env.python, fallback_python=spec.env.cell.python)
     config = {
         **events.config,
         **({"ignored_events": events.ignored} if events.ignored else {}),
         **({"ops": events.ops} if events.ops else {}),
+        # a traceback printed and handled before a signal or another exit code ended the run: context only
+        **({"handled_traceback": verdict.context.text} if verdict.context is not None else {}),
+        **({"claimed": where.claimed} if where.claimed else {}),  # the run's differing word on where it ran
     }
     versions, versions_source = _checked_versions(claimed.versions, spec)
     record = Record(
@@ -339,9 +347,9 @@ def execute(
         cell=run_cell(spec.env.cell, spec.nproc),
         versions=versions,
         versions_source=versions_source,
-        python=claimed.python or spec.env.cell.python,
-        platform=claimed.platform,
-        gpu=claimed.gpu,
+        python=where.python,
+        platform=where.platform,
+        gpu=where.gpu,
         outcome=verdict.outcome.value,
         signature=verdict.signature,
         known_signature=verdict.known.name if verdict.known else None,

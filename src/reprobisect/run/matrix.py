@@ -30,6 +30,7 @@ from reprobisect.model.cell import SYSTEM, Cell, run_cell
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.repro import Fix, Form, Repro
+from reprobisect.model.signature import PATCH_ERROR
 from reprobisect.run.console import WIDTH, cut, heartbeat, known_name
 from reprobisect.run.execute import RunSpec, execute, unrun_record
 from reprobisect.run.sandbox import Confinement, Sandbox
@@ -386,21 +387,27 @@ def run_matrix(
                     unit.cell,
                     failure,
                     store,
-                    kind="PatchError",
+                    kind=PATCH_ERROR,
                     repeat=unit.repeat,
                     nproc=unit.nproc,
                     rerun=unit.rerun,
                 )
             )
     stats = stats if stats is not None else RunStats()
-    progress = _Progress(len(runnable), echo)
     order = {id(unit): index for index, unit in enumerate(runnable)}
     plain = [u for u in runnable if u.fix.patch is None]
-    done = _run_units(plain, envs, overlays, tools, request, store, environ, backend, echo, stats, sandbox, progress)
     candidates = [u for u in runnable if u.fix.patch is not None]
+    # The counter counts what will run: the patch runs only once the unpatched runs showed which apply.
+    progress = _Progress(len(plain), echo)
+    done = _run_units(plain, envs, overlays, tools, request, store, environ, backend, echo, stats, sandbox, progress)
     patched = _applicable(candidates, dict(zip(map(id, plain), done, strict=True)), plain, echo)
-    progress.total -= len(candidates) - len(patched)
-    stats.not_applicable += len(candidates) - len(patched)
+    progress.total += len(patched)
+    skipped = len(candidates) - len(patched)
+    stats.not_applicable += skipped
+    if candidates:
+        echo(
+            f"{_count(len(patched), 'patched run')} next" + (f" ({skipped} not applicable, not run)" if skipped else "")
+        )
     done_patched = _run_units(
         patched, envs, overlays, tools, request, store, environ, backend, echo, stats, sandbox, progress
     )

@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from reprobisect.errors import StorageError
+from reprobisect.model.signature import EVENT_MARK
 from reprobisect.util.redact import URL_CREDENTIALS
 from reprobisect.util.stop import POLL_SECONDS, stop_requested
 
 __all__ = [
     "EVENT_MARK",
     "MAX_EVENT_LINE",
+    "STATUS_FD",
     "ChildResult",
     "ChildSpec",
     "parse_event",
@@ -36,9 +38,10 @@ __all__ = [
     "scrubbed_environ",
 ]
 
-EVENT_MARK = "@@repro "
 MAX_EVENT_LINE = 64 * 1024  # no honest event line is longer; longer ones are ignored, never parsed
 _KEPT_EVENT_BYTES = 2 * 2**20  # event lines kept from a capped log's dropped middle, at most
+_SIGNAL_EXIT_BASE = 128  # bubblewrap (and a shell) report "killed by signal N" as exit status 128 + N
+STATUS_FD = "REPROBISECT_STATUS_FD"  # names the waiter's status pipe (run/child/waiter.py)
 
 _PASSED_NAMES = frozenset(
     {
@@ -116,11 +119,14 @@ class ChildSpec:
     heartbeat_every: float = 15.0
     # Cores the child (and all it starts) is pinned to; () leaves it to the scheduler. See matrixrun.job_cpus.
     cpus: tuple[int, ...] = ()
+    # The child is run/child/waiter.py (inside a sandbox): it reports the run's own wait status on a pipe.
+    waited: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ChildResult:
-    """What happened: exit status (negative = signal), whether it timed out, and how long it took."""
+    """What happened: exit status (negative = signal, also inside the sandbox where its waiter measured one),
+    whether it timed out, and how long it took."""
 
     exit_code: int | None
     timed_out: bool
@@ -265,15 +271,16 @@ def run_child(spec: ChildSpec) -> ChildResult:
     started_at = utc_now()
     start = time.perf_counter()
     timed_out = False
-    with log_file as log:
+    with log_file as log, _status_pipe(spec.waited) as (status_read, status_write):
         process = subprocess.Popen(
             list(spec.argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=dict(spec.env),
+            env={**spec.env, **({STATUS_FD: str(status_write)} if spec.waited else {})},
             cwd=spec.cwd,
             start_new_session=True,
+            pass_fds=(status_write,) if spec.waited else (),
         )
         assert process.stdout is not None
         if spec.cpus:
@@ -295,15 +302,51 @@ def run_child(spec: ChildSpec) -> ChildResult:
             reader.join(timeout=10)  # a grandchild that left the group may hold the pipe: do not wait for it
             capped.close()
             process.stdout.close()
+        exit_code = None if timed_out else _measured(process.returncode, status_read)
     wall = time.perf_counter() - start
     return ChildResult(
-        exit_code=None if timed_out else process.returncode,
+        exit_code=exit_code,
         timed_out=timed_out,
         wall_seconds=wall,
         started_at=started_at,
         finished_at=utc_now(),
         log_path=spec.log_path,
     )
+
+
+@contextlib.contextmanager
+def _status_pipe(waited: bool) -> Iterator[tuple[int, int]]:
+    """A pipe for the waiter's report (read end, write end), or (-1, -1) when the run has no waiter."""
+    if not waited:
+        yield -1, -1
+        return
+    read, write = os.pipe()  # not inheritable: only the waiter gets the write end (pass_fds)
+    try:
+        yield read, write
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def _measured(returncode: int, status_read: int) -> int:
+    """The child's status, with a death by signal as -N also inside the sandbox.
+
+    bubblewrap reports a run killed by signal N as exit status 128+N. The waiter (run/child/waiter.py) reads the
+    run's own wait status and writes it to the status pipe; it is believed only where it agrees with that status,
+    so nothing the run writes there can turn a failure into a PASS or one code into another.
+    """
+    if status_read < 0 or returncode <= _SIGNAL_EXIT_BASE:
+        return returncode
+    os.set_blocking(status_read, False)  # the waiter wrote before it exited (or never will): never wait for it
+    try:
+        text = os.read(status_read, 256)
+        status = json.loads(text) if text else None
+    except (OSError, ValueError):
+        return returncode
+    signal_number = status.get("signal") if isinstance(status, dict) else None
+    if type(signal_number) is int and returncode == _SIGNAL_EXIT_BASE + signal_number:
+        return -signal_number
+    return returncode
 
 
 def _wait(process: subprocess.Popen[bytes], spec: ChildSpec, start: float) -> None:

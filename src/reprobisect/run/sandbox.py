@@ -22,6 +22,7 @@ import functools
 import importlib.util
 import os
 import shutil
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
@@ -42,6 +43,16 @@ __all__ = [
 ]
 
 NO_SANDBOX = "none"
+# bwrap starts with SIGINT ignored (inherited across exec), so the harness's SIGINT at a timeout reaches the run,
+# which prints where it hung, instead of ending bwrap, whose --die-with-parent then SIGKILLed the run first. The
+# run's parent inside, run/child/waiter.py, sets a handler of its own, and exec gives the run the default back.
+_IGNORING_SIGINT = (
+    sys.executable,
+    "-I",
+    "-S",
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])",
+)
 PRIVATE_TMP = "/tmp"  # noqa: S108 - inside the sandbox: a tmpfs of the run's own, not the host's /tmp
 PRIVATE_HOME = "/tmp/home"  # noqa: S108 - likewise; HOME when the real one is unset or "/"
 
@@ -76,6 +87,7 @@ class Sandbox:
         inside a writable folder (finished op builds in the op cache)."""
         home = Path(env["HOME"]) if env.get("HOME", "/") not in ("", "/") else Path(PRIVATE_HOME)
         cmd = [
+            *_IGNORING_SIGINT,
             self.bwrap,
             "--die-with-parent",
             "--unshare-pid",

@@ -11,8 +11,11 @@ import re
 
 __all__ = ["URL_CREDENTIALS", "redact"]
 
-# scheme://userinfo@ — userinfo being a user, a token, or user:password (``git@`` of an ssh URL is no secret)
-URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?!git@)[^/@\s\"'<>]+@")
+# scheme://userinfo@ — userinfo being a user, a token, or user:password (``git@`` of an ssh URL is no secret).
+# Linear in the text: a scheme starts only where no scheme character precedes it and is at most 32 characters
+# long, so a scan never restarts inside a long run of letters or digits (a base64 blob, a hex dump); unanchored,
+# ``[A-Za-z][A-Za-z0-9+.-]*://`` tried every start of such a run to its end (10 MiB took minutes).
+URL_CREDENTIALS = re.compile(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?!git@)[^/@\s\"'<>]+@")
 
 
 def redact(text: str) -> str:

@@ -1,0 +1,44 @@
+"""Run ARGV inside the sandbox and tell the harness how it ended: ``python -I -S waiter.py ARGV...``.
+
+bubblewrap passes a death by signal on as exit status 128+N, the status a plain ``sys.exit(139)`` gives too, so
+outside the sandbox the harness cannot tell a segfault from an exit. This waiter, the harness's own code and the
+run's parent, reads the run's wait status and writes it as one JSON object, ``{"signal": N}`` or ``{"exit": N}``,
+to the file descriptor named by ``REPROBISECT_STATUS_FD``; the run gets neither that descriptor nor that
+variable. It exits as bubblewrap would report the run (N, or 128+N), so a harness that reads nothing (the waiter
+killed) sees what it saw before. The harness trusts the message only where it agrees with that status: the
+worst a forged one can do is swap a death by SIGSEGV for an ``exit(139)``, which the run could do itself.
+
+It runs with the cell's python, standard library only (it is a child file, never imported by the harness).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+STATUS_FD = "REPROBISECT_STATUS_FD"
+_SIGNAL_EXIT_BASE = 128
+
+
+def _ignore(_signum, _frame):
+    """The run's group gets the harness's SIGINT and SIGTERM too; the waiter outlives them to report."""
+
+
+def main():
+    fd = os.environ.pop(STATUS_FD, "")
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _ignore)  # a handler, not SIG_IGN: the run starts with the default (exec resets it)
+    code = subprocess.Popen(sys.argv[1:]).wait()  # close_fds: the status descriptor stays the waiter's
+    if fd.isdigit():
+        status = {"signal": -code} if code < 0 else {"exit": code}
+        try:
+            os.write(int(fd), json.dumps(status).encode())
+            os.close(int(fd))
+        except OSError:
+            pass
+    return _SIGNAL_EXIT_BASE - code if code < 0 else code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
