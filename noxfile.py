@@ -135,8 +135,9 @@ def chaos(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (checks and format), mypy --strict over the harness."""
+    """ruff (checks and format) over the harness, tests and repros, mypy --strict, the import layers (lint-imports)."""
     session.install("-e", ".[lint]")
-    session.run("ruff", "check", "src", "tests", "tools", "noxfile.py")
-    session.run("ruff", "format", "--check", "src", "tests", "tools", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "tools", "repros", "noxfile.py")
+    session.run("ruff", "format", "--check", "src", "tests", "tools", "repros", "noxfile.py")
     session.run("mypy")
+    session.run("lint-imports")

@@ -337,22 +337,26 @@ def reference_losses(args, initial, inputs, nc, devices, skips, scales):
         ref.backward(errG)
         return errG
 
-    for i, ((real, noise), (skip_D, skip_G)) in enumerate(zip(inputs, skips)):
+    for i, ((real, noise), (skip_D, skip_G)) in enumerate(zip(inputs, skips, strict=True)):
         data = {"real": real, "noise": noise, "state": {}}
         errD = stepped("D", 0, i, skip_D, optD, functools.partial(d_backward, **data))
         errG = stepped("G", 1, i, skip_G, optG, functools.partial(g_backward, **data))
         losses.append((errD.item(), errG.item()))
-        print(f"[ddp {len(losses) - 1}/{len(inputs)}] Loss_D: {losses[-1][0]:.4f} Loss_G: {losses[-1][1]:.4f}", flush=True)
+        print(
+            f"[ddp {len(losses) - 1}/{len(inputs)}] Loss_D: {losses[-1][0]:.4f} Loss_G: {losses[-1][1]:.4f}", flush=True
+        )
     return losses, own_skips
 
 
 def _deviation(ours, reference):
     """Mean absolute difference from the reference, relative to the reference's mean absolute loss."""
     scale = sum(abs(r) for r in reference) / len(reference)
-    return sum(abs(o - r) for o, r in zip(ours, reference)) / len(reference) / max(scale, 1e-8)
+    return sum(abs(o - r) for o, r in zip(ours, reference, strict=False)) / len(reference) / max(scale, 1e-8)
 
 
-def training_verdict(args, losses, reference, before, after, scales, min_scale, skips, reference_skipped, clipping=None):
+def training_verdict(
+    args, losses, reference, before, after, scales, min_scale, skips, reference_skipped, clipping=None
+):
     """TRAINING: at least 50 steps; finite losses; G's and D's parameters both changed; the loss scale (fp16) off
     its minimum at the end; D's and G's losses within --loss-tolerance (mean relative deviation) of the ddp
     reference's over the first --compare-steps steps. A D that learns from one of its two losses only drifts far
@@ -375,7 +379,7 @@ def training_verdict(args, losses, reference, before, after, scales, min_scale, 
     if min_scale is not None:
         problems += [
             f"{net}'s loss scale is stuck at its minimum ({min_scale})"
-            for net, scale in zip("DG", final)
+            for net, scale in zip("DG", final, strict=True)
             if scale is not None and scale <= min_scale
         ]
     skipped = {net: sum(1 for pair in skips if pair[k]) for k, net in enumerate("DG")}
@@ -558,7 +562,9 @@ def main():
     fabric = Fabric(accelerator="auto", devices=devices, precision=args.precision, strategy=make_strategy(args))
     fabric.launch()
 
-    _fixed_noise = torch.randn(args.batch_size, nz, 1, 1, device=fabric.device)  # as in the report: G's images of it are the grid
+    _fixed_noise = torch.randn(
+        args.batch_size, nz, 1, 1, device=fabric.device
+    )  # as in the report: G's images of it are the grid
 
     if args.single_engine:
         # SEMANTIC CHANGE: one fabric.setup() -> one DeepSpeed engine holding G and D, one Adam with two
@@ -727,7 +733,6 @@ def main():
         print("@@repro " + json.dumps({"event": "training", **verdict}), flush=True)
         if not verdict["trains"]:
             raise DoesNotTrain("; ".join(verdict["problems"]))
-
 
 
 if __name__ == "__main__":

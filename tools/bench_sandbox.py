@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from reprobisect.cells.envs import base_interpreter, ensure_env, resolve_cell
+from reprobisect.cells.base import base_interpreter
+from reprobisect.cells.envs import ensure_env, resolve_cell
 from reprobisect.config.load import load_config
 from reprobisect.run.execute import RunSpec, execute
 from reprobisect.run.sandbox import Confinement

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.cells.envs import base_interpreter, ensure_env
+from reprobisect.cells.base import base_interpreter
+from reprobisect.cells.envs import ensure_env
 from reprobisect.model.cell import SYSTEM, Cell
 from tests.conftest import base_python
 

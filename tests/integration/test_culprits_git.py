@@ -14,7 +14,7 @@ import pytest
 
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest
-from reprobisect.cells.envs import base_interpreter
+from reprobisect.cells.base import base_interpreter
 from reprobisect.config.load import load_config
 from reprobisect.config.scripts import script_repro
 from reprobisect.run.sandbox import Confinement

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.cells.envs import base_interpreter, ensure_env, resolve_cell
+from reprobisect.cells.base import base_interpreter
+from reprobisect.cells.envs import ensure_env, resolve_cell
 from reprobisect.cells.ops import entries
 from reprobisect.model.record import Record
 from tests.conftest import ROOT, TEST_CELLS, base_python

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from reprobisect.cells import built_wheels, envs
+from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.built_wheels import build, check_wheel, entry_name, lookup
-from reprobisect.cells.envs import BaseInterpreter
 from reprobisect.errors import EnvBuildError
 from reprobisect.model.cell import SYSTEM, Cell
 

@@ -18,11 +18,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reprobisect.cells import envs
+from reprobisect.cells.base import BaseInterpreter, base_interpreter
 from reprobisect.cells.envs import (
     MARKER,
-    BaseInterpreter,
     CellEnv,
-    base_interpreter,
     ensure_env,
     find_python,
     install_requirement,

@@ -19,7 +19,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reprobisect.cells.envs import BaseInterpreter, CellEnv
+from reprobisect.cells.base import BaseInterpreter
+from reprobisect.cells.envs import CellEnv
 from reprobisect.config.load import Config, check_name, load_config
 from reprobisect.config.scripts import script_repro
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError

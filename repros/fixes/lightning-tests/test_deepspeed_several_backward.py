@@ -41,7 +41,7 @@ def test_deepspeed_several_backward_calls_before_a_step_accumulate():
     fabric = _fabric()
     two, two_opt = _setup(fabric, 7, *MLP)
     one, one_opt = _setup(fabric, 7, *MLP)
-    assert all(torch.equal(a, b) for a, b in zip(_params(two), _params(one)))
+    assert all(torch.equal(a, b) for a, b in zip(_params(two), _params(one), strict=True))
     x1, x2 = torch.randn(4, 8, device=fabric.device), torch.randn(4, 8, device=fabric.device)
     for _ in range(3):
         two_opt.zero_grad()
@@ -51,11 +51,11 @@ def test_deepspeed_several_backward_calls_before_a_step_accumulate():
         one_opt.zero_grad()
         fabric.backward(one(x1).float().pow(2).mean() + one(x2).float().abs().mean(), model=one)
         one_opt.step()
-    moved = [(b - a).abs().max().item() for a, b in zip(_params(two), _params(one))]
+    moved = [(b - a).abs().max().item() for a, b in zip(_params(two), _params(one), strict=True)]
     print("largest difference from one backward of the sum:", max(moved))
     assert max(moved) < 2e-2, moved  # measured: 0.0; with a lost backward 0.28-0.63 (bf16, CPU, 0.18.3)
     initial = _setup(fabric, 7, *MLP)[0]
-    assert any((a - b).abs().max() > 5e-2 for a, b in zip(_params(two), _params(initial)))  # it did train
+    assert any((a - b).abs().max() > 5e-2 for a, b in zip(_params(two), _params(initial), strict=True))  # it did train
 
 
 def test_deepspeed_backward_through_another_engine_leaves_its_parameters_alone():
@@ -77,7 +77,7 @@ def test_deepspeed_backward_through_another_engine_leaves_its_parameters_alone()
         fabric.backward(netD(fake).float().mean(), model=netG)
         assert all(p.grad is None or not p.grad.any() for p in netD.parameters())
         optG.step()
-        assert all(torch.equal(a, b) for a, b in zip(before, _params(netD)))
+        assert all(torch.equal(a, b) for a, b in zip(before, _params(netD), strict=True))
 
 
 def test_deepspeed_clips_gradients_only_when_the_config_asks():

@@ -20,7 +20,7 @@ from reprobisect.bisect.culprits import FAILING, change_kind
 from reprobisect.bisect.probes import probe_result
 from reprobisect.bisect.search import ProbeResult, Transition, all_transitions
 from reprobisect.model.record import Record
-from reprobisect.report.markdown import md_safe
+from reprobisect.util.neutral import md_document, md_safe
 
 __all__ = ["Answer", "answer_markdown", "sweep_answers", "sweep_axis"]
 
@@ -168,7 +168,7 @@ def answer_markdown(
     commands += [str(c["rerun"]) for c in culprits if c.get("rerun")]
     if commands:
         lines += ["", "Re-run (records are reused):", "", "```", *commands, "```"]
-    return "\n".join([*lines, ""])
+    return md_document("\n".join([*lines, ""]))
 
 
 def _change(t: Transition, culprit: Mapping[str, Any] | None, hint: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from reprobisect.bisect import history
 from reprobisect.bisect.probes import BisectRequest, run_bisect
-from reprobisect.cells.envs import BaseInterpreter
+from reprobisect.cells.base import BaseInterpreter
 from reprobisect.config.load import Config
 from reprobisect.errors import BisectInconclusiveError
 from reprobisect.run.store import Store

@@ -22,7 +22,7 @@ from reprobisect.bisect.search import (
     first_bad,
     first_sample,
 )
-from reprobisect.cells.envs import BaseInterpreter
+from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError

@@ -20,18 +20,15 @@ import functools
 import struct
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
+from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.index import list_versions
 from reprobisect.cells.resolver import installer, uv_compile
 from reprobisect.config.companions import mismatch, torchvision_series
 from reprobisect.errors import EnvBuildError, ToolError
 from reprobisect.model.cell import SYSTEM
-
-if TYPE_CHECKING:
-    from reprobisect.cells.envs import BaseInterpreter
 
 __all__ = ["matching_torchvision", "needed_libraries", "unusable_torchvision"]
 

@@ -33,6 +33,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from reprobisect.cells import built_wheels
+from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.companions import matching_torchvision, unusable_torchvision
 from reprobisect.cells.index import list_versions
 from reprobisect.cells.resolver import installer, uv_compile
@@ -42,9 +43,7 @@ from reprobisect.util.cmd import run_logged, run_tool
 from reprobisect.util.files import write_atomic
 
 __all__ = [
-    "BaseInterpreter",
     "CellEnv",
-    "base_interpreter",
     "ensure_env",
     "find_python",
     "install_requirement",
@@ -54,35 +53,6 @@ __all__ = [
 ]
 
 MARKER = "reprobisect-cell.json"
-_PROBE = r"""
-import json, sys, sysconfig, importlib.metadata as m
-def version(name):
-    try:
-        return m.version(name)
-    except m.PackageNotFoundError:
-        return None
-print(json.dumps({
-    "executable": sys.executable,
-    "version": "%d.%d.%d" % sys.version_info[:3],
-    "is_venv": sys.prefix != sys.base_prefix,
-    "site_packages": list(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
-                                         *(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))])),
-    "torch": version("torch"),
-    "torchvision": version("torchvision"),
-}))
-"""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BaseInterpreter:
-    """The interpreter cells are made from, and the torch it holds (if any)."""
-
-    executable: str
-    version: str
-    is_venv: bool
-    site_packages: tuple[str, ...]
-    torch: str | None
-    torchvision: str | None = None  # the base's own, if any: a cell on its torch takes it when made for it
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -115,25 +85,6 @@ class CellEnv:
     def torch_extensions(self) -> Path:
         """JIT-compiled ops of this cell live here, so each DeepSpeed version builds them once."""
         return self.path / "torch_extensions"
-
-
-def base_interpreter(executable: str) -> BaseInterpreter:
-    """Ask ``executable`` what it is (one short subprocess, torch is not imported)."""
-    what = f"--base-python {executable!r}: cannot run it (pass a Python 3 interpreter)"
-    out = run_tool([executable, "-c", _PROBE], what=what, timeout=60, error=ConfigError)
-    try:
-        data = json.loads(out.stdout.strip().splitlines()[-1])
-        return BaseInterpreter(
-            executable=str(data["executable"]),
-            version=str(data["version"]),
-            is_venv=bool(data["is_venv"]),
-            site_packages=tuple(str(p) for p in data["site_packages"]),
-            torch=None if data["torch"] is None else str(data["torch"]),
-            torchvision=None if data.get("torchvision") is None else str(data["torchvision"]),
-        )
-    except (IndexError, ValueError, KeyError, TypeError) as exc:
-        msg = f"--base-python {executable!r}: it ran but did not answer as a Python 3 interpreter does ({exc!r:.100})"
-        raise ConfigError(msg) from exc
 
 
 def _requirement(name: str, spec: str) -> str:

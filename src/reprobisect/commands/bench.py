@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from reprobisect.bisect.probes import BisectRequest, run_bisect
-from reprobisect.cells.envs import BaseInterpreter, base_interpreter
+from reprobisect.cells.base import BaseInterpreter, base_interpreter
 from reprobisect.commands.options import Subparsers, add_common, pins, prepare
 from reprobisect.config.load import Config, load_config
 from reprobisect.run.bench import format_bench, run_bench

@@ -14,7 +14,7 @@ from reprobisect.bisect import history
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.search import PROBE_ALL_UP_TO
-from reprobisect.cells.envs import base_interpreter
+from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.options import (
     Subparsers,
     add_backend,

@@ -10,7 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from reprobisect.cells.envs import base_interpreter
+from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.options import (
     Subparsers,
     add_backend,

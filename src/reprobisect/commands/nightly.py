@@ -11,7 +11,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from reprobisect.cells.envs import base_interpreter
+from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.options import (
     Subparsers,
     add_backend,

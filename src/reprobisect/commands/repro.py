@@ -6,7 +6,7 @@ import argparse
 import os
 import shlex
 
-from reprobisect.cells.envs import base_interpreter
+from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.options import (
     Subparsers,
     add_backend,

@@ -22,7 +22,7 @@ from reprobisect.bisect import history
 from reprobisect.bisect.answer import Answer, answer_markdown, sweep_answers
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, transition_dict
-from reprobisect.cells.envs import base_interpreter
+from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.bisect import source_options
 from reprobisect.commands.matrix import add_run_options, axis_values, matrix_request, run_and_summarize
 from reprobisect.commands.options import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from reprobisect.cells.envs import base_interpreter
+from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.index import IndexCache
 from reprobisect.cells.wheelhouse import build_wheelhouse
 from reprobisect.commands.options import Subparsers, add_common, prepare, split

@@ -29,7 +29,7 @@ import pandas as pd
 from packaging.version import InvalidVersion, Version
 
 from reprobisect.bisect.probes import BisectRequest, run_bisect
-from reprobisect.cells.envs import BaseInterpreter
+from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
 from reprobisect.errors import FAIL_EXIT, ConfigError

@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from reprobisect.cells.envs import BaseInterpreter, CellEnv, ensure_env, install_requirement, resolve_cell
+from reprobisect.cells.base import BaseInterpreter
+from reprobisect.cells.envs import CellEnv, ensure_env, install_requirement, resolve_cell
 from reprobisect.config.load import Config
 from reprobisect.errors import EnvBuildError
 from reprobisect.model.cell import Cell

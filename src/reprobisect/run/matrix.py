@@ -18,7 +18,8 @@ from typing import Literal, TypeVar
 
 from packaging.utils import canonicalize_name
 
-from reprobisect.cells.envs import BaseInterpreter, CellEnv, base_interpreter, ensure_env, find_python
+from reprobisect.cells.base import BaseInterpreter, base_interpreter
+from reprobisect.cells.envs import CellEnv, ensure_env, find_python
 from reprobisect.cells.index import IndexCache
 from reprobisect.cells.ops import DEFAULT_MAX_BYTES, cache_root, prune
 from reprobisect.cells.patches import PatchDoesNotApplyError, patched_paths, prepare_overlay
