@@ -127,3 +127,57 @@ def test_not_yaml(tmp_path: Path) -> None:
     path.write_text("repros: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(path)
+
+
+def test_default_fixes_are_the_reports_code_first_and_known_fixes(tmp_path: Path) -> None:
+    """A newcomer's `repro NAME` runs the report's code and the fixes that answer it (issue #29), not all of them."""
+    assert load_config(ROOT / "matrix.yaml").repro("gan").default_fixes == (
+        "none",
+        "one-backward-raw-d",
+        "lightning-several-backward",
+    )
+    data = _minimal()
+    assert load_config(_write(tmp_path, data)).repro("gan").default_fixes == ()  # none given: every fix runs
+    data["repros"]["gan"]["default_fixes"] = ["none", "freeze-d"]
+    assert load_config(_write(tmp_path, data)).repro("gan").default_fixes == ("none", "freeze-d")
+    for wrong, needle in (
+        (["none", "nope"], "'nope' is not one of its fixes"),
+        (["freeze-d"], "must start with 'none'"),
+        ([], "must start with 'none'"),
+        ("none", "default_fixes"),
+    ):
+        data["repros"]["gan"]["default_fixes"] = wrong
+        with pytest.raises(ConfigError, match=r"matrix\.yaml: repros\.gan\.default_fixes"):
+            load_config(_write(tmp_path, data))
+        with pytest.raises(ConfigError, match=needle):
+            load_config(_write(tmp_path, data))
+    data = _minimal()
+    data["repros"]["gan"]["fixes"]["all"] = {"args": ["--x"], "description": "d"}
+    with pytest.raises(ConfigError, match="'all' is reserved"):
+        load_config(_write(tmp_path, data))
+
+
+def test_repro_runs_its_default_fixes_and_all_runs_every_fix(monkeypatch) -> None:
+    """`repro gan` without --fix asks the matrix for the default fixes; `--fix all` for every fix."""
+    import types
+
+    from reprobisect.run import reproduce as module
+    from reprobisect.run.reproduce import ReproRequest, reproduce
+
+    asked = []
+    monkeypatch.setattr(module, "resolve_cell", lambda base, wanted: types.SimpleNamespace(
+        torch="2.13.0", torch_source="system", packages={"deepspeed": "0.16.4", "lightning": "2.6.6"}))  # fmt: skip
+    monkeypatch.setattr(module, "run_matrix", lambda config, request, **_: asked.append(request.fixes) or [])
+    config = load_config(ROOT / "matrix.yaml")
+    for fixes in ((), ("all",)):
+        reproduce(
+            config,
+            ReproRequest(repro="gan", backend="cpu", fixes=fixes),
+            base=types.SimpleNamespace(executable="python3"),
+            store=None,
+            envs_dir=Path("."),
+            environ={},
+            echo=lambda _: None,
+        )
+    assert asked[0] == ("none", "one-backward-raw-d", "lightning-several-backward")
+    assert asked[1] == tuple(config.repro("gan").fixes)

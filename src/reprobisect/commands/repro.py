@@ -39,7 +39,11 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("repro", help="run one repro's forms × fixes in one cell and print the table")
     parser.add_argument("repro", help="repro name from matrix.yaml (gan, zero3)")
     add_backend(parser, help="auto: the cuda form when torch sees a GPU, else the CPU forms")
-    add_fixes(parser, help="fix name(s), comma-separated or repeated; default: all")
+    add_fixes(
+        parser,
+        help="fix name(s), comma-separated or repeated; 'all' for every fix; default: the repro's default_fixes in "
+        "matrix.yaml (the report's code and the fixes that answer it), else every fix",
+    )
     add_forms(parser, help="form(s) to run instead of the backend's")
     parser.add_argument("--repeat", type=int, default=1, help="run each form × fix N times")
     parser.add_argument("--resume", action="store_true", help="reuse stored records of identical runs")

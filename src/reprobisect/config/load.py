@@ -334,6 +334,8 @@ def _read_fixes(reader: _Reader, where: str, raw: Any, forms: set[str], root: Pa
     fixes = {}
     for fix_name, fix_raw in fixes_raw.items():
         check_name("fix", str(fix_name), f"{reader.path.name}: {where}.fixes")
+        if fix_name == "all":
+            raise reader.fail(f"{where}.fixes.all", "'all' is reserved (--fix all runs every fix): name it otherwise")
         fixes[fix_name] = _read_fix(reader, fix_name, fix_raw, f"{where}.fixes.{fix_name}", forms, root)
     return fixes
 
@@ -358,7 +360,7 @@ def _read_repro(reader: _Reader, name: str, raw: Any, root: Path) -> Repro:
     data = reader.mapping(
         raw,
         where,
-        allowed={"title", "report", "expected_signature", "timeout", "forms", "fixes"},
+        allowed={"title", "report", "expected_signature", "timeout", "forms", "fixes", "default_fixes"},
         required={"title", "forms", "fixes"},
     )
     forms_raw = reader.mapping(data["forms"], f"{where}.forms", allowed=set(FORMS))
@@ -375,7 +377,21 @@ def _read_repro(reader: _Reader, name: str, raw: Any, root: Path) -> Repro:
         timeout=_timeout(reader, where, data),
         forms=forms,
         fixes=fixes,
+        default_fixes=_default_fixes(reader, where, data, fixes),
     )
+
+
+def _default_fixes(reader: _Reader, where: str, data: dict[str, Any], fixes: dict[str, Fix]) -> tuple[str, ...]:
+    """The fixes ``repro NAME`` runs without ``--fix``: the report's code first, then each named one."""
+    if "default_fixes" not in data:
+        return ()
+    names = reader.strings(data["default_fixes"], f"{where}.default_fixes")
+    unknown = [name for name in names if name not in fixes]
+    if unknown:
+        raise reader.fail(f"{where}.default_fixes", f"{unknown[0]!r} is not one of its fixes ({', '.join(fixes)})")
+    if not names or names[0] != "none":
+        raise reader.fail(f"{where}.default_fixes", f"must start with 'none' (the report's code), got {list(names)}")
+    return tuple(dict.fromkeys(names))
 
 
 def _read_nightly(reader: _Reader, raw: Any, matrix: MatrixSpec, repros: Mapping[str, Repro]) -> NightlySpec:

@@ -96,6 +96,9 @@ class Repro:
     # Whether it prints a step event per step: then a failure before the first one died at "setup"; a pasted
     # script's failure without steps died somewhere unknown ("-"), not in a setup it never announced
     reports_steps: bool = True
+    # What ``repro NAME`` runs when no --fix is given (``none`` first): the report's code and the fixes that answer
+    # the report; empty: every fix. ``--fix all`` runs every fix.
+    default_fixes: tuple[str, ...] = ()
 
     def rerun_command(self, cell_options: list[str], form: str, fix: Fix) -> list[str]:
         """The words of a command that re-runs one form and fix of this repro in a cell given by its options."""

@@ -52,7 +52,8 @@ def reproduce(
 ) -> list[Record]:
     """Resolve one cell (newest releases that install together, unless pinned) and run it as a one-cell matrix."""
     repro = config.repro(request.repro)
-    select_fixes(repro, request.fixes)  # unknown names fail before anything is built
+    fixes = request.fixes or repro.default_fixes  # a newcomer's first run: the report's code and what answers it
+    select_fixes(repro, fixes)  # unknown names fail before anything is built
     backend: Backend
     if request.backend == "auto":
         with heartbeat(echo, "asking torch whether a CUDA device is here"):
@@ -78,7 +79,7 @@ def reproduce(
         repros=(repro.name,),
         backend=backend,
         axes=axes,
-        fixes=request.fixes,
+        fixes=tuple(f.name for f in select_fixes(repro, fixes)),
         forms=tuple(form.name for form in forms),
         repeat=request.repeat,
         fresh=not request.resume,

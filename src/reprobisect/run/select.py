@@ -9,7 +9,7 @@ from reprobisect.errors import ConfigError, NothingToDoError, ToolError
 from reprobisect.model.repro import Backend, Fix, Form, Repro
 from reprobisect.util.cmd import run_tool
 
-__all__ = ["detect_cuda", "select_fixes", "select_forms"]
+__all__ = ["ALL_FIXES", "detect_cuda", "select_fixes", "select_forms"]
 
 
 def detect_cuda(python: Path) -> bool:
@@ -37,9 +37,12 @@ def select_forms(repro: Repro, backend: Backend, wanted: Sequence[str] = ()) -> 
     return forms
 
 
+ALL_FIXES = "all"
+
+
 def select_fixes(repro: Repro, wanted: Sequence[str] = ()) -> list[Fix]:
-    """Every fix of the repro (``none`` first), or those asked for by name."""
-    if not wanted:
+    """Every fix of the repro (``none`` first), or those asked for by name (``all``: every one)."""
+    if not wanted or ALL_FIXES in wanted:
         return list(repro.fixes.values())
     unknown = [name for name in wanted if name not in repro.fixes]
     if unknown:
