@@ -46,7 +46,7 @@ def _harness(session: nox.Session, *args: str) -> None:
 
 @nox.session
 def repro_gan(session: nox.Session) -> None:
-    """GAN on ZeRO-1 (Lightning #17856): every form for this machine × every fix, one table."""
+    """GAN on ZeRO-1 (Lightning #17856): every form here × the report's code and its two fixes (`-- --fix all`)."""
     _harness(session, "repro", "gan")
 
 
