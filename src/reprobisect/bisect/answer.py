@@ -20,7 +20,7 @@ from reprobisect.bisect.culprits import FAILING, change_kind
 from reprobisect.bisect.probes import probe_result
 from reprobisect.bisect.search import ProbeResult, Transition, all_transitions
 from reprobisect.model.record import Record
-from reprobisect.report.markdown import md_safe
+from reprobisect.util.neutral import md_safe
 
 __all__ = ["Answer", "answer_markdown", "sweep_answers", "sweep_axis"]
 
