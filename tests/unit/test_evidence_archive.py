@@ -343,3 +343,16 @@ def test_any_bytes_as_an_archive_never_crash_the_report(tmp_path: Path, data: by
     _loaded(root)
     log_excerpt(root, "logs/a.log")
     assert _tree(root) == {ARCHIVE}
+
+
+def test_a_nightly_state_whose_baseline_is_packed_says_how_to_unpack_it(tmp_path: Path) -> None:
+    from reprobisect.errors import ConfigError
+    from reprobisect.nightly.state import load_state
+
+    state = tmp_path / "state"
+    shutil.copytree(BASELINE, state / "baseline")
+    (state / "state.json").write_text(json.dumps({"schema": 1, "baseline": "0.19.8", "baseline_dir": "baseline"}))
+    load_state(state)  # loose: as before
+    pack(state / "baseline")
+    with pytest.raises(ConfigError, match=r"packed in .*records\.tar\.xz .*tar -xJf"):
+        load_state(state)
