@@ -130,6 +130,16 @@ def test_pack_refuses_a_link_and_leaves_the_folder_as_it_was(tmp_path: Path) -> 
     assert _tree(root) == before
 
 
+def test_pack_refuses_a_linked_records_folder(tmp_path: Path) -> None:
+    shutil.copytree(BASELINE / "records", tmp_path / "elsewhere")
+    root = tmp_path / "sent"
+    root.mkdir()
+    (root / "records").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ArchiveError, match="a link; pack only"):
+        pack(root)
+    assert not (root / ARCHIVE).exists()
+
+
 def test_pack_refuses_to_repack_an_archive_it_cannot_read_whole(tmp_path: Path) -> None:
     root = tmp_path / "sent"
     root.mkdir()
@@ -151,6 +161,9 @@ def test_pack_refuses_to_repack_an_archive_it_cannot_read_whole(tmp_path: Path) 
         ("logs/../records/x.json", None),
         ("logs\\..\\x", None),
         ("a\0b", None),
+        ("logs/new\nline.log", None),
+        ("logs/\x1b[2Jclear.log", None),
+        ("logs/\udcff.log", None),
         ("", None),
         (".", None),
     ],

@@ -90,8 +90,13 @@ class _Capped(io.RawIOBase):
 
 def safe_name(name: str) -> str | None:
     """The member's name as a relative POSIX path under the archive's root, or None where it could leave it (an
-    absolute name, a ``..`` part, a backslash or NUL, nothing)."""
-    if not name or "\0" in name or "\\" in name or name.startswith("/"):
+    absolute name, a ``..`` part, a backslash, nothing) or could not be shown as it is (a control character, bytes
+    that are not UTF-8)."""
+    if not name or "\\" in name or name.startswith("/") or not name.isprintable():  # NUL, newlines, escapes
+        return None
+    try:
+        name.encode("utf-8")  # a name tarfile decoded with surrogates cannot be shown or written
+    except UnicodeEncodeError:
         return None
     parts = [p for p in PurePosixPath(name).parts if p != "."]
     if not parts or ".." in parts:
@@ -105,7 +110,11 @@ def _walk(path: Path, problems: list[str], visit: Callable[[str, tarfile.TarInfo
     seen: set[str] = set()
     count = 0
     try:
-        with lzma.open(path, "rb") as xz, tarfile.open(fileobj=_Capped(xz, MAX_UNPACKED_BYTES), mode="r|") as tar:
+        with (
+            os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as raw,  # a link swapped in meanwhile: not read
+            lzma.open(raw, "rb") as xz,
+            tarfile.open(fileobj=_Capped(xz, MAX_UNPACKED_BYTES), mode="r|") as tar,
+        ):
             for info in tar:
                 count += 1
                 if count > MAX_MEMBERS:
@@ -211,6 +220,10 @@ def read_members(path: Path) -> dict[str, bytes]:
 def _loose(folder: Path) -> list[Path]:
     """The files ``pack`` moves into the archive: the store's trees and the folder's own logs (not its
     subfolders': each evidence folder has its own archive)."""
+    linked = [folder / tree for tree in _BULK if (folder / tree).is_symlink()]
+    if linked:
+        msg = f"{linked[0]}: a link; pack only a folder's own records/ and logs/ (copy what it points to)"
+        raise ArchiveError(msg)
     files = [p for tree in _BULK for p in (folder / tree).rglob("*") if not p.is_dir()]
     files += [p for p in folder.glob("*.log") if not p.is_dir()]
     links = [p for p in files if p.is_symlink() or not p.is_file()]
