@@ -369,3 +369,25 @@ def test_a_nightly_state_whose_baseline_is_packed_says_how_to_unpack_it(tmp_path
     pack(state / "baseline")
     with pytest.raises(ConfigError, match=r"packed in .*records\.tar\.xz .*tar -xJf"):
         load_state(state)
+
+
+def test_reprobisect_report_writes_the_same_markdown_from_packed_folders(tmp_path: Path) -> None:
+    """The command the READMEs give, ``report --out A --merge B``, on packed folders: report.md and report-full.md
+    byte for byte as from the loose files (the folders are copied to the same paths, packed in between)."""
+    from reprobisect.commands.main import main as reprobisect
+
+    records = BASELINE.parent
+    for name in ("releases", "bisect"):
+        shutil.copytree(records / name, tmp_path / name)
+    argv = ["report", "--out", str(tmp_path / "releases"), "--merge", str(tmp_path / "bisect"), "--latest"]
+    assert reprobisect([*argv, "--dest", str(tmp_path / "loose")]) == 0
+    archive._cached.cache_clear()
+    for name in ("releases", "bisect"):
+        pack(tmp_path / name)
+        assert not (tmp_path / name / "records").exists()
+    assert reprobisect([*argv, "--dest", str(tmp_path / "packed")]) == 0
+    for name in ("report.md", "report-full.md"):
+        loose, packed = tmp_path / "loose" / name, tmp_path / "packed" / name
+        assert loose.exists() == packed.exists()
+        if loose.exists():
+            assert packed.read_bytes() == loose.read_bytes()
