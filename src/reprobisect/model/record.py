@@ -143,8 +143,19 @@ class Record:
     def load(cls, path: Path) -> Record:
         """Read one record file; malformed or truncated files raise RecordError naming the file."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raw = path.read_bytes()
+        except OSError as exc:
+            msg = f"{path}: not a readable JSON record ({exc}); it was probably cut short, re-run that cell"
+            raise RecordError(msg) from exc
+        return cls.parse(raw, source=path)
+
+    @classmethod
+    def parse(cls, raw: bytes, *, source: Path) -> Record:
+        """A record from its file's bytes (a file, or an archive's member); ``source`` names it in errors."""
+        path = source
+        try:
+            data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             msg = f"{path}: not a readable JSON record ({exc}); it was probably cut short, re-run that cell"
             raise RecordError(msg) from exc
         if not isinstance(data, dict):

@@ -22,6 +22,7 @@ from typing import Any
 
 from reprobisect.errors import ConfigError, StorageError
 from reprobisect.model.record import Record
+from reprobisect.report.archive import ARCHIVE
 from reprobisect.run.store import Store, inside
 from reprobisect.util.files import write_atomic
 
@@ -96,6 +97,13 @@ def load_state(state_dir: Path) -> NightlyState:
         history=tuple(h for h in history if isinstance(h, dict)),
         baseline_dir=folder,
     )
+    packed = baseline_root(state_dir, state) / ARCHIVE
+    if baseline is not None and not (packed.parent / "records").is_dir() and packed.is_file():
+        msg = (
+            f"{path}: the baseline's records are packed in {packed} (tools/pack_evidence.py, committed evidence); "
+            f"to run another night from this state, unpack it first: tar -xJf {packed} -C {packed.parent}"
+        )
+        raise ConfigError(msg)
     if baseline is not None and not (baseline_root(state_dir, state) / "records").is_dir():
         msg = (
             f"{path}: baseline {baseline} but no records under {baseline_root(state_dir, state) / 'records'}; "

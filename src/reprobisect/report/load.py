@@ -13,8 +13,8 @@ import math
 import shlex
 import statistics
 import warnings
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pandas as pd
@@ -24,6 +24,7 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, warm_up_steps
 from reprobisect.model.signature import Signature
 from reprobisect.model.verdict import fold_repeats
+from reprobisect.report import archive
 from reprobisect.run.classify import find_known
 from reprobisect.run.store import inside
 from reprobisect.util.files import atomic_path
@@ -134,9 +135,10 @@ def _check(record: Record, path: Path) -> None:
         raise RecordError(msg)
 
 
-def _load_one(path: Path) -> Record | None:
+def _load_one(path: Path, raw: bytes | None = None) -> Record | None:
+    """The record at ``path`` (or parsed from ``raw``, an archive's member whose place ``path`` names), checked."""
     try:
-        record = Record.load(path)
+        record = Record.load(path) if raw is None else Record.parse(raw, source=path)
         _check(record, path)
     except RecordError as exc:
         warnings.warn(f"skipping {exc}", SkippedFileWarning, stacklevel=3)
@@ -147,20 +149,36 @@ def _load_one(path: Path) -> Record | None:
     return record
 
 
-def load_records(roots: Sequence[Path]) -> list[Loaded]:
-    """Every readable record under ``<root>/records/`` of each root; a run seen twice (same run_id) once.
+def _root_records(base: Path) -> Iterator[tuple[Path, bytes | None]]:
+    """Each record file of one root (its bytes None: read from disk), then each record of its archive
+    (``report.archive``: ``<root>/records.tar.xz``, named ``<root>/records.tar.xz/records/…``); what the archive
+    left out is warned about here, once per load."""
+    for path in sorted((base / "records").rglob("*.json")):
+        if not path.name.startswith("."):  # an atomic write's temporary file
+            yield path, None
+    packed = archive.contents(base)
+    if packed is None:
+        return
+    for problem in packed.problems:
+        warnings.warn(f"skipping {problem}", SkippedFileWarning, stacklevel=3)
+    for name, raw in packed.records:
+        if not PurePosixPath(name).name.startswith("."):
+            yield packed.path / name, raw
 
-    Malformed, truncated and other-schema files are skipped with a SkippedFileWarning naming the file:
+
+def load_records(roots: Sequence[Path]) -> list[Loaded]:
+    """Every readable record under ``<root>/records/`` of each root, and in ``<root>/records.tar.xz``; a run seen
+    twice (same run_id) once.
+
+    Malformed, truncated and other-schema files (or members) are skipped with a SkippedFileWarning naming the file:
     a report of the runs that did finish beats no report.
     """
     loaded: list[Loaded] = []
     seen: set[str] = set()
     for root in roots:
         base = root.resolve()
-        for path in sorted((base / "records").rglob("*.json")):
-            if path.name.startswith("."):  # an atomic write's temporary file
-                continue
-            record = _load_one(path)
+        for path, raw in _root_records(base):
+            record = _load_one(path, raw)
             if record is None or record.run_id in seen:
                 continue
             if not inside(base, record.log_path):

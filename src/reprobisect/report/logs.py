@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from reprobisect.report.archive import LOG_TAIL_BYTES, archived_log
 from reprobisect.run.store import inside
 
 __all__ = ["LOG_TAIL_LINES", "LogExcerpt", "log_excerpts", "log_tail", "traceback_text"]
 
 LOG_TAIL_LINES = 200
-_MAX_LOG_BYTES = 2_000_000  # read only the end of a runaway log
+_MAX_LOG_BYTES = LOG_TAIL_BYTES  # read only the end of a runaway log (2 MB; an archived log's end is as long)
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
 
 
@@ -36,10 +37,15 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> tuple[str, int]:
         with path.open("rb") as handle:
             size = handle.seek(0, 2)
             handle.seek(max(0, size - _MAX_LOG_BYTES))
-            text = handle.read().decode("utf-8", errors="replace")
+            end = handle.read()
     except OSError as exc:
         return f"(log not readable: {exc})", 0
-    all_lines = text.splitlines()
+    return _lines_of(end, lines)
+
+
+def _lines_of(end: bytes, lines: int) -> tuple[str, int]:
+    """The last ``lines`` lines of a log's end (its last ``_MAX_LOG_BYTES``) and how many lines that end has."""
+    all_lines = end.decode("utf-8", errors="replace").splitlines()
     return "\n".join(all_lines[-lines:]), len(all_lines)
 
 
@@ -59,14 +65,16 @@ def traceback_text(log: str, max_lines: int = 80) -> str:
 
 
 def log_excerpt(root: Path, log_path: str) -> LogExcerpt:
-    """One run's excerpt; ``log_path`` is relative to the records ``root`` and must stay under it.
+    """One run's excerpt; ``log_path`` is relative to the records ``root`` and must stay under it. A log that is not
+    a file there is read from the root's archive (``report.archive``), where one holds it.
 
     ``load_records`` already leaves out records whose log is elsewhere; checking again here, where the file
     is opened, keeps a frame from another source (or a link changed since) from reading outside the root.
     """
     if not inside(root, log_path):
         return LogExcerpt(tail=f"(log not read: {log_path!r:.120} is outside {root})", lines=0, traceback="")
-    tail, total = log_tail(root / log_path)
+    packed = None if (root / log_path).exists() else archived_log(root, log_path)
+    tail, total = log_tail(root / log_path) if packed is None else _lines_of(packed[0], LOG_TAIL_LINES)
     return LogExcerpt(tail=tail, lines=total, traceback=traceback_text(tail))
 
 
