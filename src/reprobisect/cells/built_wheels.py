@@ -38,6 +38,7 @@ import fcntl
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 import zipfile
@@ -300,15 +301,9 @@ def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, timeout: f
     why = ""
     for isolation in (["--no-build-isolation"], []):
         argv = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", *isolation, "--wheel-dir", str(dest)]
-        argv += ["--disable-pip-version-check", str(source)]
-        env = {**os.environ, "DS_BUILD_OPS": "0"}
-        start = time.perf_counter()
-        try:
-            done = run_tool(argv, what=f"building a wheel of {source}", timeout=timeout, env=env, check=False)
-        except ToolError as exc:
-            _note(log, f"not built: {exc}")
-            return None, str(exc)
-        _note(log, f"$ {' '.join(argv)}  ({time.perf_counter() - start:.1f} s, exit {done.returncode})")
+        done = _run_pip([*argv, "--disable-pip-version-check", str(source)], f"a wheel of {source}", log, timeout)
+        if isinstance(done, str):
+            return None, done
         wheels = list(dest.glob("*.whl")) if dest.is_dir() else []
         if done.returncode == 0 and len(wheels) == 1:
             return wheels[0], ""
@@ -319,17 +314,28 @@ def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, timeout: f
     return None, why
 
 
-def _pip_wheel(python: str, name: str, version: str, dest: Path, log: Path, timeout: float) -> Path | None:
-    argv = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-binary", name, f"{name}=={version}"]
-    argv += ["--wheel-dir", str(dest), "--disable-pip-version-check"]
-    env = {**os.environ, "DS_BUILD_OPS": "0"}
+def _run_pip(argv: list[str], what: str, log: Path, timeout: float) -> subprocess.CompletedProcess[str] | str:
+    """``pip wheel`` without ops (``DS_BUILD_OPS=0``: they compile just in time), said in ``log`` with its time and
+    exit; why it could not run, when it could not."""
     start = time.perf_counter()
     try:
-        done = run_tool(argv, what=f"building a wheel of {name} {version}", timeout=timeout, env=env, check=False)
+        done = run_tool(
+            argv, what=f"building {what}", timeout=timeout, env={**os.environ, "DS_BUILD_OPS": "0"}, check=False
+        )
     except ToolError as exc:
         _note(log, f"not kept: {exc}")
-        return None
+        return str(exc)
     _note(log, f"$ {' '.join(argv)}  ({time.perf_counter() - start:.1f} s, exit {done.returncode})")
+    return done
+
+
+def _pip_wheel(python: str, name: str, version: str, dest: Path, log: Path, timeout: float) -> Path | None:
+    argv = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-binary", name, f"{name}=={version}"]
+    done = _run_pip(
+        [*argv, "--wheel-dir", str(dest), "--disable-pip-version-check"], f"a wheel of {name} {version}", log, timeout
+    )
+    if isinstance(done, str):
+        return None
     if done.returncode != 0:
         _note(log, f"not kept: pip could not build {name} {version}:\n{output_tail(done.stderr or done.stdout)}")
         return None
