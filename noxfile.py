@@ -123,7 +123,7 @@ def env(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Unit tests and the slow integration tests that build real cells and run real repros on the CPU."""
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs, env={"REPROBISECT_BASE_PYTHON": BASE_PYTHON})
+    session.run("pytest", "--durations=25", *session.posargs, env={"REPROBISECT_BASE_PYTHON": BASE_PYTHON})
 
 
 @nox.session(default=False)
