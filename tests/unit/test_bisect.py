@@ -300,3 +300,69 @@ def test_probing_every_version_reports_every_change_between_usable_neighbours(st
     assert [(t.last, t.first, t.skipped_between) for t in result.transitions] == expected
     assert result.assumed == []
     assert len(result.probes) == len({p.version for p in result.probes})
+
+
+@given(
+    st.integers(min_value=1, max_value=59),
+    st.sets(st.integers(min_value=1, max_value=58), max_size=20),
+    st.integers(min_value=2, max_value=9),
+)
+@settings(max_examples=300, deadline=None)
+def test_several_probes_a_round_find_the_same_pair_in_fewer_rounds(first_bad_index, skipped, jobs) -> None:
+    """Property: a (jobs+1)-ary search over a monotone history with skips names the same (last good, first bad) pair
+    and the same skipped versions between them as the one-at-a-time search, in no more rounds."""
+    versions = [f"{i:040x}" for i in range(60)]
+
+    def probe(version: str) -> ProbeResult:
+        index = versions.index(version)
+        if index in skipped and index != first_bad_index:
+            return ProbeResult(version=version, outcome="ENV_ERROR", signature="does not build")
+        bad = index >= first_bad_index
+        return ProbeResult(version=version, outcome="REPRODUCED" if bad else "PASS", signature_id="b" if bad else None)
+
+    def bad(p: ProbeResult) -> bool:
+        return p.outcome == "REPRODUCED"
+
+    alone = first_bad(versions, probe, bad)
+    rounds: list[int] = []
+    together = first_bad(
+        versions, probe, bad, probe_many=lambda vs: rounds.append(len(vs)) or [probe(v) for v in vs], jobs=jobs
+    )
+    [a], [b] = alone.transitions, together.transitions
+    assert (a.last, a.first, a.skipped_between) == (b.last, b.first, b.skipped_between)
+    assert len(rounds) <= len(alone.probes)
+    assert all(size <= max(jobs, 2) for size in rounds)
+
+
+def test_eight_probes_a_round_bisect_forty_five_commits_in_three_rounds() -> None:
+    """The H200's culprit search: 46 versions (a tag and 45 commits) took 7 probes one after another; eight at a
+    time it takes the ends and two rounds."""
+    versions = [f"{i:040x}" for i in range(46)]
+    probe, rounds = _commits_probe(versions, first_bad_index=28)
+    result = first_bad(versions, probe, lambda p: p.outcome == "REPRODUCED", probe_many=rounds.batch, jobs=8)
+    [t] = result.transitions
+    assert (t.last, t.first) == (versions[27], versions[28])
+    assert len(rounds.sizes) == 3 and rounds.sequential == []
+
+
+def _commits_probe(versions: list[str], first_bad_index: int):
+    class Rounds:
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+            self.sequential: list[str] = []
+
+        def batch(self, chosen):
+            self.sizes.append(len(chosen))
+            return [answer(v) for v in chosen]
+
+    rounds = Rounds()
+
+    def answer(version: str) -> ProbeResult:
+        bad = versions.index(version) >= first_bad_index
+        return ProbeResult(version=version, outcome="REPRODUCED" if bad else "PASS")
+
+    def probe(version: str) -> ProbeResult:
+        rounds.sequential.append(version)
+        return answer(version)
+
+    return probe, rounds

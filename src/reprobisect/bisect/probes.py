@@ -218,7 +218,9 @@ def run_bisect(
         )
     else:
         many = many_by_short if request.jobs > 1 else None
-        result = first_bad(short, probe_by_short, _target(config, request), log=echo, probe_many=many)
+        result = first_bad(
+            short, probe_by_short, _target(config, request), log=echo, probe_many=many, jobs=request.jobs
+        )
     report = _report(config, request, repro.name, form, versions, result, stats, held)
     path = store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
     write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")

@@ -201,8 +201,14 @@ def first_bad(
     is_bad: Callable[[ProbeResult], bool],
     log: Callable[[str], None] = lambda _: None,
     probe_many: Callable[[Sequence[str]], Sequence[ProbeResult]] | None = None,
+    *,
+    jobs: int = 1,
 ) -> BisectResult:
-    """The adjacent (last good, first bad) pair between a good first and a bad last version."""
+    """The adjacent (last good, first bad) pair between a good first and a bad last version.
+
+    With ``probe_many`` and ``jobs`` > 1 each round probes ``jobs`` evenly spaced versions of the open segment
+    together (a (jobs+1)-ary search): 45 commits take 3 rounds of 8 on a node with 16 cores instead of 6 one at a
+    time; the answer is the same pair."""
     search = Search(versions, probe, log, probe_many)
     search.prefetch([0, len(versions) - 1])
     lo = _end(search, 0, 1, len(versions) - 1)
@@ -216,6 +222,11 @@ def first_bad(
         msg = f"{versions[hi]} is not bad ({bad.outcome} {bad.signature_id}); pick another --bad or target"
         raise BisectInconclusiveError(msg)
     while hi - lo > 1:
+        if probe_many is not None and jobs > 1 and hi - lo > 2:
+            narrowed = _round(search, lo, hi, jobs, is_bad)
+            if narrowed is not None:
+                lo, hi = narrowed
+                continue
         mid = search.usable_between(lo, hi)
         if mid is None:
             break  # everything between is skipped: the answer is the (lo, hi) pair with skips inside
@@ -228,6 +239,25 @@ def first_bad(
         last=versions[lo], first=versions[hi], before=search.at(lo), after=search.at(hi), skipped_between=between
     )
     return search.result([transition])
+
+
+def _round(
+    search: Search, lo: int, hi: int, jobs: int, is_bad: Callable[[ProbeResult], bool]
+) -> tuple[int, int] | None:
+    """One round of a (jobs+1)-ary search: ``jobs`` evenly spaced versions strictly between ``lo`` and ``hi``
+    probed together, and the segment between the last good and the first bad of them; None when every one of
+    them was skipped (the caller then walks to a usable neighbour one at a time)."""
+    inside = hi - lo - 1
+    points = sorted({lo + 1 + (k * inside) // (jobs + 1) for k in range(1, jobs + 1)} - {lo, hi})
+    search.prefetch(points)
+    usable = [i for i in points if search.at(i).skipped is None]
+    if not usable:
+        return None
+    for index in usable:
+        if is_bad(search.at(index)):
+            return lo, index
+        lo = index
+    return lo, hi
 
 
 def first_sample(versions: Sequence[str], probe_all_up_to: int = PROBE_ALL_UP_TO) -> list[int]:

@@ -87,7 +87,11 @@ def setup_arguments(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--fresh", action="store_true", help="re-run probes that already have a record")
     parser.add_argument(
-        "--jobs", type=int, default=1, help="probes at a time: both ends, then every open segment's middle together"
+        "--jobs",
+        type=int,
+        default=1,
+        help="probes at a time: both ends, then every open segment's middle together (--all-transitions), or N "
+        "evenly spaced versions a round (a search for one change, commits included)",
     )
     add_timeout(parser, help="seconds per run")
     add_common(parser)
