@@ -28,6 +28,7 @@ from typing import Any, Literal
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 
+from reprobisect.bisect.history import KNOWN_REPOSITORIES
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.index import IndexCache
@@ -72,7 +73,7 @@ __all__ = [
     "target_of",
 ]
 
-DEEPSPEED_REPO = "https://github.com/deepspeedai/DeepSpeed"
+DEEPSPEED_REPO = KNOWN_REPOSITORIES["deepspeed"]  # one table of where each package is developed
 AXIS = "deepspeed"
 
 
