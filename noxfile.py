@@ -88,6 +88,12 @@ def bisect(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def minimize(session: nox.Session) -> None:
+    """Shrink a script to what still fails on one release, not another (`-- x.py --bad deepspeed==B --good ..==G`)."""
+    _harness(session, "minimize")
+
+
+@nox.session(default=False)
 def nightly(session: nox.Session) -> None:
     """DeepSpeed releases newer than the baseline: run the nightly slice, compare, bisect; exit 1 on a regression."""
     _harness(session, "nightly")

@@ -12,6 +12,7 @@ __all__ = [
     "ConfigError",
     "EnvBuildError",
     "HarnessError",
+    "NotInterestingError",
     "NothingToDoError",
     "RecordError",
     "SandboxError",
@@ -75,3 +76,9 @@ class ToolError(HarnessError):
     """A tool the harness runs (git, uv, pip, a probe) failed where the caller has no error kind of its own."""
 
     return_code = 9
+
+
+class NotInterestingError(HarnessError):
+    """A script to minimize does not tell the bad cell from the good one to begin with: nothing to keep."""
+
+    return_code = 10
