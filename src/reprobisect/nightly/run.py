@@ -53,9 +53,9 @@ from reprobisect.report.verdicts import Key, verdicts
 from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report
 from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
-from reprobisect.run.runner import utc_now
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
+from reprobisect.util.clock import utc_now
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import write_atomic

@@ -26,8 +26,7 @@ from reprobisect.model.signature import Signature
 from reprobisect.model.verdict import fold_repeats
 from reprobisect.report import archive
 from reprobisect.run.classify import find_known
-from reprobisect.run.store import inside
-from reprobisect.util.files import atomic_path
+from reprobisect.util.files import atomic_path, inside
 from reprobisect.util.neutral import printable
 
 __all__ = [

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from reprobisect.report.archive import LOG_TAIL_BYTES, archived_log
-from reprobisect.run.store import inside
+from reprobisect.util.files import inside
 
 __all__ = ["LOG_TAIL_LINES", "LogExcerpt", "log_excerpts", "log_tail", "traceback_text"]
 

@@ -29,9 +29,10 @@ from reprobisect.run.classify import classify
 from reprobisect.run.events import RankReport, read_events
 from reprobisect.run.measured import measured_environment
 from reprobisect.run.ports import free_port
-from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ, utc_now
+from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
 from reprobisect.run.store import Store
+from reprobisect.util.clock import utc_now
 from reprobisect.util.cmd import run_tool
 
 __all__ = [
