@@ -20,12 +20,12 @@ from typing import Any
 import pandas as pd
 
 from reprobisect.errors import RecordError
+from reprobisect.model.classify import find_known
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, warm_up_steps
 from reprobisect.model.signature import Signature
 from reprobisect.model.verdict import fold_repeats
 from reprobisect.report import archive
-from reprobisect.run.classify import find_known
 from reprobisect.util.files import atomic_path, inside
 from reprobisect.util.neutral import printable
 

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
+from reprobisect.model.classify import KnownSignature, find_known, known_signatures
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.signature import PATCH_ERROR
-from reprobisect.run.classify import KnownSignature, find_known, known_signatures
 from reprobisect.util.neutral import printable
 
 __all__ = [

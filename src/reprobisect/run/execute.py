@@ -21,11 +21,11 @@ from reprobisect.cells.envs import CellEnv
 from reprobisect.cells.ops import cache_root, finished
 from reprobisect.errors import ToolError
 from reprobisect.model.cell import Cell, run_cell
+from reprobisect.model.classify import classify
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.signature import Signature, normalize_message
-from reprobisect.run.classify import classify
 from reprobisect.run.events import RankReport, read_events
 from reprobisect.run.measured import measured_environment
 from reprobisect.run.ports import free_port
