@@ -27,9 +27,9 @@ from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
 from reprobisect.model.cell import Cell, run_cell
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
-from reprobisect.run import matrix
+from reprobisect.run import plan as matrix
 from reprobisect.run.execute import RunSpec
-from reprobisect.run.matrix import (
+from reprobisect.run.plan import (
     MatrixRequest,
     RunStats,
     job_cpus,

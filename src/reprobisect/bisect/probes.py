@@ -28,7 +28,7 @@ from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.model.verdict import fold_repeats
-from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
+from reprobisect.run.plan import MatrixRequest, RunStats, run_matrix
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
 from reprobisect.run.store import Store

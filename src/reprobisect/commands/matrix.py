@@ -31,7 +31,7 @@ from reprobisect.config.matrix import PINNED_AXES
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.report.summary import markdown_summary
-from reprobisect.run.matrix import MatrixRequest, listed_cells, run_matrix
+from reprobisect.run.plan import MatrixRequest, listed_cells, run_matrix
 from reprobisect.run.store import Store
 from reprobisect.util.files import write_atomic
 

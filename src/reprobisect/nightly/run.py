@@ -52,7 +52,7 @@ from reprobisect.report.load import Bisect, Loaded, records_frame
 from reprobisect.report.verdicts import Key, verdicts
 from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report
-from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
+from reprobisect.run.plan import MatrixRequest, RunStats, run_matrix
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
 from reprobisect.util.clock import utc_now

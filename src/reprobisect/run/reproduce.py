@@ -13,7 +13,7 @@ from reprobisect.config.load import Config
 from reprobisect.model.record import Record
 from reprobisect.model.repro import Backend
 from reprobisect.run.console import heartbeat
-from reprobisect.run.matrix import MatrixRequest, run_matrix
+from reprobisect.run.plan import MatrixRequest, run_matrix
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda, select_fixes, select_forms
 from reprobisect.run.store import Store
