@@ -15,7 +15,7 @@ import pytest
 
 from reprobisect.errors import StorageError
 from reprobisect.model.record import Record
-from reprobisect.report.load import SkippedFileWarning, load_records
+from reprobisect.report.frame import SkippedFileWarning, load_records
 from reprobisect.run.store import Store
 from reprobisect.util.files import atomic_path, inside, write_atomic
 

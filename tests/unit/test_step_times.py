@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reprobisect.model.record import Record, StepTime, warm_up_steps
-from reprobisect.report.load import Loaded, records_frame, step_times_ms
+from reprobisect.report.frame import Loaded, records_frame, step_times_ms
 from reprobisect.report.views import step_stats
 
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"

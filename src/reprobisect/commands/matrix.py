@@ -26,8 +26,8 @@ from reprobisect.commands.options import (
     with_script,
 )
 from reprobisect.commands.output import print_runs
+from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import Config, load_config
-from reprobisect.config.matrix import PINNED_AXES
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.report.summary import markdown_summary

@@ -18,8 +18,8 @@ from typing import TypeAlias
 
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.wheelhouse import use_wheelhouse
+from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import Config, check_pin
-from reprobisect.config.matrix import PINNED_AXES
 from reprobisect.config.scripts import CliFixes, cli_fixes, env_settings, pytest_repro, script_repro, with_fixes
 from reprobisect.errors import ConfigError
 from reprobisect.run.context import RunContext

@@ -22,8 +22,8 @@ from reprobisect.commands.options import (
     with_script,
 )
 from reprobisect.commands.output import print_runs
+from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import load_config
-from reprobisect.config.matrix import PINNED_AXES
 from reprobisect.report.summary import markdown_summary
 from reprobisect.run.console import next_step
 from reprobisect.run.reproduce import ReproRequest, reproduce

@@ -36,7 +36,7 @@ from reprobisect.errors import FAIL_EXIT, ConfigError
 from reprobisect.model.cell import id_without
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
-from reprobisect.nightly.markdown import NightNews, issue_body, title_of
+from reprobisect.nightly.issue_text import NightNews, issue_body, title_of
 from reprobisect.nightly.state import (
     NightlyState,
     baseline_records,
@@ -47,7 +47,7 @@ from reprobisect.nightly.state import (
     stage_baseline,
 )
 from reprobisect.report.compare import Comparison, compare
-from reprobisect.report.load import Bisect, Loaded, records_frame
+from reprobisect.report.frame import Bisect, Loaded, records_frame
 from reprobisect.report.verdicts import Key, verdicts
 from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from reprobisect.model.outcome import Outcome
-from reprobisect.report.load import AXES
+from reprobisect.report.frame import AXES
 from reprobisect.report.spread import spread
 from reprobisect.report.verdicts import verdicts
 from reprobisect.report.views import OUTCOME_COLOURS, fix_order, release_key

@@ -17,7 +17,7 @@ import pandas as pd
 from packaging.version import InvalidVersion, Version
 
 from reprobisect.model.outcome import Outcome
-from reprobisect.report.load import AXES, Bisect
+from reprobisect.report.frame import AXES, Bisect
 from reprobisect.report.spread import quantile
 from reprobisect.report.verdicts import KEY, Key, verdicts
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from reprobisect import __version__
 from reprobisect.cells.envs import CellEnv
-from reprobisect.cells.ops import cache_root, finished
+from reprobisect.cells.op_builds import cache_root, finished
 from reprobisect.errors import ToolError
 from reprobisect.model.cell import Cell, run_cell
 from reprobisect.model.classify import classify

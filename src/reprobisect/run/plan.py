@@ -16,8 +16,8 @@ from typing import Literal
 from reprobisect.cells.base import BaseInterpreter, base_interpreter
 from reprobisect.cells.envs import find_python
 from reprobisect.cells.index import IndexCache
+from reprobisect.config.expand import NON_PACKAGE_AXES, PINNED_AXES, RANKS_AXIS, PlannedCell, expand, matches
 from reprobisect.config.load import Config, load_config
-from reprobisect.config.matrix import NON_PACKAGE_AXES, PINNED_AXES, RANKS_AXIS, PlannedCell, expand, matches
 from reprobisect.errors import ConfigError, NothingToDoError
 from reprobisect.model.cell import SYSTEM, Cell, run_cell
 from reprobisect.model.repro import Backend, Fix, Form, Repro

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reprobisect.cells.envs import CellEnv, ensure_env
-from reprobisect.cells.ops import DEFAULT_MAX_BYTES, cache_root, prune
+from reprobisect.cells.op_builds import DEFAULT_MAX_BYTES, cache_root, prune
 from reprobisect.cells.patches import PatchDoesNotApplyError, prepare_overlay
 from reprobisect.cells.tools import pytest_folder
 from reprobisect.errors import ConfigError, EnvBuildError, ToolError
