@@ -12,7 +12,7 @@ import pytest
 from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
 from reprobisect.model.cell import id_without
-from reprobisect.nightly.markdown import MARKER, NightNews, issue_body, title_of
+from reprobisect.nightly.issue_text import MARKER, NightNews, issue_body, title_of
 from reprobisect.nightly.run import DEEPSPEED_REPO, masked, new_releases, regressed_keys, target_of
 from reprobisect.nightly.state import NightlyState, load_state, save_state
 from reprobisect.report.compare import compare

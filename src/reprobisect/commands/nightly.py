@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 from pathlib import Path
 
-from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.options import (
     Subparsers,
     add_backend,
@@ -22,6 +20,7 @@ from reprobisect.commands.options import (
     confinement,
     pins,
     prepare,
+    run_context,
     split,
 )
 from reprobisect.config.load import load_config
@@ -97,13 +96,7 @@ def _night(args: argparse.Namespace) -> int:
         repo=args.repo or DEEPSPEED_REPO,
         confinement=confinement(args),
     )
-    result = run_nightly(
-        load_config(args.config),
-        request,
-        base=base_interpreter(args.base_python),
-        envs_dir=args.envs,
-        environ=os.environ,
-    )
+    result = run_nightly(load_config(args.config), request, run_context(args))
     return result.exit_code
 
 

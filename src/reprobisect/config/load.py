@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from reprobisect.config.matrix import META_KEYS, CompatibilityRule, MatrixSpec, matches
+from reprobisect.config.expand import META_KEYS, CompatibilityRule, MatrixSpec, matches
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import FORMS, SHIMS, Fix, Form, FormName, Repro, script_forms
 

@@ -18,20 +18,21 @@ from pathlib import Path
 
 from reprobisect import __version__
 from reprobisect.cells.envs import CellEnv
-from reprobisect.cells.ops import cache_root, finished
+from reprobisect.cells.op_builds import cache_root, finished
 from reprobisect.errors import ToolError
 from reprobisect.model.cell import Cell, run_cell
+from reprobisect.model.classify import classify
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.signature import Signature, normalize_message
-from reprobisect.run.classify import classify
 from reprobisect.run.events import RankReport, read_events
 from reprobisect.run.measured import measured_environment
 from reprobisect.run.ports import free_port
-from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ, utc_now
+from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
 from reprobisect.run.store import Store
+from reprobisect.util.clock import utc_now
 from reprobisect.util.cmd import run_tool
 
 __all__ = [
