@@ -30,9 +30,12 @@ from reprobisect.minimize.statements import Size, size_of
 from reprobisect.minimize.static import why_not_runnable
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
-from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
+from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_run import run_matrix
+from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
+from reprobisect.run.units import RunStats
 from reprobisect.util.files import write_atomic
 
 __all__ = ["CellRun", "Cells", "Target", "Tester", "Verdict", "judge", "text_key"]
@@ -242,16 +245,8 @@ class Tester:
             use_includes=False,
         )
         stats = RunStats()
-        records = run_matrix(
-            config,
-            request,
-            base=cells.base,
-            store=self.store,
-            envs_dir=cells.envs_dir,
-            environ=cells.environ,
-            echo=lambda _: None,
-            stats=stats,
-        )
+        ctx = RunContext(base=cells.base, store=self.store, envs_dir=cells.envs_dir, environ=cells.environ)
+        records = run_matrix(config, request, ctx.quiet(), stats=stats)
         if len(records) != 1:
             msg = f"a candidate run in {dict(pins)} gave {len(records)} records, not one"
             raise RuntimeError(msg)

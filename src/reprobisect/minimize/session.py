@@ -17,6 +17,7 @@ import json
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -432,3 +433,4 @@ def _print_progress(log: Path, level_file: Path, original: Size, runs_before: in
         with contextlib.suppress(OSError, ValueError):
             level = json.loads(level_file.read_text(encoding="utf-8"))
         echo(progress_summary(log, original, runs_before, time.monotonic() - started, level))
+        sys.stdout.flush()  # a pipe buffers: the line is for now
