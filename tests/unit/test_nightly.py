@@ -192,8 +192,9 @@ def test_bad_nightly_sections_name_the_key(tmp_path: Path, nightly: dict, messag
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
     data["nightly"] = nightly
     for repro in data["repros"].values():  # paths are relative to the file: keep them pointing into the repo
+        repro["inputs"] = [str(ROOT / item) for item in repro.get("inputs", [])]
         for form in repro["forms"].values():
-            form["script"] = str(ROOT / form["script"])
+            form.update({k: str(ROOT / form[k]) for k in ("script", "fix_script") if k in form})
         for fix in repro["fixes"].values():
             if "patch" in fix:
                 fix["patch"] = str(ROOT / fix["patch"])
