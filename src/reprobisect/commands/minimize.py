@@ -15,8 +15,8 @@ from pathlib import Path
 
 from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.options import Subparsers, add_backend, add_common, add_timeout, confinement, pins, prepare
-from reprobisect.config.load import check_pin, load_config
 from reprobisect.config.expand import PINNED_AXES
+from reprobisect.config.load import check_pin, load_config
 from reprobisect.config.scripts import env_settings
 from reprobisect.errors import INTERRUPTED_EXIT, ConfigError
 from reprobisect.minimize.outputs import recheck_commands, write_outputs
