@@ -17,6 +17,7 @@ import pandas as pd
 
 from reprobisect.commands.options import Subparsers
 from reprobisect.errors import FAIL_EXIT, ConfigError, NothingToDoError
+from reprobisect.minimize.outputs import sections_under
 from reprobisect.report.compare import Comparison, compare
 from reprobisect.report.frame import (
     Bisect,
@@ -28,6 +29,7 @@ from reprobisect.report.frame import (
 )
 from reprobisect.report.markdown import report_markdown
 from reprobisect.report.views import ReportData
+from reprobisect.util.files import write_atomic
 
 __all__ = ["run_from_args", "setup_arguments"]
 
@@ -175,6 +177,10 @@ def run_from_args(args: argparse.Namespace) -> int:
     )
     dest = args.dest or args.out / "report"
     written = write_report(data, dest)
+    sections = sections_under(roots)
+    if sections:  # minimizations of scripts beside these records: a maintainer pastes them with the report
+        markdown = dest / "report.md"
+        write_atomic(markdown, markdown.read_text(encoding="utf-8") + "\n" + "\n".join(sections), what="the report")
     print(report_markdown(data) if args.markdown else _summary(data, written))
     failed = _failed(comparison, args.fail_on)
     if failed:

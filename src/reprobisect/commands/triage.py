@@ -34,6 +34,7 @@ from reprobisect.commands.options import (
 )
 from reprobisect.config.load import Config, load_config
 from reprobisect.errors import ConfigError
+from reprobisect.minimize.outputs import sections_under
 from reprobisect.util.files import write_atomic
 
 __all__ = ["run_from_args", "setup_arguments"]
@@ -81,6 +82,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     title = config.repro(made[0]).title if len(made) == 1 else f"{len(made)} test selections"
     records, summary = run_and_summarize(config, request, args, title=title, summary=f"summary-{made[0]}.md")
     sections = [_answer(config, answer, args) for answer in sweep_answers(records)]
+    sections += sections_under([args.out], names=made)  # a minimization of this script, made before
     if sections:
         text = "\n".join(sections)
         print("\n" + text)

@@ -13,16 +13,18 @@ import difflib
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from reprobisect.minimize.candidates import CellRun, Cells
 from reprobisect.minimize.session import MinimizeRequest, MinimizeResult
-from reprobisect.util.files import write_atomic
+from reprobisect.util.files import inside, write_atomic
 from reprobisect.util.neutral import md_document, md_safe
 
-__all__ = ["SECTION_FILE", "recheck_commands", "write_outputs"]
+__all__ = ["SECTION_FILE", "recheck_commands", "sections_under", "write_outputs"]
+
+_SECTION_CAP = 200_000  # characters of one section a report takes (the script and its diff are in it)
 
 SECTION_FILE = "minimize.md"
 
@@ -167,3 +169,24 @@ def section_markdown(summary: Mapping[str, Any], text: str, diff: str) -> str:
     lines += ["", "Re-check it:", "", _fence("\n".join(summary["recheck"]), "bash"), _fence(text, "python")]
     lines += ["<details><summary>Diff against the original</summary>", "", _fence(diff, "diff"), "</details>", ""]
     return md_document("\n".join(lines))
+
+
+def sections_under(roots: Sequence[Path], names: Sequence[str] = ()) -> list[str]:
+    """The ``minimize.md`` sections under ``roots/minimize/`` (only those of repros ``names`` when given), for a
+    report or a triage summary to include. A merged folder may come from anywhere: each section is capped, read
+    without following a link out of its folder, and neutralised again."""
+    found = []
+    for root in roots:
+        base = root / "minimize"
+        if not base.is_dir():
+            continue
+        for folder in sorted(base.iterdir()):
+            path = folder / SECTION_FILE
+            if (names and folder.name not in names) or not path.is_file() or path.is_symlink():
+                continue
+            if not inside(base, f"{folder.name}/{SECTION_FILE}"):
+                continue
+            with path.open(encoding="utf-8", errors="replace") as handle:
+                text = handle.read(_SECTION_CAP)
+            found.append(md_document(text))
+    return found

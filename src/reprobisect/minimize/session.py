@@ -141,8 +141,7 @@ def minimize(
     def spent() -> str | None:
         return request.budget.spent(started, _executed(tester.log) - runs_before)
 
-    def interesting(removed: frozenset[int]) -> bool:
-        _quiet_child(parent)
+    def judged(removed: frozenset[int]) -> bool:
         text = script.text(removed)
         known = tester.known(text)
         if known is not None:
@@ -150,6 +149,17 @@ def minimize(
         if tester.refused(text) is not None or spent():
             return False
         return tester.run(text).interesting
+
+    def interesting(removed: frozenset[int]) -> bool:
+        if os.getpid() == parent:
+            return judged(removed)
+        # A worker picire forked: it stops it with SIGTERM once another worker found a smaller script. The run in
+        # flight is stopped as Ctrl-C stops it (its process group ends) and the worker leaves without a word.
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            return judged(removed)
+        except KeyboardInterrupt:
+            os._exit(143)
 
     parent = os.getpid()
     level_file = folder / "level.json"
@@ -285,14 +295,6 @@ def _check_original(
 def _said(run: CellRun) -> str:
     sig = f" {run.signature_text}" if run.signature_text and run.outcome != Outcome.PASS.value else ""
     return f"{run.outcome}{sig} ({run.seconds:.1f} s{', reused' if run.reused else ''})"
-
-
-def _quiet_child(parent: int) -> None:
-    """In a process the parallel reducer forked: SIGTERM stops the running candidate's run (as Ctrl-C does the
-    parent's), and the terminal is left to the parent."""
-    if os.getpid() == parent:
-        return
-    signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -1,0 +1,272 @@
+"""minimize: statement trees, static refusals, the verdict rule, the reducer over a planted predicate, the options
+and the Markdown a maintainer pastes (hostile script text included)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reprobisect.commands.minimize import parse_budget, parse_cell_pins
+from reprobisect.errors import ConfigError
+from reprobisect.minimize.candidates import CellRun, Target, judge
+from reprobisect.minimize.outputs import section_markdown
+from reprobisect.minimize.reduce import Budget, reduce_statements
+from reprobisect.minimize.statements import parse_script, size_of, tidy
+from reprobisect.minimize.static import why_not_runnable
+from reprobisect.model.signature import script_lines
+
+RESOURCES = Path(__file__).parents[1] / "resources" / "scripts"
+LONG = RESOURCES / "minimize" / "gan_bf16_long.py"
+
+TRICKY = '''#!/usr/bin/env python
+"""doc"""
+import os, sys
+import json
+
+# a comment
+@staticmethod
+def f(x):
+    # inner
+    if x:
+        return 1
+    elif x == 2:
+        return 2
+    elif x == 3:
+        return 3
+    else:
+        y = 3; z = 4
+        return y + z
+
+class A:
+    s = """
+# not a comment
+
+"""
+    def g(self): return 5
+
+try:
+    pass
+except ValueError:
+    raise
+except Exception as e:
+    print(e)
+else:
+    print("else")
+finally:
+    print("finally")
+for i in range(3): print(i)
+while False:
+    break
+else:
+    print("no break")
+match sys.argv:
+    case [a]:
+        print(a)
+    case _:
+        pass
+with open(os.devnull) as h:
+    h.read()
+print(f(1), A.s, json)
+'''
+
+SOURCES = [TRICKY, LONG.read_text(encoding="utf-8"), (RESOURCES / "bisect" / "stray_grad_bf16.py").read_text()]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=["tricky", "long", "stray"])
+def test_nothing_removed_is_the_original_byte_for_byte(source: str) -> None:
+    assert parse_script(source).text([]) == source
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), which=st.sampled_from(range(len(SOURCES))))
+def test_any_set_of_removed_statements_still_compiles(data: st.DataObject, which: int) -> None:
+    source = SOURCES[which]
+    script = parse_script(source)
+    removed = data.draw(st.sets(st.sampled_from([u.id for u in script.units])))
+    text = script.text(removed)
+    compile(text, "<candidate>", "exec")  # deletions and a pass never break the syntax
+    kept = [u for u in script.units if u.id not in script.removed_with_descendants(removed)]
+    body = text.splitlines()
+    for unit in kept:  # every kept statement's first line is still there, as written
+        assert script.lines[unit.first - 1].rstrip("\n") in body
+
+
+def test_levels_go_from_the_top_down_and_pinned_units_are_never_offered() -> None:
+    script = parse_script(TRICKY)
+    top = script.level(0, [])
+    assert all(script.units[u].depth == 0 for u in top)
+    f = next(u for u in top if "def f" in script.lines[script.units[u].last - 1] or script.units[u].first == 7)
+    assert f not in script.level(0, [], pinned=[f])
+    assert not any(script.units[u].parent == f for u in script.level(1, [f]))  # gone with its parent
+    pinned = script.enclosing([11])  # `return 1` inside `if x:` inside `def f`
+    assert {script.units[u].first for u in pinned} >= {7, 10, 11}
+
+
+def test_an_emptied_block_gets_pass_and_an_elif_goes_whole() -> None:
+    script = parse_script("if a:\n    x = 1\nelif b:\n    y = 2\nelse:\n    z = 3\n")
+    elif_unit = next(u for u in script.units if u.first == 3)
+    assert script.text([elif_unit.id]) == "if a:\n    x = 1\n"
+    x_unit = next(u for u in script.units if u.first == 2)
+    assert script.text([x_unit.id]).startswith("if a:\n    pass\n")
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=["tricky", "long", "stray"])
+def test_tidy_removes_comments_and_blank_runs_but_not_code_or_strings(source: str) -> None:
+    tidied = tidy(source)
+    assert ast.dump(ast.parse(tidied)) == ast.dump(ast.parse(source))
+    assert "\n\n\n" not in tidied
+    assert not any(line.strip().startswith("# a comment") for line in tidied.splitlines())
+    if source is TRICKY:
+        assert "# not a comment\n\n" in tidied  # inside a string
+
+
+def test_size_counts_lines_and_tokens_not_comments() -> None:
+    assert size_of("x = 1  # note\n\n# only\ny = x\n").lines == 3
+    assert size_of("x = 1  # note\n\n# only\ny = x\n").tokens == 6
+
+
+def test_static_refusal_names_what_is_wrong() -> None:
+    assert why_not_runnable("def f(:\n", frozenset()) == "does not compile"
+    assert why_not_runnable("print(x)\n", frozenset()) == "undefined name 'x'"
+    assert why_not_runnable("print(x)\n", frozenset({"x"})) is None  # the original lacked it too
+    assert why_not_runnable("import os\nprint(os.sep)\n", frozenset()) is None
+
+
+def test_script_lines_are_the_failures_path_through_the_script() -> None:
+    log = (
+        "noise\nTraceback (most recent call last):\n"
+        '  File "/w/candidates/k/issue.py", line 40, in <module>\n    main()\n'
+        '  File "/w/candidates/k/issue.py", line 12, in main\n    run()\n'
+        '  File "/site-packages/deepspeed/runtime/engine.py", line 900, in step\n    x\n'
+        "AssertionError: boom\n"
+    )
+    assert script_lines(log, "issue.py") == (40, 12)
+    assert script_lines(log, "other.py") == ()
+    assert script_lines("no traceback", "issue.py") == ()
+
+
+def _run(outcome: str, signature: str | None = None) -> CellRun:
+    return CellRun(
+        cell="c", outcome=outcome, signature=signature, signature_text=signature, seconds=1.0, reused=False, record="r"
+    )
+
+
+TARGET = Target(outcome="OTHER_FAILURE", signature="abc", text="AssertionError")
+
+
+@pytest.mark.parametrize(
+    ("target", "bad", "good", "interesting"),
+    [
+        (TARGET, _run("OTHER_FAILURE", "abc"), _run("PASS"), True),
+        (TARGET, _run("OTHER_FAILURE", "abc"), None, True),
+        (TARGET, _run("PASS"), None, False),
+        (TARGET, _run("OTHER_FAILURE", "xyz"), _run("PASS"), False),  # another failure is not the bug
+        (TARGET, _run("TIMEOUT"), None, False),
+        (TARGET, _run("ENV_ERROR"), None, False),
+        (TARGET, _run("OTHER_FAILURE", "abc"), _run("OTHER_FAILURE", "abc"), False),  # fails alike: no test
+        (TARGET, _run("OTHER_FAILURE", "abc"), _run("ENV_ERROR"), False),
+        (TARGET, _run("OTHER_FAILURE", "abc"), _run("TIMEOUT"), False),
+        (TARGET, _run("OTHER_FAILURE", "abc"), _run("OTHER_FAILURE", "xyz"), False),  # good must pass
+        (
+            Target(outcome="OTHER_FAILURE", signature="abc", text="", good_must_pass=False),
+            _run("OTHER_FAILURE", "abc"),
+            _run("OTHER_FAILURE", "xyz"),
+            True,
+        ),
+        (Target(outcome="", signature=None, text="", expected=True), _run("REPRODUCED", "any"), _run("PASS"), True),
+        (Target(outcome="", signature=None, text="", expected=True), _run("OTHER_FAILURE", "abc"), None, False),
+    ],
+)
+def test_judge(target: Target, bad: CellRun, good: CellRun | None, interesting: bool) -> None:
+    assert judge(target, bad, good)[0] is interesting
+
+
+PLANTED = "import os\nimport sys\n\na = 1\nb = 2\n\n\ndef f():\n    c = 3\n    d = a + c\n    return d\n\n\nprint(f())\nprint(b)\n"
+
+
+def _planted(script_text: str) -> bool:
+    """Interesting: the script still computes a + c inside f and prints f()."""
+    return (
+        "d = a + c" in script_text and "print(f()" in script_text and why_not_runnable(script_text, frozenset()) is None
+    )
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_reducer_finds_the_planted_minimum(jobs: int) -> None:
+    script = parse_script(PLANTED)
+    reduction = reduce_statements(script, lambda removed: _planted(script.text(removed)), jobs=jobs)
+    kept = script.text(reduction.removed)
+    assert _planted(kept)
+    assert "import" not in kept and "b = 2" not in kept  # nothing that is not needed
+    assert reduction.stopped == "a whole pass removed nothing more"
+
+
+def test_a_spent_budget_stops_after_the_level() -> None:
+    script = parse_script(PLANTED)
+    reduction = reduce_statements(script, lambda r: _planted(script.text(r)), spent=lambda: "the run budget (1 runs)")
+    assert reduction.stopped == "the run budget (1 runs)"
+    assert reduction.passes == 1
+
+
+def test_budget_and_pins_parse_or_say_what_is_wrong() -> None:
+    assert parse_budget(["10m", "200runs"]) == Budget(seconds=600, runs=200)
+    assert parse_budget(["90"]) == Budget(seconds=90)
+    assert parse_cell_pins(["deepspeed==0.16.5,lightning==2.5.0"], "--bad") == {
+        "deepspeed": "0.16.5",
+        "lightning": "2.5.0",
+    }
+    with pytest.raises(ConfigError, match="--bad 'numpy==1'"):
+        parse_cell_pins(["numpy==1"], "--bad")
+    with pytest.raises(ConfigError, match="--budget"):
+        parse_budget(["soon"])
+
+
+@given(st.text(max_size=40))
+def test_hostile_budget_and_pins_are_refused_or_parsed(value: str) -> None:
+    try:
+        budget = parse_budget([value])
+        assert (budget.seconds or 0) > 0 or (budget.runs or 0) > 0 or budget.runs == 0
+    except ConfigError as exc:
+        assert "--budget" in str(exc)
+    try:
+        pins = parse_cell_pins([value], "--good") or {}
+        assert all(not v.startswith("-") for v in pins.values())
+    except ConfigError as exc:
+        assert "--good" in str(exc)
+
+
+def _summary(text: str) -> dict[str, object]:
+    return {
+        "script": "issue.py",
+        "form": "cpu-deepspeed",
+        "target": "OTHER_FAILURE boom",
+        "original": {"lines": 100, "tokens": 1000},
+        "minimized": {"lines": 10, "tokens": 90},
+        "reduction": {"lines": 10.0, "tokens": 11.1},
+        "bad": {"pins": {"deepspeed": "0.16.5"}, "original": None, "minimized": None},
+        "good": None,
+        "stopped": "a whole pass removed nothing more",
+        "runs": 40,
+        "seconds": 300.0,
+        "runs_per_minute": 8.0,
+        "jobs": 2,
+        "candidates": 300,
+        "refused_without_a_run": 260,
+        "recheck": ["nox -s triage -- minimized.py --deepspeed 0.16.5"],
+    }
+
+
+@given(st.text(max_size=200))
+def test_the_section_keeps_hostile_script_text_inside_its_fence(text: str) -> None:
+    hostile = "```\n@maintainer <!-- \x1b[31m\x00 " + text
+    markdown = section_markdown(_summary(hostile), hostile, "")
+    assert "\x1b" not in markdown and "\x00" not in markdown
+    fence = re.search(r"^(`{3,})python$", markdown, re.MULTILINE)
+    assert fence is not None
+    inside = markdown[fence.end() :].split("\n" + fence.group(1) + "\n")[0]
+    assert "<details>" not in inside  # the script cannot close its fence early
