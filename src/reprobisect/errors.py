@@ -10,6 +10,7 @@ __all__ = [
     "INTERRUPTED_EXIT",
     "BisectInconclusiveError",
     "ConfigError",
+    "EngineError",
     "EnvBuildError",
     "HarnessError",
     "NothingToDoError",
@@ -75,3 +76,10 @@ class ToolError(HarnessError):
     """A tool the harness runs (git, uv, pip, a probe) failed where the caller has no error kind of its own."""
 
     return_code = 9
+
+
+class EngineError(HarnessError):
+    """The engine that runs cells elsewhere (Slurm) refused the work (``sbatch`` said no), or a job's harness died
+    of something that is no harness error. A job the engine lost is no error: its runs are ENV_ERROR records."""
+
+    return_code = 10

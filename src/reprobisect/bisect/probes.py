@@ -28,6 +28,7 @@ from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.model.verdict import fold_repeats
+from reprobisect.run.executor import MatrixExecutor
 from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
@@ -71,6 +72,7 @@ class BisectRequest:
     target_outcome: str | None = None  # bad = this outcome (with ``target``, and that signature): a fix's commit
     probe_all_up_to: int = PROBE_ALL_UP_TO  # all-transitions probes every version of a range this short
     first_parent: bool = True  # commits: the line of the branch --bad is on, each merge one step
+    executor: MatrixExecutor | None = None  # where each round of probes runs (run/executor.py); None: here
 
 
 def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prereleases: bool) -> list[str]:
@@ -179,6 +181,7 @@ def run_bisect(
             use_includes=False,
             confinement=request.confinement,
             jobs=max(1, min(request.jobs, len(chosen))),
+            executor=request.executor,
         )
         records = run_matrix(
             config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=lambda _: None, stats=stats

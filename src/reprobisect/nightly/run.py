@@ -52,6 +52,7 @@ from reprobisect.report.load import Bisect, Loaded, records_frame
 from reprobisect.report.verdicts import Key, verdicts
 from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report
+from reprobisect.run.executor import MatrixExecutor
 from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
 from reprobisect.run.runner import utc_now
 from reprobisect.run.sandbox import Confinement
@@ -99,6 +100,7 @@ class NightlyRequest:
     keep_baseline: bool = False
     repo: str = DEEPSPEED_REPO
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
+    executor: MatrixExecutor | None = None  # where the slice and the bisections run (run/executor.py); None: here
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -256,6 +258,7 @@ class _Night:
             timeout=self.request.timeout,
             use_includes=False,
             confinement=self.request.confinement,
+            executor=self.request.executor,
         )
         self.echo(f"\n== deepspeed {target.name}: the nightly slice ==")
         return run_matrix(
@@ -289,6 +292,7 @@ class _Night:
             all_transitions=True,
             pins=self.slice["axes"],
             timeout=self.request.timeout,
+            executor=self.request.executor,
         )
         self.echo(f"\n== bisect {repro} {form} {fix}: deepspeed {good} .. {bad} ==")
         _, report, path = run_bisect(

@@ -34,6 +34,7 @@ from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.signature import PATCH_ERROR
 from reprobisect.run.console import WIDTH, cut, heartbeat, known_name
 from reprobisect.run.execute import RunSpec, execute, unrun_record
+from reprobisect.run.executor import MatrixExecutor
 from reprobisect.run.sandbox import Confinement, Sandbox
 from reprobisect.run.select import detect_cuda, select_fixes, select_forms
 from reprobisect.run.store import Store
@@ -50,6 +51,7 @@ __all__ = [
     "job_cpus",
     "listed_cells",
     "plan_cells",
+    "plan_units",
     "run_matrix",
 ]
 
@@ -75,6 +77,7 @@ class MatrixRequest:
     use_includes: bool = True
     cpus_per_run: int | None = None  # None: 1 on the cuda backend (comparable step times), 0 (unpinned) on the CPU
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
+    executor: MatrixExecutor | None = None  # None: here; else an engine runs each cell (run/executor.py)
 
 
 @dataclasses.dataclass
@@ -295,6 +298,19 @@ def run_matrix(
     stats: RunStats | None = None,
 ) -> list[Record]:
     """Plan, build, run; returns one record per unit (stored ones included)."""
+    if request.executor is not None:  # each of the engine's workers comes back here with executor=None
+        local = dataclasses.replace(request, executor=None)
+        return request.executor.run_matrix(
+            config,
+            local,
+            base=base,
+            store=store,
+            envs_dir=envs_dir,
+            environ=environ,
+            echo=echo,
+            cells=cells,
+            stats=stats,
+        )
     op_cache = cache_root(envs_dir, environ)
     if op_cache is not None:
         for entry in prune(op_cache):
@@ -417,6 +433,21 @@ def run_matrix(
     )
     records.extend(record for _, record in ran)
     return records
+
+
+def plan_units(
+    config: Config, request: MatrixRequest, *, base: BaseInterpreter, envs_dir: Path, cells: Sequence[str] = ()
+) -> list[Unit]:
+    """The units ``run_matrix`` would run for these cells (all buildable ones when empty), nothing built or run: what
+    an engine names in the ENV_ERROR records of a worker it lost."""
+    index = IndexCache(envs_dir / "index-cache.json", base.executable)
+    planned = [p for p in plan_cells(config, request, base, index) if not cells or _named_cell(p, base).id in cells]
+    resolved = []
+    for cell_plan in planned:
+        cell, interpreter, why = to_cell(cell_plan, base)
+        if cell is not None and interpreter is not None and not (cell_plan.blocked or why):
+            resolved.append((cell_plan, cell, interpreter))
+    return _units(config, request, resolved, _backend(request, base))
 
 
 def _imports(record: Record) -> set[str] | None:
