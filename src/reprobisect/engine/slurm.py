@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
+import os
 import re
+import signal
 import statistics
 import sys
 import time
@@ -115,19 +118,32 @@ class _JobResult:
 
 
 def run_cell_job(payload: _Payload, cell: str) -> _JobResult:
-    """The body of one job, on its node: ``run_matrix`` for one cell with this machine's threads and processes."""
+    """The body of one job, on its node: ``run_matrix`` for one cell with this machine's threads and processes.
+
+    Slurm stops a job (``scancel``, its time limit, preemption) with SIGTERM to every process of the job, the
+    repro's child included, which would die of it: a CRASH that is the engine's doing. So SIGTERM here stops the
+    runs as Ctrl-C does (a stopped run leaves no record), a record that still ended after it is removed, and the
+    job leaves no result: its end is Slurm's to say (``sacct``), and the submitter makes it ENV_ERROR.
+    """
     start = time.perf_counter()
     stats = RunStats()
+    store = Store(payload.store_root)
+    stopped: list[float] = []
+
+    def on_term(signum: int, frame: object) -> None:
+        stopped.append(time.time())
+        raise KeyboardInterrupt
 
     def echo(line: str) -> None:
         print(line, flush=True)  # the job's log (submitit's stdout file), as the terminal would show it
 
+    signal.signal(signal.SIGTERM, on_term)
     try:
         records = run_matrix(
             payload.config,
             payload.request,
             base=payload.base,
-            store=Store(payload.store_root),
+            store=store,
             envs_dir=payload.envs_dir,
             environ=payload.environ,
             echo=echo,
@@ -136,7 +152,26 @@ def run_cell_job(payload: _Payload, cell: str) -> _JobResult:
         )
     except HarnessError as exc:  # raised where the run was asked for, as a local run raises it
         return _JobResult(records=[], stats=stats, seconds=time.perf_counter() - start, error=exc)
+    except KeyboardInterrupt:
+        if not stopped:
+            raise
+        records = []
+    if stopped:
+        _unsay(store, cell, stopped[0])
+        echo("stopped by Slurm (SIGTERM): no result; the submitter reads why from sacct")
+        os._exit(128 + signal.SIGTERM)  # no result pickle: a result would say the job finished
     return _JobResult(records=records, stats=stats, seconds=time.perf_counter() - start)
+
+
+def _unsay(store: Store, cell: str, since: float) -> None:
+    """Remove this cell's records of runs that ended once Slurm had begun to stop the job (to the second, so a run
+    that ended just before is run again, never the other way round): their children got Slurm's SIGTERM too."""
+    moment = dt.datetime.fromtimestamp(int(since), dt.UTC).isoformat(timespec="seconds")
+    for record in store.iter_records():
+        row = record.matrix_cell or ""
+        if (row == cell or row.startswith(f"{cell}_nproc-")) and record.finished_at >= moment:
+            path = store.record_path(record.repro, record.cell["id"], record.form, record.fix, record.repeat)
+            path.unlink(missing_ok=True)
 
 
 @dataclasses.dataclass
