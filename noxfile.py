@@ -24,7 +24,7 @@ def _cell_ids() -> list[str]:
     """Cell ids of matrix.yaml for `nox -l` (needs pyyaml beside nox; without it no cell sessions are listed)."""
     sys.path.insert(0, str(Path(__file__).parent / "src"))
     try:
-        from reprobisect.run.matrix import cell_ids
+        from reprobisect.run.plan import cell_ids
 
         return cell_ids("matrix.yaml", BASE_PYTHON)
     except Exception:
@@ -85,6 +85,12 @@ def cell(session: nox.Session, cell: str) -> None:
 def bisect(session: nox.Session) -> None:
     """Which release and commit changed it (`-- --repro gan --good A --bad B --all-transitions --culprits --git D`)."""
     _harness(session, "bisect")
+
+
+@nox.session(default=False)
+def minimize(session: nox.Session) -> None:
+    """Shrink a script to what still fails on one release, not another (`-- x.py --bad deepspeed==B --good ..==G`)."""
+    _harness(session, "minimize")
 
 
 @nox.session(default=False)

@@ -44,7 +44,6 @@ failure and its traceback goes to stderr (non-zero exit).  Progress lines on std
 """
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -55,20 +54,7 @@ _T0 = time.perf_counter()
 
 import torch
 import torch.nn as nn
-
-
-@contextlib.contextmanager
-def step(i):
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    sync()
-    t, ok = time.perf_counter(), False
-    try:
-        yield
-        sync()
-        ok = True
-    finally:
-        event = {"event": "step", "step": i, "seconds": time.perf_counter() - t, "ok": ok}
-        print("@@repro " + json.dumps(event), flush=True)
+from instruments import step  # the step events every repro prints
 
 
 class RandomDataset(torch.utils.data.Dataset):

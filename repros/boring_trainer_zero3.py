@@ -35,7 +35,6 @@ with ``@@repro ``; a failure before the first ``step`` line is a set-up failure.
 """
 
 import argparse
-import contextlib
 import json
 import os
 import time
@@ -44,22 +43,9 @@ _T0 = time.perf_counter()
 
 import lightning
 import torch
+from instruments import step  # the step events every repro prints
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch.utils.data import DataLoader, Dataset
-
-
-@contextlib.contextmanager
-def step(i):
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    sync()
-    t, ok = time.perf_counter(), False
-    try:
-        yield
-        sync()
-        ok = True
-    finally:
-        event = {"event": "step", "step": i, "seconds": time.perf_counter() - t, "ok": ok}
-        print("@@repro " + json.dumps(event), flush=True)
 
 
 class RandomDataset(Dataset):

@@ -62,7 +62,6 @@ Run on the CPU (one process):
 """
 
 import argparse
-import contextlib
 import json
 import time
 
@@ -72,80 +71,8 @@ import deepspeed
 import torch
 import torch.nn as nn
 from deepspeed.accelerator import get_accelerator
-
-
-@contextlib.contextmanager
-def step(i):
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    sync()
-    t, ok = time.perf_counter(), False
-    try:
-        yield
-        sync()
-        ok = True
-    finally:
-        event = {"event": "step", "step": i, "seconds": time.perf_counter() - t, "ok": ok}
-        print("@@repro " + json.dumps(event), flush=True)
-
-
-# --- DCGAN models, as in DeepSpeedExamples training/gan/gan_model.py ---------
-def weights_init(m):
-    classname = m.__class__.__name__
-    if classname.find("Conv") != -1:
-        m.weight.data.normal_(0.0, 0.02)
-    elif classname.find("BatchNorm") != -1:
-        m.weight.data.normal_(1.0, 0.02)
-        m.bias.data.fill_(0)
-
-
-class Generator(nn.Module):
-    def __init__(self, ngpu, ngf, nc, nz):
-        super().__init__()
-        self.ngpu = ngpu
-        self.main = nn.Sequential(
-            nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False),
-            nn.BatchNorm2d(ngf * 8),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf * 4),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf * 2),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),
-            nn.Tanh(),
-        )
-
-    def forward(self, input):
-        return self.main(input)
-
-
-class Discriminator(nn.Module):
-    def __init__(self, ngpu, ndf, nc, logits=False):
-        super().__init__()
-        self.ngpu = ngpu
-        head = [] if logits else [nn.Sigmoid()]  # --logits-loss: the sigmoid moves into the loss (fp32)
-        self.main = nn.Sequential(
-            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ndf * 2),
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ndf * 4),
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 4, ndf * 8, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ndf * 8),
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False),
-            *head,
-        )
-
-    def forward(self, input):
-        return self.main(input).view(-1, 1).squeeze(1)
+from gan_example import Discriminator, Generator, weights_init  # the models of DeepSpeedExamples' GAN
+from instruments import step  # the step events every repro prints
 
 
 def make_criterion(args):

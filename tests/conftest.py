@@ -28,7 +28,7 @@ from tests import slow_heartbeat, system_tools
 if TYPE_CHECKING:
     import pandas as pd
 
-    from reprobisect.nightly.markdown import NightNews
+    from reprobisect.nightly.issue_text import NightNews
 
 SCRIPTS = Path(__file__).parent / "resources" / "scripts"
 TRACEBACKS = Path(__file__).parent / "resources" / "tracebacks"
@@ -153,7 +153,7 @@ def night_news(
     before: pd.DataFrame, after: pd.DataFrame, *, baseline: str, release: str, backend: str = "cpu"
 ) -> NightNews:
     """One night that ran ``release`` (frame ``after``) against ``baseline`` (frame ``before``), both masked."""
-    from reprobisect.nightly.markdown import NightNews
+    from reprobisect.nightly.issue_text import NightNews
     from reprobisect.nightly.run import regressed_keys
     from reprobisect.report.compare import compare
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import time
 
-from reprobisect.run.classify import classify
+from reprobisect.model.classify import classify
 from reprobisect.run.events import read_events
 from reprobisect.run.runner import EVENT_MARK, _CappedLog
 

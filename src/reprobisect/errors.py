@@ -13,6 +13,7 @@ __all__ = [
     "EngineError",
     "EnvBuildError",
     "HarnessError",
+    "NotInterestingError",
     "NothingToDoError",
     "RecordError",
     "SandboxError",
@@ -78,8 +79,14 @@ class ToolError(HarnessError):
     return_code = 9
 
 
+class NotInterestingError(HarnessError):
+    """A script to minimize does not tell the bad cell from the good one to begin with: nothing to keep."""
+
+    return_code = 10
+
+
 class EngineError(HarnessError):
     """The engine that runs cells elsewhere (Slurm) refused the work (``sbatch`` said no), or a job's harness died
     of something that is no harness error. A job the engine lost is no error: its runs are ENV_ERROR records."""
 
-    return_code = 10
+    return_code = 11

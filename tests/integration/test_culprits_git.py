@@ -17,6 +17,7 @@ from reprobisect.bisect.probes import BisectRequest
 from reprobisect.cells.base import base_interpreter
 from reprobisect.config.load import load_config
 from reprobisect.config.scripts import script_repro
+from reprobisect.run.context import RunContext
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
 from tests.conftest import base_python
@@ -93,13 +94,15 @@ def test_each_release_transition_gets_its_commit_and_pull_request(tmp_path: Path
         request,
         transitions,
         clone=repo,
-        base=base_interpreter(base_python()),
-        store=Store(tmp_path / "reports"),
-        envs_dir=tmp_path / "cells",
-        environ=os.environ,
+        ctx=RunContext(
+            base=base_interpreter(base_python()),
+            store=Store(tmp_path / "reports"),
+            envs_dir=tmp_path / "cells",
+            environ=os.environ,
+            echo=lines.append,
+        ),
         form="cpu-deepspeed",
         source=["--script", str(script)],
-        echo=lines.append,
     )
     introduced, fixed, untagged = found
     assert introduced["kind"] == "introduced" and introduced["commit"]["sha"] == shas["break"]

@@ -15,7 +15,7 @@ import pytest
 from reprobisect.cells.envs import CellEnv
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
-from reprobisect.report.load import load_records, records_frame
+from reprobisect.report.frame import load_records, records_frame
 from reprobisect.report.markdown import environment_line
 from reprobisect.report.summary import markdown_summary
 from reprobisect.run.console import runs_table, signature_legend

@@ -20,9 +20,9 @@ from reprobisect.cells.envs import CellEnv
 from reprobisect.commands.main import main as reprobisect
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
-from reprobisect.nightly.markdown import MARKER
+from reprobisect.nightly.issue_text import MARKER
 from reprobisect.nightly.run import _write_outputs, masked
-from reprobisect.report.load import load_records, records_frame
+from reprobisect.report.frame import load_records, records_frame
 from reprobisect.report.summary import markdown_summary
 from reprobisect.report.views import ReportData
 from reprobisect.run.console import runs_table, signature_legend

@@ -20,8 +20,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.requires_tool("patch")]
 def _config(tmp_path: Path) -> Path:
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
     gan = data["repros"]["gan"]
+    gan["inputs"] = [str(ROOT / item) for item in gan.get("inputs", [])]
     for form in gan["forms"].values():
-        form["script"] = str(ROOT / form["script"])
+        form.update({k: str(ROOT / form[k]) for k in ("script", "fix_script") if k in form})
     for fix in gan["fixes"].values():
         if "patch" in fix:
             fix["patch"] = str(ROOT / fix["patch"])

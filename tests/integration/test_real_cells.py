@@ -17,7 +17,7 @@ import pytest
 
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.envs import ensure_env, resolve_cell
-from reprobisect.cells.ops import entries
+from reprobisect.cells.op_builds import entries
 from reprobisect.model.record import Record
 from tests.conftest import ROOT, TEST_CELLS, base_python
 from tests.system_tools import DEEPSPEED_OPS

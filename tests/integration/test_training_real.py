@@ -21,7 +21,8 @@ from tests.system_tools import DEEPSPEED_OPS
 
 pytestmark = [pytest.mark.slow, pytest.mark.requires_tool(*DEEPSPEED_OPS)]
 
-GAN = str(ROOT / "repros" / "gan_fabric_zero1.py")
+GAN = str(ROOT / "repros" / "gan_fabric_zero1.py")  # the report's code: no fix flags
+GAN_FIXES = str(ROOT / "repros" / "gan_fabric_zero1_fixes.py")  # the same code with the user-side fixes as flags
 CPU = ("--shim", "--env", "DS_ACCELERATOR=cpu", "--env", "OMP_NUM_THREADS=1", "--lightning", "2.6.6")
 TRAIN = ("--precision", "bf16-mixed", "--steps", "50", "--batch-size", "8", "--ngf", "16", "--ndf", "16")
 
@@ -29,11 +30,11 @@ TRAIN = ("--precision", "bf16-mixed", "--steps", "50", "--batch-size", "8", "--n
 def test_a_gan_that_trains_passes_and_one_that_only_runs_does_not(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
     out = tmp_path / "out"
     _harness(
-        "triage", GAN, *CPU, "--deepspeed", "0.16.4", "--fix-args", "control=--control-d-one-loss",
+        "triage", GAN_FIXES, *CPU, "--deepspeed", "0.16.4", "--fix-args", "control=--control-d-one-loss",
         "--", *TRAIN, "--freeze-d", "--check-training", envs=envs_dir, out=out,
     )  # fmt: skip
     _harness(
-        "triage", GAN, *CPU, "--deepspeed", "0.19.8", "--fix-args", "one-backward=--freeze-d --d-one-backward --no-overlap-comm",
+        "triage", GAN_FIXES, *CPU, "--deepspeed", "0.19.8", "--fix-args", "one-backward=--freeze-d --d-one-backward --no-overlap-comm",
         "--fix-args", "logits=--freeze-d --d-one-backward --no-overlap-comm --logits-loss",
         "--", *TRAIN, "--buffer-dtype", "half", "--check-training", envs=envs_dir, out=out,
     )  # fmt: skip

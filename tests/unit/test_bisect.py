@@ -174,6 +174,7 @@ def test_run_bisect_with_jobs_runs_a_wave_as_one_matrix_run(tmp_path, monkeypatc
 
     from reprobisect.bisect import probes
     from reprobisect.config.load import load_config
+    from reprobisect.run.context import RunContext
     from reprobisect.run.store import Store
 
     releases = [f"0.16.{i}" for i in range(9)]
@@ -182,7 +183,7 @@ def test_run_bisect_with_jobs_runs_a_wave_as_one_matrix_run(tmp_path, monkeypatc
     monkeypatch.setattr(probes, "detect_cuda", lambda python: asked.append(1) or False)
     requests = []
 
-    def fake_matrix(config, request, **kwargs):
+    def fake_matrix(config, request, ctx, **kwargs):
         requests.append(request)
         return [
             types.SimpleNamespace(
@@ -201,11 +202,13 @@ def test_run_bisect_with_jobs_runs_a_wave_as_one_matrix_run(tmp_path, monkeypatc
     result, report, _ = probes.run_bisect(
         load_config(root / "matrix.yaml"),
         request,
-        base=types.SimpleNamespace(executable="python3", torch="2.13.0"),
-        store=Store(tmp_path / "out"),
-        envs_dir=tmp_path / "cells",
-        environ={},
-        echo=lambda _: None,
+        RunContext(
+            base=types.SimpleNamespace(executable="python3", torch="2.13.0"),
+            store=Store(tmp_path / "out"),
+            envs_dir=tmp_path / "cells",
+            environ={},
+            echo=lambda _: None,
+        ),
     )
     assert [(t.last, t.first) for t in result.transitions] == [("0.16.4", "0.16.5")]
     # nine releases: every one probed, in one matrix run with two slots

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import signal
 
+from reprobisect.model.classify import classify, find_known, known_signatures
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.signature import Signature
-from reprobisect.run.classify import classify, find_known, known_signatures
 
 GAN = """Traceback (most recent call last):
   File "/v/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", line 949, in reduce_independent_p_g_buckets_and_remove_grads

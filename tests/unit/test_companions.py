@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from reprobisect.cells.companions import needed_libraries, unusable_torchvision
 from reprobisect.config.companions import mismatch, torchvision_series
-from reprobisect.config.matrix import MatrixSpec, expand, resolve_value
+from reprobisect.config.expand import MatrixSpec, expand, resolve_value
 from reprobisect.errors import ConfigError
 from reprobisect.model.cell import Cell
 

@@ -162,22 +162,25 @@ def test_repro_runs_its_default_fixes_and_all_runs_every_fix(monkeypatch) -> Non
     import types
 
     from reprobisect.run import reproduce as module
+    from reprobisect.run.context import RunContext
     from reprobisect.run.reproduce import ReproRequest, reproduce
 
     asked = []
     monkeypatch.setattr(module, "resolve_cell", lambda base, wanted: types.SimpleNamespace(
         torch="2.13.0", torch_source="system", packages={"deepspeed": "0.16.4", "lightning": "2.6.6"}))  # fmt: skip
-    monkeypatch.setattr(module, "run_matrix", lambda config, request, **_: asked.append(request.fixes) or [])
+    monkeypatch.setattr(module, "run_matrix", lambda config, request, ctx, **_: asked.append(request.fixes) or [])
     config = load_config(ROOT / "matrix.yaml")
     for fixes in ((), ("all",)):
         reproduce(
             config,
             ReproRequest(repro="gan", backend="cpu", fixes=fixes),
-            base=types.SimpleNamespace(executable="python3"),
-            store=None,
-            envs_dir=Path("."),
-            environ={},
-            echo=lambda _: None,
+            RunContext(
+                base=types.SimpleNamespace(executable="python3"),
+                store=None,
+                envs_dir=Path("."),
+                environ={},
+                echo=lambda _: None,
+            ),
         )
     assert asked[0] == ("none", "one-backward-raw-d", "lightning-several-backward")
     assert asked[1] == tuple(config.repro("gan").fixes)

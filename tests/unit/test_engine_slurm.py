@@ -11,7 +11,9 @@ from reprobisect.commands.main import _parse
 from reprobisect.commands.options import executor
 from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, _gpus, slurm_arg
 from reprobisect.errors import ConfigError
-from reprobisect.run.matrix import MatrixRequest, run_matrix
+from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_run import run_matrix
+from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.store import Store
 
 
@@ -91,13 +93,13 @@ def test_run_matrix_hands_the_whole_call_to_the_engine(tmp_path: Path):
     seen = {}
 
     class Engine:
-        def run_matrix(self, config, request, **kwargs):
-            seen.update(config=config, request=request, **kwargs)
+        def run_matrix(self, config, request, ctx, **kwargs):
+            seen.update(config=config, request=request, ctx=ctx, **kwargs)
             return []
 
     request = MatrixRequest(executor=Engine(), repros=("gan",))
-    store = Store(tmp_path)
-    assert run_matrix("config", request, base="base", store=store, envs_dir=tmp_path, environ={}, cells=("c",)) == []
-    assert seen["config"] == "config" and seen["cells"] == ("c",) and seen["store"] is store
+    ctx = RunContext(base="base", store=Store(tmp_path), envs_dir=tmp_path, environ={})
+    assert run_matrix("config", request, ctx, cells=("c",)) == []
+    assert seen["config"] == "config" and seen["cells"] == ("c",) and seen["ctx"] is ctx
     assert seen["request"].executor is None  # each worker runs the cell here, never hands it on again
     assert seen["request"].repros == ("gan",)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from reprobisect.report import archive
 from reprobisect.report.archive import ARCHIVE, ArchiveError, pack, safe_name
-from reprobisect.report.load import SkippedFileWarning, load_records, records_frame
+from reprobisect.report.frame import SkippedFileWarning, load_records, records_frame
 from reprobisect.report.logs import log_excerpt, log_excerpts
 
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"

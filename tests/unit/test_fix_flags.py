@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 
 CONFIG = load_config(ROOT / "matrix.yaml")
 UNITS = [
-    (repro.name, form.name, fix.name, form.script, fix.args_for(form.name))
+    (repro.name, form.name, fix.name, form.script_for(fix), fix.args_for(form.name))
     for repro in CONFIG.repros.values()
     for form in repro.forms.values()
     for fix in repro.fixes.values()

@@ -15,9 +15,9 @@ import pytest
 
 from reprobisect.errors import StorageError
 from reprobisect.model.record import Record
-from reprobisect.report.load import SkippedFileWarning, load_records
-from reprobisect.run.store import Store, inside
-from reprobisect.util.files import atomic_path, write_atomic
+from reprobisect.report.frame import SkippedFileWarning, load_records
+from reprobisect.run.store import Store
+from reprobisect.util.files import atomic_path, inside, write_atomic
 
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"
 

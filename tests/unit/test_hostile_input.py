@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reprobisect.errors import RecordError
+from reprobisect.model.classify import classify
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.signature import last_traceback
-from reprobisect.run.classify import classify
 from reprobisect.run.events import read_events
 from reprobisect.run.runner import EVENT_MARK
 

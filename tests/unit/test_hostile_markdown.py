@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reprobisect.model.signature import Signature
-from reprobisect.report.load import load_records, records_frame
+from reprobisect.report.frame import load_records, records_frame
 from reprobisect.report.markdown import fit_limit, report_markdown
 from reprobisect.report.views import ReportData
 from reprobisect.util.neutral import md_safe

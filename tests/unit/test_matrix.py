@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from reprobisect.config.matrix import CompatibilityRule, MatrixSpec, expand, matches, resolve_value
+from reprobisect.config.expand import CompatibilityRule, MatrixSpec, expand, matches, resolve_value
 from reprobisect.errors import ConfigError
 
 RELEASES = {

@@ -12,7 +12,7 @@ import pytest
 from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
 from reprobisect.model.cell import id_without
-from reprobisect.nightly.markdown import MARKER, NightNews, issue_body, title_of
+from reprobisect.nightly.issue_text import MARKER, NightNews, issue_body, title_of
 from reprobisect.nightly.run import DEEPSPEED_REPO, masked, new_releases, regressed_keys, target_of
 from reprobisect.nightly.state import NightlyState, load_state, save_state
 from reprobisect.report.compare import compare
@@ -192,8 +192,9 @@ def test_bad_nightly_sections_name_the_key(tmp_path: Path, nightly: dict, messag
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
     data["nightly"] = nightly
     for repro in data["repros"].values():  # paths are relative to the file: keep them pointing into the repo
+        repro["inputs"] = [str(ROOT / item) for item in repro.get("inputs", [])]
         for form in repro["forms"].values():
-            form["script"] = str(ROOT / form["script"])
+            form.update({k: str(ROOT / form[k]) for k in ("script", "fix_script") if k in form})
         for fix in repro["fixes"].values():
             if "patch" in fix:
                 fix["patch"] = str(ROOT / fix["patch"])

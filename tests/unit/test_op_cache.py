@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.cells import ops
+from reprobisect.cells import op_builds
 from reprobisect.run.child import op_cache
 
 
@@ -180,14 +180,14 @@ def test_the_harness_sees_finished_builds_and_bounds_the_size(tmp_path: Path) ->
         lock = root / f"{folder.name}.flock"
         lock.write_text("")
         os.utime(lock, (time.time() - 7200 + index * 600, time.time() - 7200 + index * 600))
-    assert [p.name.split("-")[0] for p in ops.finished(root)] == ["old", "mid"]
-    removed = ops.prune(root, max_bytes=3500)
+    assert [p.name.split("-")[0] for p in op_builds.finished(root)] == ["old", "mid"]
+    removed = op_builds.prune(root, max_bytes=3500)
     assert [e.name for e in removed] == ["old"]
-    assert sorted(e.name for e in ops.entries(root)) == ["building", "mid"]
-    assert ops.clear(root) == 3000 and ops.entries(root) == []
+    assert sorted(e.name for e in op_builds.entries(root)) == ["building", "mid"]
+    assert op_builds.clear(root) == 3000 and op_builds.entries(root) == []
 
 
 def test_the_cache_can_be_moved_or_turned_off(tmp_path: Path) -> None:
-    assert ops.cache_root(tmp_path / "cells", {}) == (tmp_path / "cells" / "ops").absolute()
-    assert ops.cache_root(tmp_path / "cells", {"REPROBISECT_OP_CACHE": str(tmp_path / "x")}) == tmp_path / "x"
-    assert ops.cache_root(tmp_path / "cells", {"REPROBISECT_OP_CACHE": "off"}) is None
+    assert op_builds.cache_root(tmp_path / "cells", {}) == (tmp_path / "cells" / "ops").absolute()
+    assert op_builds.cache_root(tmp_path / "cells", {"REPROBISECT_OP_CACHE": str(tmp_path / "x")}) == tmp_path / "x"
+    assert op_builds.cache_root(tmp_path / "cells", {"REPROBISECT_OP_CACHE": "off"}) is None

@@ -16,7 +16,7 @@ import pytest
 
 from reprobisect.model.signature import Signature
 from reprobisect.report.compare import CHANGE_KINDS, compare, timing_check
-from reprobisect.report.load import Loaded, load_records, records_frame
+from reprobisect.report.frame import Loaded, load_records, records_frame
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 

@@ -11,7 +11,7 @@ import pytest
 
 from reprobisect.model.record import Record
 from reprobisect.model.signature import Signature
-from reprobisect.report.load import (
+from reprobisect.report.frame import (
     AXES,
     SkippedFileWarning,
     latest_runs,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from reprobisect.report.compare import compare
+from reprobisect.report.frame import Bisect, load_records, records_frame
 from reprobisect.report.html import report_html
-from reprobisect.report.load import Bisect, load_records, records_frame
 from reprobisect.report.logs import LogExcerpt, log_excerpts, log_tail, traceback_text
 from reprobisect.report.markdown import report_markdown
 from reprobisect.report.plots import outcome_band, step_time_plot

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from reprobisect.model.signature import Signature
-from reprobisect.report.load import Loaded, SkippedFileWarning, load_bisects, load_records, records_frame
+from reprobisect.report.frame import Loaded, SkippedFileWarning, load_bisects, load_records, records_frame
 from reprobisect.report.verdicts import verdicts
 from reprobisect.report.views import (
     cell_labels,

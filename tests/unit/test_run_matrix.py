@@ -27,18 +27,15 @@ from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
 from reprobisect.model.cell import Cell, run_cell
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
-from reprobisect.run import matrix
+from reprobisect.run import plan, prepare, units
+from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec
-from reprobisect.run.matrix import (
-    MatrixRequest,
-    RunStats,
-    job_cpus,
-    listed_cells,
-    plan_cells,
-    run_matrix,
-)
+from reprobisect.run.matrix_run import run_matrix
+from reprobisect.run.plan import MatrixRequest, listed_cells, plan_cells
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
+from reprobisect.run.units import RunStats, job_cpus
+from reprobisect.util.stop import in_parallel
 from tests.conftest import SCRIPTS
 
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"
@@ -154,10 +151,10 @@ class Fakes:
 @pytest.fixture
 def fakes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Fakes:
     fake = Fakes(tmp_path)
-    monkeypatch.setattr(matrix, "ensure_env", fake.ensure_env)
-    monkeypatch.setattr(matrix, "execute", fake.execute)
-    monkeypatch.setattr(matrix, "find_python", lambda version: None)  # no other Python on this "machine"
-    monkeypatch.setattr(matrix, "IndexCache", lambda *args, **kwargs: FakeIndex())
+    monkeypatch.setattr(prepare, "ensure_env", fake.ensure_env)
+    monkeypatch.setattr(units, "execute", fake.execute)
+    monkeypatch.setattr(plan, "find_python", lambda version: None)  # no other Python on this "machine"
+    monkeypatch.setattr(plan, "IndexCache", lambda *args, **kwargs: FakeIndex())
     return fake
 
 
@@ -169,11 +166,7 @@ def _run(
     records = run_matrix(
         config,
         request,
-        base=BASE,
-        store=Store(tmp_path / "out"),
-        envs_dir=tmp_path / "envs",
-        environ={},
-        echo=lines.append,
+        RunContext(base=BASE, store=Store(tmp_path / "out"), envs_dir=tmp_path / "envs", environ={}, echo=lines.append),
         stats=stats,
         **kwargs,  # type: ignore[arg-type]
     )
@@ -270,8 +263,8 @@ def test_a_python_version_is_never_looked_up_on_the_package_index(tmp_path: Path
 def test_every_unit_runs_once_and_a_second_run_reuses_every_record(tmp_path: Path, fakes: Fakes) -> None:
     config = _config(tmp_path)
     records, stats, lines = _run(tmp_path, config, _request(repeat=2))
-    units = {(r.cell["id"], r.fix, r.repeat) for r in records}
-    assert len(records) == len(units) == 2 * 2 * 2  # cells x fixes x repeats
+    keys = {(r.cell["id"], r.fix, r.repeat) for r in records}
+    assert len(records) == len(keys) == 2 * 2 * 2  # cells x fixes x repeats
     assert (stats.executed, stats.reused) == (8, 0)
     assert {form for _, _, form, _, _ in fakes.executed} == {"cpu-deepspeed"}  # the cpu backend's forms only
     assert len(set(fakes.built)) == 2 and len(fakes.built) == 2  # one build per cell, not per unit
@@ -384,11 +377,7 @@ def test_a_system_torch_cell_on_a_base_without_torch_is_not_buildable(tmp_path: 
     records = run_matrix(
         _config(tmp_path),
         _request(fixes=("none",)),
-        base=no_torch,
-        store=Store(tmp_path / "out"),
-        envs_dir=tmp_path / "envs",
-        environ={},
-        echo=lambda _: None,
+        RunContext(base=no_torch, store=Store(tmp_path / "out"), envs_dir=tmp_path / "envs", environ={}).quiet(),
     )
     assert {r.outcome for r in records} == {Outcome.ENV_ERROR.value} and fakes.built == []
     assert all("has no torch" in r.config["reason"] for r in records)
@@ -476,10 +465,10 @@ def test_job_cores_are_allowed_distinct_per_slot_and_spare_the_harness_core(
 
 
 def test_job_env_gives_each_job_its_gpu_or_its_share_of_cores() -> None:
-    assert matrix._job_env(0, 1, "cuda", 4) == {}
-    cuda = [matrix._job_env(slot, 3, "cuda", 2) for slot in range(3)]
+    assert units._job_env(0, 1, "cuda", 4) == {}
+    cuda = [units._job_env(slot, 3, "cuda", 2) for slot in range(3)]
     assert [env["CUDA_VISIBLE_DEVICES"] for env in cuda] == ["0", "1", "0"]
-    cpu = matrix._job_env(1, 64, "cpu", 0)
+    cpu = units._job_env(1, 64, "cpu", 0)
     assert "CUDA_VISIBLE_DEVICES" not in cpu and int(cpu["OMP_NUM_THREADS"]) >= 1
 
 
@@ -502,7 +491,7 @@ def test_a_patch_of_a_package_the_form_never_imports_is_said_once_and_not_run(
     )
     config.path.write_text(yaml.safe_dump(data, sort_keys=False))
     config = load_config(config.path)
-    monkeypatch.setattr(matrix, "prepare_overlay", lambda env, fix: tmp_path / "overlay")
+    monkeypatch.setattr(prepare, "prepare_overlay", lambda env, fix: tmp_path / "overlay")
     imported = {"torch": "2.13.0", "deepspeed": "0.16.4"}  # what the pure-DeepSpeed form's runs report
     fakes.template = dataclasses.replace(fakes.template, versions=imported, versions_source="imported")
     records, stats, lines = _run(tmp_path, config, _request(repros=("demo",)))
@@ -528,7 +517,7 @@ def test_without_an_unpatched_run_to_learn_from_every_patch_runs(
     data = yaml.safe_load(config.path.read_text())
     data["repros"]["demo"]["fixes"]["lightning-patch"] = {"patch": str(patch), "strip": 1, "description": "d"}
     config.path.write_text(yaml.safe_dump(data, sort_keys=False))
-    monkeypatch.setattr(matrix, "prepare_overlay", lambda env, fix: tmp_path / "overlay")
+    monkeypatch.setattr(prepare, "prepare_overlay", lambda env, fix: tmp_path / "overlay")
     records, stats, _ = _run(tmp_path, load_config(config.path), _request(fixes=("lightning-patch",)))
     assert stats.not_applicable == 0 and {r.fix for r in records} == {"lightning-patch"}
 
@@ -553,7 +542,7 @@ def test_a_patch_for_other_releases_is_an_env_error_even_in_a_one_cell_run(
         msg = f"{patch}: does not apply to cell {env.cell.id}: Hunk #1 FAILED"
         raise PatchDoesNotApplyError(msg)
 
-    monkeypatch.setattr(matrix, "prepare_overlay", mismatch)
+    monkeypatch.setattr(prepare, "prepare_overlay", mismatch)
     records, _, _ = _run(tmp_path, load_config(config.path), _request())
     by_fix = {r.fix: r for r in records}
     assert by_fix["ds-patch"].outcome == Outcome.ENV_ERROR.value
@@ -574,7 +563,7 @@ def test_a_patch_no_cell_can_use_stops_the_run(tmp_path: Path, fakes: Fakes, mon
         msg = f"{patch}: patches 'lightning', which is not an importable package in cell {env.cell.id}"
         raise ConfigError(msg)
 
-    monkeypatch.setattr(matrix, "prepare_overlay", unusable)
+    monkeypatch.setattr(prepare, "prepare_overlay", unusable)
     with pytest.raises(ConfigError, match="not an importable package"):
         _run(tmp_path, load_config(config.path), _request())
     assert fakes.executed == []
@@ -637,7 +626,7 @@ def test_ctrl_c_with_several_jobs_stops_the_running_children_and_starts_no_other
         raise AssertionError("a stopped run returned")  # pragma: no cover - only if the stop failed
 
     with _sigint_once_two_started(started):
-        matrix._in_parallel(run, [0, 1, 2], 2)
+        in_parallel(run, [0, 1, 2], 2)
     assert sorted(started) == [0, 1]  # type: ignore[type-var]  # ints
 
 
@@ -657,7 +646,7 @@ def test_ctrl_c_during_the_cell_builds_stops_them_and_builds_no_other(
         run_logged([sys.executable, "-c", "import time; time.sleep(120)"], log=log, what="installing", timeout=600)
         raise AssertionError("a stopped build returned")  # pragma: no cover - only if the stop failed
 
-    monkeypatch.setattr(matrix, "ensure_env", slow_build)
+    monkeypatch.setattr(prepare, "ensure_env", slow_build)
     with _sigint_once_two_started(started):
         _run(tmp_path, _config(tmp_path), _request(axes={"deepspeed": ("0.16.4", "0.17.0", "0.18.2")}, jobs=2))
     assert len(started) == 2 and fakes.executed == []

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from reprobisect.model.classify import classify, find_known
 from reprobisect.model.signature import signature_from_log
-from reprobisect.run.classify import classify, find_known
 from tests.conftest import TRACEBACKS
 
 FIXTURES = sorted(TRACEBACKS.glob("*.log"))

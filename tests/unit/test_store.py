@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from reprobisect.errors import StorageError
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import SCHEMA_VERSION, Record
-from reprobisect.run.store import Store, inside
+from reprobisect.run.store import Store
+from reprobisect.util.files import inside
 
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"
 # what check_name (config/load.py) lets through as a repro or fix name, and what Cell.id is made of

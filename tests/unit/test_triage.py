@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reprobisect.commands.main import _parse
+from reprobisect.config.expand import MatrixSpec, expand
 from reprobisect.config.load import load_config
-from reprobisect.config.matrix import MatrixSpec, expand
 from reprobisect.config.scripts import (
     PYTEST_RUNNER,
     CliFixes,
@@ -28,10 +28,10 @@ from reprobisect.config.scripts import (
 )
 from reprobisect.errors import ConfigError
 from reprobisect.model.cell import Cell, run_cell
+from reprobisect.model.classify import classify
 from reprobisect.model.repro import Fix
-from reprobisect.report.load import _rerun_text
+from reprobisect.report.frame import _rerun_text
 from reprobisect.report.views import reproduce_command
-from reprobisect.run.classify import classify
 from reprobisect.run.events import read_events
 from reprobisect.run.execute import LAUNCH, RunSpec, _failed_rank, _keep_rank_logs, child_environ, inputs_digest
 from tests.conftest import SCRIPTS

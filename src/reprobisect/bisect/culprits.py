@@ -18,11 +18,9 @@ from typing import Any
 
 from reprobisect.bisect import history
 from reprobisect.bisect.probes import BisectRequest, run_bisect
-from reprobisect.cells.base import BaseInterpreter
 from reprobisect.config.load import Config
 from reprobisect.errors import BisectInconclusiveError
-from reprobisect.run.store import Store
-from reprobisect.util.echo import Echo
+from reprobisect.run.context import RunContext
 
 __all__ = ["change_kind", "find_culprits"]
 
@@ -46,11 +44,7 @@ class _Search:
     request: BisectRequest
     clone: Path
     slug: str | None
-    base: BaseInterpreter
-    store: Store
-    envs_dir: Path
-    environ: Mapping[str, str]
-    echo: Echo
+    ctx: RunContext
     source: Sequence[str]  # the options that name the repro (``--script issue.py --env …``), for the re-run line
 
 
@@ -60,13 +54,9 @@ def find_culprits(
     transitions: Sequence[Mapping[str, Any]],
     *,
     clone: Path,
-    base: BaseInterpreter,
-    store: Store,
-    envs_dir: Path,
-    environ: Mapping[str, str],
+    ctx: RunContext,
     form: str,
     source: Sequence[str],
-    echo: Echo = print,
 ) -> list[dict[str, Any]]:
     """One entry per release transition (as ``bisect``'s report writes them): the first commit with the later
     state, or why none is named. ``request`` is the release search's (repro, fix, pins, sandbox), ``form`` the form
@@ -78,11 +68,7 @@ def find_culprits(
         request=dataclasses.replace(request, form=form),
         clone=clone,
         slug=history.github_slug(clone, request.axis),
-        base=base,
-        store=store,
-        envs_dir=envs_dir,
-        environ=environ,
-        echo=echo,
+        ctx=ctx,
         source=source,
     )
     return [_culprit(search, t) for t in transitions]
@@ -123,20 +109,12 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
         target=after["signature_id"],
     )
     found["rerun"] = _rerun(search, request)
-    search.echo(
+    search.ctx.echo(
         f"\nWhich commit between {good} and {bad} {found['kind']} it: bisecting for "
         f"{after['outcome']} {after['signature_id'] or ''}".rstrip()
     )
     try:
-        result, report, _ = run_bisect(
-            search.config,
-            request,
-            base=search.base,
-            store=search.store,
-            envs_dir=search.envs_dir,
-            environ=search.environ,
-            echo=search.echo,
-        )
+        result, report, _ = run_bisect(search.config, request, search.ctx)
     except BisectInconclusiveError as exc:
         found["why"] = f"the commits between {good} and {bad} do not say: {exc}"
         return found

@@ -22,18 +22,18 @@ from reprobisect.bisect.search import (
     first_bad,
     first_sample,
 )
-from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.model.verdict import fold_repeats
+from reprobisect.run.context import RunContext
 from reprobisect.run.executor import MatrixExecutor
-from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
+from reprobisect.run.matrix_run import run_matrix
+from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
-from reprobisect.run.store import Store
-from reprobisect.util.echo import Echo
+from reprobisect.run.units import RunStats
 from reprobisect.util.files import write_atomic
 
 __all__ = [
@@ -139,15 +139,12 @@ def _target(config: Config, request: BisectRequest) -> Callable[[ProbeResult], b
 def run_bisect(
     config: Config,
     request: BisectRequest,
-    *,
-    base: BaseInterpreter,
-    store: Store,
-    envs_dir: Path,
-    environ: Mapping[str, str],
-    echo: Echo = print,
+    ctx: RunContext,
 ) -> tuple[BisectResult, dict[str, Any], Path]:
-    """Search, write ``<out>/bisect-<id>.json`` and return the result, the report and its path."""
-    index = IndexCache(envs_dir / "index-cache.json", base.executable)
+    """Search, write ``<out>/bisect-<id>.json`` under the context's store and return the result, the report and
+    its path. The probes run quietly: the search prints its own lines."""
+    base, echo = ctx.base, ctx.echo
+    index = IndexCache(ctx.envs_dir / "index-cache.json", base.executable)
     repo = request.git.resolve() if request.git is not None else None
     if repo is not None:
         versions = git_revisions(repo, request.good, request.bad, first_parent=request.first_parent)
@@ -183,9 +180,7 @@ def run_bisect(
             jobs=max(1, min(request.jobs, len(chosen))),
             executor=request.executor,
         )
-        records = run_matrix(
-            config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=lambda _: None, stats=stats
-        )
+        records = run_matrix(config, matrix, ctx.quiet(), stats=stats)
         if len(chosen) == 1:
             return [probe_result(chosen[0][:12] if request.git else chosen[0], records)]
         return [
@@ -225,7 +220,7 @@ def run_bisect(
             short, probe_by_short, _target(config, request), log=echo, probe_many=many, jobs=request.jobs
         )
     report = _report(config, request, repro.name, form, versions, result, stats, held)
-    path = store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
+    path = ctx.store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
     write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
     return result, report, path
 

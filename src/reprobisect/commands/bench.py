@@ -12,7 +12,8 @@ from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.cells.base import BaseInterpreter, base_interpreter
 from reprobisect.commands.options import Subparsers, add_common, pins, prepare
 from reprobisect.config.load import Config, load_config
-from reprobisect.run.bench import format_bench, run_bench
+from reprobisect.run.bench_figures import format_bench, run_bench
+from reprobisect.run.context import RunContext
 from reprobisect.run.store import Store
 
 __all__ = ["run_from_args", "setup_arguments"]
@@ -42,9 +43,8 @@ def _bisect_two(config: Config, base: BaseInterpreter) -> Callable[[Path, Path],
         request = BisectRequest(
             repro="gan", axis="deepspeed", good="0.16.0", bad="0.19.8", all_transitions=True, jobs=2
         )
-        result, _, _ = run_bisect(
-            config, request, base=base, store=Store(out), envs_dir=envs_dir, environ=environ, echo=lambda _: None
-        )
+        ctx = RunContext(base=base, store=Store(out), envs_dir=envs_dir, environ=environ)
+        result, _, _ = run_bisect(config, request, ctx.quiet())
         return len(result.probes)
 
     return bisect

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ from reprobisect.bisect import history
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.search import PROBE_ALL_UP_TO
-from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.options import (
     Subparsers,
     add_backend,
@@ -28,11 +26,11 @@ from reprobisect.commands.options import (
     executor,
     pins,
     prepare,
+    run_context,
     with_script,
 )
 from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
-from reprobisect.run.store import Store
 from reprobisect.util.files import write_atomic
 
 __all__ = ["run_from_args", "setup_arguments"]
@@ -206,16 +204,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         rerun=("nox", "-s", "triage", "--"),
     )
     request = _request(args, made[0] if made else args.repro)
-    base = base_interpreter(args.base_python)
-    store = Store(args.out)
-    _, report, path = run_bisect(
-        config,
-        request,
-        base=base,
-        store=store,
-        envs_dir=args.envs,
-        environ=os.environ,
-    )
+    ctx = run_context(args)
+    _, report, path = run_bisect(config, request, ctx)
     if args.culprits:
         clone = args.git if args.git is not None else history.clone_known(args.axis, args.envs / "clones")
         report["culprits"] = find_culprits(
@@ -223,10 +213,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             request,
             report["transitions"],
             clone=clone,
-            base=base,
-            store=store,
-            envs_dir=args.envs,
-            environ=os.environ,
+            ctx=ctx,
             form=report["form"],
             source=source_options(args),
         )

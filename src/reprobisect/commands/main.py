@@ -12,7 +12,19 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from reprobisect.commands import bench, bisect, env, matrix, nightly, ops, report, repro, triage, wheelhouse
+from reprobisect.commands import (
+    bench,
+    bisect,
+    env,
+    matrix,
+    minimize,
+    nightly,
+    ops,
+    report,
+    repro,
+    triage,
+    wheelhouse,
+)
 from reprobisect.commands.options import Subparsers
 from reprobisect.errors import INTERRUPTED_EXIT, HarnessError
 
@@ -28,6 +40,7 @@ _SETUPS: tuple[Callable[[Subparsers], None], ...] = (
     matrix.setup_arguments,
     nightly.setup_arguments,
     bisect.setup_arguments,
+    minimize.setup_arguments,
     report.setup_arguments,
     wheelhouse.setup_arguments,
     bench.setup_arguments,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -25,17 +24,18 @@ from reprobisect.commands.options import (
     engine_summary,
     executor,
     prepare,
+    run_context,
     split,
     with_script,
 )
 from reprobisect.commands.output import print_runs
+from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import Config, load_config
-from reprobisect.config.matrix import PINNED_AXES
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.report.summary import markdown_summary
-from reprobisect.run.matrix import MatrixRequest, listed_cells, run_matrix
-from reprobisect.run.store import Store
+from reprobisect.run.matrix_run import run_matrix
+from reprobisect.run.plan import MatrixRequest, listed_cells
 from reprobisect.util.files import write_atomic
 
 __all__ = ["add_run_options", "axis_values", "matrix_request", "run_and_summarize", "run_from_args", "setup_arguments"]
@@ -145,15 +145,7 @@ def run_and_summarize(
 ) -> tuple[list[Record], Path]:
     """Run the request, print the table and write the Markdown summary under ``--out``; returns the records and
     the summary's path."""
-    records = run_matrix(
-        config,
-        request,
-        base=base_interpreter(args.base_python),
-        store=Store(args.out),
-        envs_dir=args.envs,
-        environ=os.environ,
-        cells=cells,
-    )
+    records = run_matrix(config, request, run_context(args), cells=cells)
     print_runs(records)
     for line in engine_summary(request.executor):
         print(line)

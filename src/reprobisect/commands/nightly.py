@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 from pathlib import Path
 
-from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.options import (
     Subparsers,
     add_backend,
@@ -25,6 +23,7 @@ from reprobisect.commands.options import (
     executor,
     pins,
     prepare,
+    run_context,
     split,
 )
 from reprobisect.config.load import load_config
@@ -102,13 +101,7 @@ def _night(args: argparse.Namespace) -> int:
         confinement=confinement(args),
         executor=executor(args),
     )
-    result = run_nightly(
-        load_config(args.config),
-        request,
-        base=base_interpreter(args.base_python),
-        envs_dir=args.envs,
-        environ=os.environ,
-    )
+    result = run_nightly(load_config(args.config), request, run_context(args))
     for line in engine_summary(request.executor):
         print(line)
     return result.exit_code

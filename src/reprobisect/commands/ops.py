@@ -7,7 +7,7 @@ import argparse
 import time
 from pathlib import Path
 
-from reprobisect.cells import built_wheels, ops
+from reprobisect.cells import built_wheels, op_builds
 from reprobisect.commands.options import Subparsers, add_envs
 
 __all__ = ["run_from_args", "setup_arguments"]
@@ -31,7 +31,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Print each cache's entries (name, size, last use), after clearing or bounding it when asked."""
-    _ops(args, ops.cache_root(args.envs))
+    _ops(args, op_builds.cache_root(args.envs))
     _wheels(args, built_wheels.cache_root(args.envs))
     return 0
 
@@ -41,11 +41,11 @@ def _ops(args: argparse.Namespace, root: Path | None) -> None:
         print("the op cache is off (REPROBISECT_OP_CACHE=off): each cell compiles its ops into its own folder")
         return
     if args.clear:
-        print(f"cleared {root}: {ops.clear(root) / 2**20:.1f} MiB freed")
+        print(f"cleared {root}: {op_builds.clear(root) / 2**20:.1f} MiB freed")
     elif args.max_gib is not None:
-        removed = ops.prune(root, int(args.max_gib * 2**30), keep_newer_than=0.0)
+        removed = op_builds.prune(root, int(args.max_gib * 2**30), keep_newer_than=0.0)
         print(f"removed {len(removed)} builds ({sum(e.size for e in removed) / 2**20:.1f} MiB)")
-    cached = ops.entries(root)
+    cached = op_builds.entries(root)
     print(f"{root}: {len(cached)} builds, {sum(e.size for e in cached) / 2**20:.1f} MiB")
     for entry in reversed(cached):
         state = "" if entry.finished else " (unfinished)"

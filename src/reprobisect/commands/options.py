@@ -16,14 +16,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TypeAlias
 
+from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.wheelhouse import use_wheelhouse
+from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import Config, check_pin
-from reprobisect.config.matrix import PINNED_AXES
 from reprobisect.config.scripts import CliFixes, cli_fixes, env_settings, pytest_repro, script_repro, with_fixes
 from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, slurm_arg
 from reprobisect.errors import ConfigError
+from reprobisect.run.context import RunContext
 from reprobisect.run.executor import MatrixExecutor
 from reprobisect.run.sandbox import Confinement
+from reprobisect.run.store import Store
 
 __all__ = [
     "Subparsers",
@@ -42,6 +45,7 @@ __all__ = [
     "executor",
     "pins",
     "prepare",
+    "run_context",
     "split",
     "with_script",
 ]
@@ -398,3 +402,11 @@ def prepare(args: argparse.Namespace, *, wheelhouse: bool = True) -> None:
     _check_values(args)
     if wheelhouse and args.wheelhouse:
         use_wheelhouse(args.wheelhouse)
+
+
+def run_context(args: argparse.Namespace) -> RunContext:
+    """Where a command's runs happen, from ``add_common``'s options: ``--base-python``, ``--out`` (the records),
+    ``--envs`` (the cells) and this process's environment."""
+    return RunContext(
+        base=base_interpreter(args.base_python), store=Store(args.out), envs_dir=args.envs, environ=os.environ
+    )

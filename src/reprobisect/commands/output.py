@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reprobisect.model.record import Record
-from reprobisect.report.load import flaky_runs
+from reprobisect.report.frame import flaky_runs
 from reprobisect.run.console import WIDTH, cut, runs_table, signature_legend
 
 __all__ = ["print_runs"]

@@ -18,7 +18,7 @@ import pandas as pd
 from reprobisect.commands.options import Subparsers
 from reprobisect.errors import FAIL_EXIT, ConfigError, NothingToDoError
 from reprobisect.report.compare import Comparison, compare
-from reprobisect.report.load import (
+from reprobisect.report.frame import (
     Bisect,
     SkippedFileWarning,
     latest_runs,

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 
-from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.options import (
     Subparsers,
     add_backend,
@@ -19,16 +17,16 @@ from reprobisect.commands.options import (
     confinement,
     pins,
     prepare,
+    run_context,
     split,
     with_script,
 )
 from reprobisect.commands.output import print_runs
+from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import load_config
-from reprobisect.config.matrix import PINNED_AXES
 from reprobisect.report.summary import markdown_summary
 from reprobisect.run.console import next_step
 from reprobisect.run.reproduce import ReproRequest, reproduce
-from reprobisect.run.store import Store
 from reprobisect.util.files import write_atomic
 
 __all__ = ["run_from_args", "setup_arguments"]
@@ -90,10 +88,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         cpus_per_run=args.cpus_per_run,
         confinement=confinement(args),
     )
-    store = Store(args.out)
-    records = reproduce(
-        config, request, base=base_interpreter(args.base_python), store=store, envs_dir=args.envs, environ=os.environ
-    )
+    ctx = run_context(args)
+    store = ctx.store
+    records = reproduce(config, request, ctx)
     print_runs(records)
     hint = next_step(
         records,

@@ -12,7 +12,6 @@ re-run each finding.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -22,7 +21,6 @@ from reprobisect.bisect import history
 from reprobisect.bisect.answer import Answer, answer_markdown, sweep_answers
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, transition_dict
-from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.bisect import source_options
 from reprobisect.commands.matrix import add_run_options, axis_values, matrix_request, run_and_summarize
 from reprobisect.commands.options import (
@@ -32,11 +30,11 @@ from reprobisect.commands.options import (
     confinement,
     executor,
     prepare,
+    run_context,
     with_script,
 )
 from reprobisect.config.load import Config, load_config
 from reprobisect.errors import ConfigError
-from reprobisect.run.store import Store
 from reprobisect.util.files import write_atomic
 
 __all__ = ["run_from_args", "setup_arguments"]
@@ -118,10 +116,7 @@ def _answer(config: Config, answer: Answer, args: argparse.Namespace) -> str:
             request,
             [transition_dict(t) for t in answer.transitions],
             clone=clone,
-            base=base_interpreter(args.base_python),
-            store=Store(args.out),
-            envs_dir=args.envs,
-            environ=os.environ,
+            ctx=run_context(args),
             form=answer.form,
             source=source_options(args),
         )

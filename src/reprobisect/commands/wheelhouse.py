@@ -10,7 +10,7 @@ from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.index import IndexCache
 from reprobisect.cells.wheelhouse import build_wheelhouse
 from reprobisect.commands.options import Subparsers, add_common, prepare, split
-from reprobisect.config.matrix import resolve_value
+from reprobisect.config.expand import resolve_value
 
 __all__ = ["run_from_args", "setup_arguments"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from reprobisect.config.matrix import META_KEYS, CompatibilityRule, MatrixSpec, matches
+from reprobisect.config.expand import META_KEYS, CompatibilityRule, MatrixSpec, matches
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import FORMS, SHIMS, Fix, Form, FormName, Repro, script_forms
 
@@ -171,18 +171,24 @@ class _Reader:
         return tuple(self.string(item, f"{where}[{i}]") for i, item in enumerate(value))
 
 
-def _read_form(reader: _Reader, name: str, raw: Any, where: str, root: Path) -> Form:
+def _file(reader: _Reader, raw: Any, where: str, root: Path) -> Path:
+    path = root / reader.string(raw, where)
+    if not path.is_file():
+        raise reader.fail(where, f"{path} does not exist")
+    return path
+
+
+def _read_form(reader: _Reader, name: str, raw: Any, where: str, root: Path, inputs: tuple[Path, ...] = ()) -> Form:
     if name not in FORMS:
         raise ConfigError(_unknown(f"{reader.path.name}: {where}", name, FORMS))
     data = reader.mapping(
         raw,
         f"{where}.{name}",
-        allowed={"script", "precision", "args", "env", "shim", "distributed_env"},
+        allowed={"script", "fix_script", "precision", "args", "env", "shim", "distributed_env"},
         required={"script", "precision"},
     )
-    script = root / reader.string(data["script"], f"{where}.{name}.script")
-    if not script.is_file():
-        raise reader.fail(f"{where}.{name}.script", f"{script} does not exist")
+    script = _file(reader, data["script"], f"{where}.{name}.script", root)
+    fix_script = _file(reader, data["fix_script"], f"{where}.{name}.fix_script", root) if "fix_script" in data else None
     shim = data.get("shim")
     if shim is not None and shim not in SHIMS:
         raise ConfigError(_unknown(f"{reader.path.name}: {where}.{name}.shim", str(shim), SHIMS))
@@ -190,6 +196,8 @@ def _read_form(reader: _Reader, name: str, raw: Any, where: str, root: Path) -> 
     return Form(
         name=name,
         script=script,
+        fix_script=fix_script,
+        inputs=inputs,
         precision=reader.string(data["precision"], f"{where}.{name}.precision"),
         args=reader.strings(data.get("args", []), f"{where}.{name}.args"),
         env={str(k): reader.string(v, f"{where}.{name}.env.{k}") for k, v in env.items()},
@@ -360,13 +368,18 @@ def _read_repro(reader: _Reader, name: str, raw: Any, root: Path) -> Repro:
     data = reader.mapping(
         raw,
         where,
-        allowed={"title", "report", "expected_signature", "timeout", "forms", "fixes", "default_fixes"},
+        allowed={"title", "report", "expected_signature", "timeout", "forms", "fixes", "default_fixes", "inputs"},
         required={"title", "forms", "fixes"},
+    )
+    # the modules its scripts import beside them (instruments.py): readable in the sandbox and part of each run's key
+    inputs = tuple(
+        _file(reader, item, f"{where}.inputs[{i}]", root)
+        for i, item in enumerate(reader.strings(data.get("inputs", []), f"{where}.inputs"))
     )
     forms_raw = reader.mapping(data["forms"], f"{where}.forms", allowed=set(FORMS))
     forms: dict[FormName, Form] = {}
     for form_name, value in forms_raw.items():
-        form = _read_form(reader, form_name, value, f"{where}.forms", root)
+        form = _read_form(reader, form_name, value, f"{where}.forms", root, inputs)
         forms[form.name] = form
     fixes = _read_fixes(reader, where, data["fixes"], set(forms), root)
     return Repro(

@@ -39,9 +39,12 @@ from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError, EngineError, HarnessError, NothingToDoError, RecordError
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
+from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec, unrun_record
-from reprobisect.run.matrix import MatrixRequest, RunStats, Unit, listed_cells, plan_units, run_matrix, to_cell
+from reprobisect.run.matrix_run import run_matrix
+from reprobisect.run.plan import MatrixRequest, Unit, listed_cells, plan_matrix, to_cell
 from reprobisect.run.store import Store
+from reprobisect.run.units import RunStats
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 
@@ -139,17 +142,8 @@ def run_cell_job(payload: _Payload, cell: str) -> _JobResult:
 
     signal.signal(signal.SIGTERM, on_term)
     try:
-        records = run_matrix(
-            payload.config,
-            payload.request,
-            base=payload.base,
-            store=store,
-            envs_dir=payload.envs_dir,
-            environ=payload.environ,
-            echo=echo,
-            cells=(cell,),
-            stats=stats,
-        )
+        ctx = RunContext(base=payload.base, store=store, envs_dir=payload.envs_dir, environ=payload.environ, echo=echo)
+        records = run_matrix(payload.config, payload.request, ctx, cells=(cell,), stats=stats)
     except HarnessError as exc:  # raised where the run was asked for, as a local run raises it
         return _JobResult(records=[], stats=stats, seconds=time.perf_counter() - start, error=exc)
     except KeyboardInterrupt:
@@ -193,19 +187,16 @@ class SlurmExecutor:
         self,
         config: Config,
         request: MatrixRequest,
+        ctx: RunContext,
         *,
-        base: BaseInterpreter,
-        store: Store,
-        envs_dir: Path,
-        environ: Mapping[str, str],
-        echo: Echo,
         cells: Sequence[str],
         stats: RunStats | None,
     ) -> list[Record]:
         """One record per unit, as ``run_matrix`` returns them: cells nothing can build run here (their
         records need no node), every other cell is a job."""
-        envs_dir = envs_dir.resolve()
-        listed = listed_cells(config, request, base, envs_dir)
+        ctx = dataclasses.replace(ctx, envs_dir=ctx.envs_dir.resolve())
+        base, store, echo = ctx.base, ctx.store, ctx.echo
+        listed = listed_cells(config, request, base, ctx.envs_dir)
         if cells:
             listed = [c for c in listed if c["cell"] in cells]
             if not listed:
@@ -215,27 +206,22 @@ class SlurmExecutor:
         unbuildable = [c["cell"] for c in listed if c["status"] != "ok"]
         records: list[Record] = []
         if unbuildable:
-            records += run_matrix(
-                config,
-                request,
-                base=base,
-                store=store,
-                envs_dir=envs_dir,
-                environ=environ,
-                echo=echo,
-                cells=unbuildable,
-                stats=stats,
-            )
+            records += run_matrix(config, request, ctx, cells=unbuildable, stats=stats)
         if not jobs:
             return records
-        units = plan_units(config, request, base=base, envs_dir=envs_dir, cells=jobs)
+        units = plan_matrix(config, request, ctx, cells=jobs).units  # what a lost job's ENV_ERROR records name
         by_cell: dict[str, list[Unit]] = {cell: [] for cell in jobs}
         for unit in units:
             planned = to_cell(unit.planned, base)[0]
             if planned is not None and planned.id in by_cell:
                 by_cell[planned.id].append(unit)
         payload = _Payload(
-            config=config, request=request, base=base, store_root=store.root, envs_dir=envs_dir, environ=dict(environ)
+            config=config,
+            request=request,
+            base=base,
+            store_root=store.root,
+            envs_dir=ctx.envs_dir,
+            environ=dict(ctx.environ),
         )
         done = self._run_with_requeue(payload, by_cell, store, stats if stats is not None else RunStats(), echo)
         for cell in jobs:

@@ -71,6 +71,16 @@ class Form:
     # their content is part of what decides the outcome. ``pytest``: the run needs pytest in its cell.
     inputs: tuple[Path, ...] = ()
     pytest: bool = False
+    # The file a fix with arguments runs (the report's code with the fixes' flags: ``gan_fabric_zero1_fixes.py``), so
+    # that ``script`` holds the report's code and nothing else; None: every fix runs ``script``.
+    fix_script: Path | None = None
+
+    def script_for(self, fix: Fix) -> Path:
+        """The file a run of ``fix`` starts: ``fix_script`` for a fix with arguments where the form has one, else the
+        form's script (``none``, a patch, an override: the report's code as it is)."""
+        if self.fix_script is not None and fix.args_for(self.name):
+            return self.fix_script
+        return self.script
 
     @property
     def backend(self) -> Backend:

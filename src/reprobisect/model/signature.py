@@ -24,6 +24,7 @@ __all__ = [
     "frame_name",
     "last_traceback",
     "normalize_message",
+    "script_lines",
     "signature_from_log",
 ]
 
@@ -34,7 +35,7 @@ INNERMOST_FRAMES = 3
 MAX_MESSAGE = 240
 
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
-_FRAME_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+, in ?(?P<func>\S*)')
+_FRAME_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d{1,9}), in ?(?P<func>\S*)')
 _EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
 _RANK_PREFIX = re.compile(r"^\[?rank\d+\]?:\s?")
 _NORMALIZERS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -125,6 +126,7 @@ class _Traceback:
     frames: tuple[tuple[str, str], ...]
     exception: str
     message: str
+    lines: tuple[int, ...] = ()  # each frame's line number
 
 
 def last_traceback(log: str) -> _Traceback | None:
@@ -146,11 +148,13 @@ def last_traceback(log: str) -> _Traceback | None:
 def _parse_block(lines: list[str], start: int, end: int) -> _Traceback | None:
     """Frames, then the exception line. Tolerates tracebacks pasted into issues with indentation lost."""
     frames: list[tuple[str, str]] = []
+    numbers: list[int] = []
     after_frame = False
     for line in lines[start:end]:
         frame = _FRAME_LINE.match(line)
         if frame:
             frames.append((frame["path"], frame["func"]))
+            numbers.append(int(frame["line"]))
             after_frame = True
             continue
         stripped = line.strip()
@@ -163,8 +167,21 @@ def _parse_block(lines: list[str], start: int, end: int) -> _Traceback | None:
                 after_frame = False
                 continue
             return None
-        return _Traceback(frames=tuple(frames), exception=match["type"], message=match["msg"] or "")
+        return _Traceback(
+            frames=tuple(frames), exception=match["type"], message=match["msg"] or "", lines=tuple(numbers)
+        )
     return None
+
+
+def script_lines(log: str, filename: str) -> tuple[int, ...]:
+    """The line numbers of the last traceback's frames in a file named ``filename`` (the script that ran): where
+    the failure passed through the script, outermost first."""
+    parsed = last_traceback(log)
+    if parsed is None:
+        return ()
+    return tuple(
+        line for (path, _), line in zip(parsed.frames, parsed.lines, strict=True) if PurePath(path).name == filename
+    )
 
 
 def signature_from_log(log: str) -> Signature | None:

@@ -30,14 +30,13 @@ from packaging.version import InvalidVersion, Version
 
 from reprobisect.bisect.history import KNOWN_REPOSITORIES
 from reprobisect.bisect.probes import BisectRequest, run_bisect
-from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
 from reprobisect.errors import FAIL_EXIT, ConfigError
 from reprobisect.model.cell import id_without
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
-from reprobisect.nightly.markdown import NightNews, issue_body, title_of
+from reprobisect.nightly.issue_text import NightNews, issue_body, title_of
 from reprobisect.nightly.state import (
     NightlyState,
     baseline_records,
@@ -48,15 +47,18 @@ from reprobisect.nightly.state import (
     stage_baseline,
 )
 from reprobisect.report.compare import Comparison, compare
-from reprobisect.report.load import Bisect, Loaded, records_frame
+from reprobisect.report.frame import Bisect, Loaded, records_frame
 from reprobisect.report.verdicts import Key, verdicts
 from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report
+from reprobisect.run.context import RunContext
 from reprobisect.run.executor import MatrixExecutor
-from reprobisect.run.matrix import MatrixRequest, RunStats, run_matrix
-from reprobisect.run.runner import utc_now
+from reprobisect.run.matrix_run import run_matrix
+from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
+from reprobisect.run.units import RunStats
+from reprobisect.util.clock import utc_now
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import write_atomic
@@ -233,15 +235,11 @@ class _Night:
         self,
         config: Config,
         request: NightlyRequest,
-        *,
-        base: BaseInterpreter,
-        envs_dir: Path,
-        environ: Mapping[str, str],
-        echo: Echo,
+        ctx: RunContext,
     ) -> None:
-        self.config, self.request, self.base = config, request, base
-        self.envs_dir, self.environ, self.echo = envs_dir, environ, echo
-        self.store = Store(request.out)
+        self.config, self.request = config, request
+        self.ctx = dataclasses.replace(ctx, store=Store(request.out))  # the night's records go under --out, always
+        self.store, self.echo = self.ctx.store, self.ctx.echo
         self.stats = RunStats()
         self.slice = _slice(config, request)
 
@@ -261,16 +259,7 @@ class _Night:
             executor=self.request.executor,
         )
         self.echo(f"\n== deepspeed {target.name}: the nightly slice ==")
-        return run_matrix(
-            self.config,
-            matrix,
-            base=self.base,
-            store=self.store,
-            envs_dir=self.envs_dir,
-            environ=self.environ,
-            echo=self.echo,
-            stats=self.stats,
-        )
+        return run_matrix(self.config, matrix, self.ctx, stats=self.stats)
 
     def loaded(self, records: Sequence[Record]) -> list[Loaded]:
         root = self.store.root
@@ -295,15 +284,7 @@ class _Night:
             executor=self.request.executor,
         )
         self.echo(f"\n== bisect {repro} {form} {fix}: deepspeed {good} .. {bad} ==")
-        _, report, path = run_bisect(
-            self.config,
-            request,
-            base=self.base,
-            store=self.store,
-            envs_dir=self.envs_dir,
-            environ=self.environ,
-            echo=self.echo,
-        )
+        _, report, path = run_bisect(self.config, request, self.ctx)
         return Bisect(path=path, data=report)
 
 
@@ -390,18 +371,16 @@ def _close(
 def run_nightly(
     config: Config,
     request: NightlyRequest,
-    *,
-    base: BaseInterpreter,
-    envs_dir: Path,
-    environ: Mapping[str, str],
-    echo: Echo = print,
+    ctx: RunContext,
 ) -> NightlyResult:
-    """One night: find new releases, run, compare, bisect changes, write the body, advance the baseline."""
-    night = _Night(config, request, base=base, envs_dir=envs_dir, environ=environ, echo=echo)
+    """One night: find new releases, run, compare, bisect changes, write the body, advance the baseline. The
+    night's records go under ``request.out``, whatever store ``ctx`` names."""
+    night = _Night(config, request, ctx)
+    echo = ctx.echo
     state = load_state(request.state)
     if not request.baseline_release:
         _check_slice(state, night, request)
-    index = IndexCache(envs_dir.resolve() / "index-cache.json", base.executable)
+    index = IndexCache(ctx.envs_dir.resolve() / "index-cache.json", ctx.base.executable)
     available = index.versions(AXIS, refresh=True)
     if request.baseline_release or state.baseline is None:
         return _seed(night, state, available, echo)

@@ -23,8 +23,8 @@ from typing import Any
 from reprobisect.errors import ConfigError, StorageError
 from reprobisect.model.record import Record
 from reprobisect.report.archive import ARCHIVE
-from reprobisect.run.store import Store, inside
-from reprobisect.util.files import write_atomic
+from reprobisect.run.store import Store
+from reprobisect.util.files import inside, write_atomic
 
 __all__ = [
     "HISTORY_KEPT",

@@ -24,7 +24,7 @@ from markupsafe import Markup
 
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.verdict import SEVERITY
-from reprobisect.report.load import Bisect
+from reprobisect.report.frame import Bisect
 from reprobisect.report.logs import LOG_TAIL_LINES, LogExcerpt
 from reprobisect.report.markdown import LEGEND, environment_line, transition_lines
 from reprobisect.report.verdicts import KEY, verdicts

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from reprobisect.report.archive import LOG_TAIL_BYTES, archived_log
-from reprobisect.run.store import inside
+from reprobisect.util.files import inside
 
 __all__ = ["LOG_TAIL_LINES", "LogExcerpt", "log_excerpts", "log_tail", "traceback_text"]
 
@@ -82,7 +82,7 @@ def log_excerpts(frame: pd.DataFrame) -> dict[str, LogExcerpt]:
     """``{run_id: excerpt}`` for every run of the long frame, each log read under its own records root.
 
     The frame's ``source`` column is the root a run's record was loaded from and ``log`` its ``log_path``
-    (``report.load.records_frame``): runs merged from several machines each keep their own root.
+    (``report.frame.records_frame``): runs merged from several machines each keep their own root.
     """
     return {
         str(run_id): log_excerpt(Path(str(source)), str(log))

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from reprobisect.model.outcome import Outcome
-from reprobisect.report.load import AXES, Bisect
+from reprobisect.report.frame import AXES, Bisect
 from reprobisect.report.verdicts import KEY
 from reprobisect.report.views import (
     WARM_UP_NOTE,

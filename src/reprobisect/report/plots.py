@@ -7,7 +7,6 @@ Plots return PNG bytes so the CLI can write them beside the report and the HTML 
 from __future__ import annotations
 
 import io
-import statistics
 from typing import Any
 
 import matplotlib as mpl
@@ -19,7 +18,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from reprobisect.model.outcome import Outcome
-from reprobisect.report.load import AXES
+from reprobisect.report.frame import AXES
+from reprobisect.report.spread import spread
 from reprobisect.report.verdicts import verdicts
 from reprobisect.report.views import OUTCOME_COLOURS, fix_order, release_key
 
@@ -60,14 +60,6 @@ def _single_form(frame: pd.DataFrame) -> bool:
     return len(frame.drop_duplicates(["repro", "form"])) == 1
 
 
-def _spread(times: list[float]) -> tuple[float, float, float]:
-    """Median, p10 and p90 of pooled step times."""
-    if len(times) == 1:
-        return times[0], times[0], times[0]
-    deciles = statistics.quantiles(times, n=10, method="inclusive")
-    return statistics.median(times), deciles[0], deciles[-1]
-
-
 def step_time_plot(frame: pd.DataFrame, axis: str) -> bytes | None:
     """Median step time per release along ``axis`` with its p10–p90 band; None when no run has steps."""
     releases = sorted(set(frame[axis]), key=release_key)
@@ -78,7 +70,7 @@ def step_time_plot(frame: pd.DataFrame, axis: str) -> bytes | None:
         for x, release in enumerate(releases):
             times = [t for steps in part.loc[part[axis] == release, "step_ms"] for t in steps]
             if times:
-                points.append((x, *_spread(times)))
+                points.append((x, *spread(times)))
         if not points:
             continue
         xs, med, lo, hi = (list(column) for column in zip(*points, strict=True))

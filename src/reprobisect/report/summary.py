@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reprobisect.model.record import Record
-from reprobisect.report.load import claimed_text, runs_frame
+from reprobisect.report.frame import claimed_text, runs_frame
 from reprobisect.report.markdown import safe_frame
 from reprobisect.util.neutral import md_document, md_safe
 

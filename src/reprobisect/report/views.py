@@ -17,7 +17,8 @@ import pandas as pd
 from packaging.version import InvalidVersion, Version
 
 from reprobisect.model.outcome import Outcome
-from reprobisect.report.load import AXES, Bisect
+from reprobisect.report.frame import AXES, Bisect
+from reprobisect.report.spread import quantile
 from reprobisect.report.verdicts import KEY, Key, verdicts
 
 if TYPE_CHECKING:
@@ -234,13 +235,6 @@ def _runs_cv_pct(lists: Iterable[Sequence[float]]) -> float | None:
     return 100 * statistics.stdev(medians) / statistics.fmean(medians)
 
 
-def _p(steps: Sequence[float], which: int) -> float | None:
-    """The ``which``-th decile of pooled steps (1 = p10, 9 = p90); the one value of a single step."""
-    if len(steps) > 1:
-        return statistics.quantiles(steps, n=10, method="inclusive")[which - 1]
-    return steps[0] if steps else None
-
-
 def step_stats(frame: pd.DataFrame) -> pd.DataFrame:
     """Per run key: pooled median, p10 and p90 of step times (warm-up excluded), how far the repeats' medians
     spread (CV %), first step, peak memory."""
@@ -258,8 +252,8 @@ def step_stats(frame: pd.DataFrame) -> pd.DataFrame:
                 "runs": len(part),
                 "steps": len(steps),
                 "median_ms": statistics.median(steps) if steps else None,
-                "p10_ms": _p(steps, 1),
-                "p90_ms": _p(steps, 9),
+                "p10_ms": quantile(steps, 1, 10),
+                "p90_ms": quantile(steps, 9, 10),
                 "runs_cv_pct": _runs_cv_pct(part["step_ms"]),
                 "first_step_ms": statistics.median(first) if first else None,
                 "peak_mem_mib": max(memory) if memory else None,

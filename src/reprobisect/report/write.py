@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from reprobisect.report.frame import write_csv, write_frame
 from reprobisect.report.html import report_html
-from reprobisect.report.load import write_csv, write_frame
 from reprobisect.report.logs import log_excerpts
 from reprobisect.report.markdown import GITHUB_LIMIT, report_markdowns
 from reprobisect.report.plots import outcome_band, step_time_plot

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
+from reprobisect.model.classify import KnownSignature, find_known, known_signatures
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.signature import PATCH_ERROR
-from reprobisect.run.classify import KnownSignature, find_known, known_signatures
 from reprobisect.util.neutral import printable
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "heartbeat",
     "known_name",
     "next_step",
+    "plural",
     "runs_table",
     "signature_legend",
 ]
@@ -66,6 +67,11 @@ def cut(text: str, width: int) -> str:
     """``text`` printable on one line, at most ``width`` characters, "…" marking a cut."""
     flat = " ".join(printable(text).split())
     return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 cell``, ``3 cells``: a count as a progress line says it."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def known_name(record: Record) -> str | None:

@@ -18,20 +18,21 @@ from pathlib import Path
 
 from reprobisect import __version__
 from reprobisect.cells.envs import CellEnv
-from reprobisect.cells.ops import cache_root, finished
+from reprobisect.cells.op_builds import cache_root, finished
 from reprobisect.errors import ToolError
 from reprobisect.model.cell import Cell, run_cell
+from reprobisect.model.classify import classify
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.signature import Signature, normalize_message
-from reprobisect.run.classify import classify
 from reprobisect.run.events import RankReport, read_events
 from reprobisect.run.measured import measured_environment
 from reprobisect.run.ports import free_port
-from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ, utc_now
+from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
 from reprobisect.run.store import Store
+from reprobisect.util.clock import utc_now
 from reprobisect.util.cmd import run_tool
 
 __all__ = [
@@ -79,6 +80,11 @@ class RunSpec:
         return (*self.form.args, *self.fix.args_for(self.form.name))
 
     @property
+    def script(self) -> Path:
+        """The file this run starts (``Form.script_for``: the report's code, or its sibling for a fix's flags)."""
+        return self.form.script_for(self.fix)
+
+    @property
     def cell_id(self) -> str:
         """The id its record and log are filed under: the cell's, with ``_nproc-N`` for several ranks."""
         return str(run_cell(self.env.cell, self.nproc)["id"])
@@ -86,7 +92,7 @@ class RunSpec:
     @property
     def key(self) -> str:
         """Hash of everything that decides the outcome; equal keys mean a stored record can be reused."""
-        script = hashlib.sha256(self.form.script.read_bytes()).hexdigest()
+        script = hashlib.sha256(self.script.read_bytes()).hexdigest()
         shim = SHIMS.get(self.form.shim or "")
         blob = {
             "repro": self.repro.name,
@@ -189,8 +195,8 @@ def _confined(
         *(hop.parent for hop in link_hops(spec.env.python)),  # and every venv its python links through
         *spec.env.base_site_dirs(),
         BOOTSTRAP.parent,
-        spec.form.script,  # the file itself too: its folder may be /tmp or HOME, which are not shown whole
-        spec.form.script.parent,
+        spec.script,  # the file itself too: its folder may be /tmp or HOME, which are not shown whole
+        spec.script.parent,
         Path.cwd(),  # the checkout
         *([spec.overlay] if spec.overlay is not None else []),
         *spec.tools,
@@ -290,7 +296,7 @@ def execute(
     """Run ``spec`` once, write its record atomically, and return it (``echo`` hears a line every 15 s)."""
     run_id = uuid.uuid4().hex[:12]
     log_path = store.log_path(spec.repro.name, spec.cell_id, spec.form.name, spec.fix.name, spec.repeat, run_id)
-    argv: tuple[str, ...] = (str(spec.env.python), str(BOOTSTRAP), str(spec.form.script), *spec.args)
+    argv: tuple[str, ...] = (str(spec.env.python), str(BOOTSTRAP), str(spec.script), *spec.args)
     if spec.nproc > 1:
         argv = (str(spec.env.python), str(LAUNCH), str(spec.nproc), *argv)
     workdir = Path(tempfile.mkdtemp(prefix="reprobisect-run-"))
@@ -342,8 +348,8 @@ def execute(
         fix=spec.fix.name,
         precision=spec.form.precision,
         repeat=spec.repeat,
-        script=str(spec.form.script.name),
-        argv=[Path(spec.env.python).name, str(spec.form.script), *spec.args],
+        script=str(spec.script.name),
+        argv=[Path(spec.env.python).name, str(spec.script), *spec.args],
         cell=run_cell(spec.env.cell, spec.nproc),
         versions=versions,
         versions_source=versions_source,

@@ -8,17 +8,15 @@ returns the records as ``run_matrix`` would. The engine moves work; it never dec
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from reprobisect.cells.base import BaseInterpreter
     from reprobisect.config.load import Config
     from reprobisect.model.record import Record
-    from reprobisect.run.matrix import MatrixRequest, RunStats
-    from reprobisect.run.store import Store
-    from reprobisect.util.echo import Echo
+    from reprobisect.run.context import RunContext
+    from reprobisect.run.plan import MatrixRequest
+    from reprobisect.run.units import RunStats
 
 __all__ = ["MatrixExecutor"]
 
@@ -30,12 +28,8 @@ class MatrixExecutor(Protocol):
         self,
         config: Config,
         request: MatrixRequest,
+        ctx: RunContext,
         *,
-        base: BaseInterpreter,
-        store: Store,
-        envs_dir: Path,
-        environ: Mapping[str, str],
-        echo: Echo,
         cells: Sequence[str],
         stats: RunStats | None,
     ) -> list[Record]:

@@ -7,17 +7,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.envs import resolve_cell
 from reprobisect.config.load import Config
 from reprobisect.model.record import Record
 from reprobisect.model.repro import Backend
 from reprobisect.run.console import heartbeat
-from reprobisect.run.matrix import MatrixRequest, run_matrix
+from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_run import run_matrix
+from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda, select_fixes, select_forms
-from reprobisect.run.store import Store
-from reprobisect.util.echo import Echo
 from reprobisect.util.redact import redact
 
 __all__ = ["ReproRequest", "reproduce"]
@@ -43,14 +42,10 @@ class ReproRequest:
 def reproduce(
     config: Config,
     request: ReproRequest,
-    *,
-    base: BaseInterpreter,
-    store: Store,
-    envs_dir: Path,
-    environ: Mapping[str, str],
-    echo: Echo = print,
+    ctx: RunContext,
 ) -> list[Record]:
     """Resolve one cell (newest releases that install together, unless pinned) and run it as a one-cell matrix."""
+    base, echo = ctx.base, ctx.echo
     repro = config.repro(request.repro)
     fixes = request.fixes or repro.default_fixes  # a newcomer's first run: the report's code and what answers it
     select_fixes(repro, fixes)  # unknown names fail before anything is built
@@ -88,4 +83,4 @@ def reproduce(
         cpus_per_run=request.cpus_per_run,
         confinement=request.confinement,
     )
-    return run_matrix(config, matrix, base=base, store=store, envs_dir=envs_dir, environ=environ, echo=echo)
+    return run_matrix(config, matrix, ctx)

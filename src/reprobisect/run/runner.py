@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as dt
 import json
 import math
 import os
@@ -23,6 +22,7 @@ from typing import IO, BinaryIO
 
 from reprobisect.errors import StorageError
 from reprobisect.model.signature import EVENT_MARK
+from reprobisect.util.clock import utc_now
 from reprobisect.util.redact import URL_CREDENTIALS
 from reprobisect.util.stop import POLL_SECONDS, stop_requested
 
@@ -134,11 +134,6 @@ class ChildResult:
     started_at: str
     finished_at: str
     log_path: Path
-
-
-def utc_now() -> str:
-    """The time a record says it started or finished: UTC, to the second, ISO 8601."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

@@ -21,19 +21,7 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import SCHEMA_VERSION, Record
 from reprobisect.util.files import write_atomic
 
-__all__ = ["Store", "inside"]
-
-
-def inside(root: Path, relative: str) -> bool:
-    """Does ``relative`` (a record's ``log_path``) name a file under ``root``, links resolved?
-
-    A record from another machine (``report --merge``, a nightly state) could name ``../../.ssh/id_ed25519``
-    or an absolute path; the report must never read, embed or copy a file outside the records root.
-    """
-    try:
-        return (root / relative).resolve().is_relative_to(root.resolve())
-    except (OSError, ValueError, RuntimeError):
-        return False
+__all__ = ["Store"]
 
 
 def _schema_of(path: Path) -> int | None:

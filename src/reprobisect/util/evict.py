@@ -1,6 +1,6 @@
 """Which entries of a size-bounded cache go: the least recently used, until the rest fits.
 
-Shared by the op cache (cells/ops.py) and the kept wheels (cells/built_wheels.py), which differ only in how an
+Shared by the op cache (cells/op_builds.py) and the kept wheels (cells/built_wheels.py), which differ only in how an
 entry is removed (a kept wheel is removed under its lock).
 """
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from reprobisect.errors import StorageError
 from reprobisect.util.redact import redact
 
-__all__ = ["atomic_path", "empty_folder", "write_atomic"]
+__all__ = ["atomic_path", "empty_folder", "inside", "write_atomic"]
 
 
 @contextlib.contextmanager
@@ -79,3 +79,15 @@ def empty_folder(root: Path) -> None:
             shutil.rmtree(child, ignore_errors=True)
         else:
             child.unlink(missing_ok=True)
+
+
+def inside(root: Path, relative: str) -> bool:
+    """Does ``relative`` (a record's ``log_path``) name a file under ``root``, links resolved?
+
+    A record from another machine (``report --merge``, a nightly state) could name ``../../.ssh/id_ed25519``
+    or an absolute path; the report must never read, embed or copy a file outside the records root.
+    """
+    try:
+        return (root / relative).resolve().is_relative_to(root.resolve())
+    except (OSError, ValueError, RuntimeError):
+        return False

@@ -9,11 +9,16 @@ every queued cell). Inside ``stoppable_children`` an interrupt sets one flag tha
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
-__all__ = ["POLL_SECONDS", "stop_requested", "stoppable_children"]
+__all__ = ["POLL_SECONDS", "in_parallel", "stop_requested", "stoppable_children"]
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 POLL_SECONDS = 0.25  # how soon a child waited for in another thread hears the stop
 
@@ -40,3 +45,15 @@ def stoppable_children(on_interrupt: Callable[[], None] = lambda: None) -> Itera
         raise
     finally:
         _STOP.clear()
+
+
+def in_parallel(run: Callable[[_T], _R], units: Sequence[_T], jobs: int) -> list[_R]:
+    """``run`` over ``units`` (runs, cell builds), ``jobs`` at a time, in order; on an interrupt every running
+    child is stopped and no further unit starts (see ``stoppable_children``)."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+    try:
+        # on an interrupt: cancel the units not started, wait for the running ones to stop their children
+        with stoppable_children(on_interrupt=lambda: pool.shutdown(wait=True, cancel_futures=True)):
+            return list(pool.map(run, units))
+    finally:
+        pool.shutdown(wait=True)

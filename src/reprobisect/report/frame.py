@@ -20,14 +20,14 @@ from typing import Any
 import pandas as pd
 
 from reprobisect.errors import RecordError
+from reprobisect.model.classify import find_known
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, warm_up_steps
 from reprobisect.model.signature import Signature
 from reprobisect.model.verdict import fold_repeats
 from reprobisect.report import archive
-from reprobisect.run.classify import find_known
-from reprobisect.run.store import inside
-from reprobisect.util.files import atomic_path
+from reprobisect.report.spread import quantile
+from reprobisect.util.files import atomic_path, inside
 from reprobisect.util.neutral import printable
 
 __all__ = [
@@ -228,14 +228,6 @@ def step_times_ms(record: Record) -> list[float]:
     return [s.seconds * 1000 for s in record.steps[warm_up_steps(len(record.steps)) :] if s.ok]
 
 
-def _quantile(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    if len(values) == 1:
-        return values[0]
-    return float(statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1])
-
-
 def _pin(record: Record, axis: str) -> str:
     """The cell's pin on one axis: what a bisect or the matrix varied, whatever the run imported."""
     if axis == "torch":
@@ -308,8 +300,8 @@ def _row(item: Loaded) -> dict[str, Any]:
         "n_steps": len(r.steps),
         "step_ms": steps,
         "median_step_ms": statistics.median(steps) if steps else None,
-        "p10_step_ms": _quantile(steps, 0.10),
-        "p90_step_ms": _quantile(steps, 0.90),
+        "p10_step_ms": quantile(steps, 10, 100),
+        "p90_step_ms": quantile(steps, 90, 100),
         "first_step_ms": None if first is None else first * 1000,
         "setup_s": r.setup_seconds,
         "wall_s": r.wall_seconds,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Evidence for issue #14 on a GPU node without network: bisect each Lightning test whose outcome changed in
-# reports/gpu/2026-12-03-lightning-tests (tools/gpu_lightning_tests.sh), over every DeepSpeed release between,
+# reports/gpu/2026-12-03-lightning-tests (gpu_lightning_tests.sh beside this script), over every DeepSpeed release between,
 # reusing that map's records as the ends' probes; and the bf16 test's port clash, again with a loopback per run.
 # Needs .lightning-tests/ and a wheelhouse in .whl with every release of both ranges (0.16.0-0.17.0, 0.19.0-0.19.8).
 set -u

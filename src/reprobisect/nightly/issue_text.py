@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from reprobisect.report.compare import Comparison
-from reprobisect.report.load import Bisect
+from reprobisect.report.frame import Bisect
 from reprobisect.report.markdown import GITHUB_LIMIT, fit_limit, report_markdown, safe_frame
 from reprobisect.report.verdicts import Key
 from reprobisect.report.views import ReportData, reproduce_command

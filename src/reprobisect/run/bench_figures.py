@@ -84,7 +84,7 @@ def _bare_run(spec: RunSpec, environ: Mapping[str, str], log: Path) -> float:
     """The same child without the bootstrap, record or classification: what a user would type."""
     env = child_environ(spec, environ)
     env.pop("REPROBISECT_SHIM", None)
-    argv = (str(spec.env.python), str(spec.form.script), *spec.args)
+    argv = (str(spec.env.python), str(spec.script), *spec.args)
     return run_child(
         ChildSpec(argv=argv, env=env, cwd=log.parent, log_path=log, timeout=spec.repro.timeout)
     ).wall_seconds

@@ -1,0 +1,171 @@
+"""``reprobisect minimize SCRIPT --bad PIN [--good PIN] [-- ARGS]``: cut a script from an issue down to the smallest
+one that still fails on the bad release (the same way) and, with ``--good``, not on the good one.
+
+Prints a progress line every 15 s, and at the end the sizes, the verdicts in both cells, the commands that re-check
+the result and where its files are (``out/minimize/NAME/``: ``minimized.py``, ``minimized.diff``,
+``minimize.json``, ``minimize.md``). Ctrl-C keeps the best so far (and exits 130).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+
+from reprobisect.cells.base import base_interpreter
+from reprobisect.commands.options import Subparsers, add_backend, add_common, add_timeout, confinement, pins, prepare
+from reprobisect.config.expand import PINNED_AXES
+from reprobisect.config.load import check_pin, load_config
+from reprobisect.config.scripts import env_settings
+from reprobisect.errors import INTERRUPTED_EXIT, ConfigError
+from reprobisect.minimize.outputs import recheck_commands, write_outputs
+from reprobisect.minimize.reduce import Budget
+from reprobisect.minimize.session import MinimizeRequest, MinimizeResult, minimize
+
+__all__ = ["parse_budget", "parse_cell_pins", "run_from_args", "setup_arguments"]
+
+_BUDGET = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|runs?)?", re.IGNORECASE)
+
+
+def setup_arguments(subparsers: Subparsers) -> None:
+    """Add ``minimize`` and its options."""
+    parser = subparsers.add_parser(
+        "minimize",
+        help="shrink a script to the smallest one that still fails on the bad release and not on the good one",
+        description="Arguments after '--' go to the script. Example: reprobisect minimize issue.py "
+        "--bad deepspeed==0.16.5 --good deepspeed==0.16.4 --jobs 2 --budget 20m",
+    )
+    parser.add_argument("script", type=Path, help="the script to minimize (it is run as untrusted code)")
+    parser.add_argument(
+        "--bad",
+        action="append",
+        required=True,
+        metavar="PACKAGE==VERSION",
+        help="the cell where the script fails: pins of one or more packages (comma-separated or repeated)",
+    )
+    parser.add_argument(
+        "--good",
+        action="append",
+        metavar="PACKAGE==VERSION",
+        help="the cell where it does not fail that way; a candidate is kept only if it still tells the two apart",
+    )
+    parser.add_argument("--expect-signature", help="the known name or signature id the bad cell must show")
+    parser.add_argument("--form", help="the form to run (default: cuda on a GPU, cpu-deepspeed on the CPU)")
+    parser.add_argument("--shim", action="store_true", help="run the script through the Lightning CPU shim")
+    parser.add_argument("--env", action="append", metavar="VAR=VALUE", help="a variable for every run")
+    parser.add_argument("--jobs", type=int, default=2, help="candidates run at a time (default 2)")
+    parser.add_argument(
+        "--budget",
+        action="append",
+        default=[],
+        help="stop after this long or this many runs: 600, 10m, 1h, 200runs (repeat for both); default none: "
+        "the reducer stops when a whole pass removes nothing",
+    )
+    parser.add_argument(
+        "--try-traceback-lines",
+        dest="keep_traceback",
+        action="store_false",
+        help="also try removing the statements the original's failure passed through (kept by default: without "
+        "them a candidate cannot fail the same way, except by another path)",
+    )
+    add_backend(parser)
+    add_timeout(parser, help="seconds per candidate run (default: 5 times the original's slowest run, at least 60)")
+    add_common(parser)
+    parser.set_defaults(run=run_from_args, script_args=())
+
+
+def parse_cell_pins(values: list[str] | None, option: str) -> dict[str, str] | None:
+    """``--bad deepspeed==0.16.5,lightning==2.5.0`` as ``{"deepspeed": "0.16.5", "lightning": "2.5.0"}``."""
+    if not values:
+        return None
+    found: dict[str, str] = {}
+    for item in (part.strip() for value in values for part in value.split(",")):
+        if not item:
+            continue
+        name, sep, version = item.partition("==")
+        name = name.strip().lower()
+        if not sep or name not in PINNED_AXES or not version.strip():
+            msg = f"{option} {item!r}: expected PACKAGE==VERSION with PACKAGE one of {', '.join(PINNED_AXES)}"
+            raise ConfigError(msg)
+        found[name] = check_pin(version.strip(), f"{option} {item!r}")
+    return found
+
+
+def parse_budget(values: list[str]) -> Budget:
+    """``--budget 10m --budget 200runs`` as a Budget (seconds and runs; the first reached stops)."""
+    seconds: float | None = None
+    runs: int | None = None
+    for value in values:
+        match = _BUDGET.fullmatch(value.strip())
+        if not match or float(match.group(1)) <= 0:
+            msg = f"--budget {value!r}: expected seconds (600, 600s), minutes (10m), hours (1h) or runs (200runs)"
+            raise ConfigError(msg)
+        number, unit = float(match.group(1)), (match.group(2) or "s").lower()
+        if unit.startswith("run"):
+            runs = int(number)
+        else:
+            seconds = number * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
+    return Budget(seconds=seconds, runs=runs)
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Minimize, write the files, print the result; 130 when Ctrl-C stopped it (the best so far is written)."""
+    prepare(args)
+    if args.jobs < 1:
+        msg = f"--jobs {args.jobs}: must be at least 1"
+        raise ConfigError(msg)
+    if not args.script.is_file():
+        msg = f"{args.script}: no such file"
+        raise ConfigError(msg)
+    bad = parse_cell_pins(args.bad, "--bad") or {}
+    good = parse_cell_pins(args.good, "--good")
+    if good is not None and set(good) != set(bad):
+        msg = f"--good pins {', '.join(sorted(good))} but --bad pins {', '.join(sorted(bad))}: pin the same packages"
+        raise ConfigError(msg)
+    if good == bad:
+        msg = "--good and --bad name the same cell: give the release where the script does not fail"
+        raise ConfigError(msg)
+    request = MinimizeRequest(
+        script=args.script,
+        bad=bad,
+        good=good,
+        pins=pins(args),
+        backend=args.backend,
+        form=args.form,
+        script_args=tuple(args.script_args),
+        expect=args.expect_signature,
+        shim=args.shim,
+        env=env_settings(args.env or ()),
+        timeout=args.timeout,
+        cpus_per_run=args.cpus_per_run,
+        confinement=confinement(args),
+        jobs=args.jobs,
+        keep_traceback=args.keep_traceback,
+        budget=parse_budget(args.budget),
+        out=args.out,
+    )
+    source = args.script.read_text(encoding="utf-8")
+    result = minimize(
+        load_config(args.config),
+        request,
+        base=base_interpreter(args.base_python),
+        envs_dir=args.envs,
+        environ=os.environ,
+    )
+    write_outputs(result, request, source)
+    _print(result)
+    return INTERRUPTED_EXIT if result.interrupted else 0
+
+
+def _print(result: MinimizeResult) -> None:
+    o, m = result.original, result.minimized
+    print(
+        f"\n{o.lines} → {m.lines} lines ({o.lines / max(1, m.lines):.1f}× fewer), {o.tokens} → {m.tokens} tokens "
+        f"({o.tokens / max(1, m.tokens):.1f}× fewer) in {result.runs} runs, {result.seconds:.0f} s; "
+        f"stopped: {result.stopped}"
+    )
+    print(f"The minimized script: {result.verdict.why}")
+    print("\n" + result.text.rstrip())
+    print("\nRe-check it:\n  " + "\n  ".join(recheck_commands(result.folder / "minimized.py", result.cells)))
+    print(f"\nFiles: {result.folder}/ (minimized.py, minimized.diff, minimize.json, minimize.md)")

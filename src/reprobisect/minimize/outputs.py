@@ -1,0 +1,169 @@
+"""What a minimization leaves for a maintainer to paste: the script, its diff, sizes, verdicts, re-check commands.
+
+``out/minimize/NAME/`` holds ``minimized.py``, ``minimized.diff`` (against the original, as ``a/`` and ``b/``
+of the script's own name), ``minimize.json`` (every figure below, for tools) and ``minimize.md`` (the section that
+``report`` and ``triage`` include). The script came from an issue and is untrusted text: in Markdown it sits in a
+fence longer than any run of backticks it holds, and the whole file is neutralised like every Markdown file the
+harness writes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from reprobisect.minimize.candidates import CellRun, Cells
+from reprobisect.minimize.session import MinimizeRequest, MinimizeResult
+from reprobisect.util.files import write_atomic
+from reprobisect.util.neutral import md_document, md_safe
+
+__all__ = ["SECTION_FILE", "recheck_commands", "write_outputs"]
+
+SECTION_FILE = "minimize.md"
+
+
+def write_outputs(result: MinimizeResult, request: MinimizeRequest, source: str) -> None:
+    """Write the four files of a minimization into ``result.folder``."""
+    folder, cells = result.folder, result.cells
+    name = request.script.name
+    write_atomic(folder / "minimized.py", result.text, what="the minimized script")
+    diff = "".join(
+        difflib.unified_diff(
+            source.splitlines(keepends=True),
+            result.text.splitlines(keepends=True),
+            fromfile=f"a/{name}",
+            tofile=f"b/{name}",
+        )
+    )
+    write_atomic(folder / "minimized.diff", diff, what="the diff")
+    commands = recheck_commands(folder / "minimized.py", cells)
+    summary = _summary(result, request, cells, commands)
+    write_atomic(folder / "minimize.json", json.dumps(summary, indent=2) + "\n", what="the minimization's summary")
+    write_atomic(folder / SECTION_FILE, section_markdown(summary, result.text, diff), what="the Markdown section")
+
+
+def recheck_commands(script: Path, cells: Cells) -> list[str]:
+    """One ``nox -s triage`` command per cell that runs the minimized script there again."""
+    commands = []
+    for pins in (cells.bad, cells.good):
+        if pins is None:
+            continue
+        words = ["nox", "-s", "triage", "--", str(script)]
+        for axis, value in pins.items():
+            words += [f"--{axis}", value]
+        words += ["--form", cells.form]
+        words += ["--shim"] if cells.shim else []
+        words += ["--expect-signature", cells.expect] if cells.expect else []
+        words += [item for k, v in cells.env.items() for item in ("--env", f"{k}={v}")]
+        words += ["--", *cells.script_args] if cells.script_args else []
+        commands.append(shlex.join(words))
+    return commands
+
+
+def _run(run: CellRun) -> dict[str, Any]:
+    return {
+        "outcome": run.outcome,
+        "signature": run.signature,
+        "signature_text": run.signature_text,
+        "seconds": run.seconds,
+        "record": run.record,
+    }
+
+
+def _cell(pins: Mapping[str, str] | None, original: CellRun | None, minimized: CellRun | None) -> dict[str, Any]:
+    return {
+        "pins": dict(pins or {}),
+        "original": _run(original) if original else None,
+        "minimized": _run(minimized) if minimized else None,
+    }
+
+
+def _summary(result: MinimizeResult, request: MinimizeRequest, cells: Cells, commands: list[str]) -> dict[str, Any]:
+    original_runs = result.original_verdict.runs
+    minimized_runs = result.verdict.runs
+    minutes = result.seconds / 60
+    return {
+        "script": str(request.script),
+        "form": cells.form,
+        "target": result.target.text,
+        "original": {"lines": result.original.lines, "tokens": result.original.tokens},
+        "minimized": {"lines": result.minimized.lines, "tokens": result.minimized.tokens},
+        "reduction": {
+            "lines": round(result.original.lines / max(1, result.minimized.lines), 2),
+            "tokens": round(result.original.tokens / max(1, result.minimized.tokens), 2),
+        },
+        "bad": _cell(cells.bad, _nth(original_runs, 0), _nth(minimized_runs, 0)),
+        "good": _cell(cells.good, _nth(original_runs, 1), _nth(minimized_runs, 1)) if cells.good is not None else None,
+        "interesting": result.verdict.interesting,
+        "why": result.verdict.why,
+        "stopped": result.stopped,
+        "passes": result.passes,
+        "candidates": result.candidates,
+        "refused_without_a_run": result.refused,
+        "runs": result.runs,
+        "seconds": result.seconds,
+        "runs_per_minute": round(result.runs / minutes, 2) if minutes > 0 else None,
+        "jobs": request.jobs,
+        "reducer": "picire ParallelDD over the statement tree (hierarchical delta debugging)",
+        "recheck": commands,
+        "minimized_script": "minimized.py",
+        "diff": "minimized.diff",
+    }
+
+
+def _nth(runs: tuple[CellRun, ...], index: int) -> CellRun | None:
+    return runs[index] if len(runs) > index else None
+
+
+def _fence(text: str, info: str) -> str:
+    """``text`` in a code fence no backtick run inside it can close."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    body = text if text.endswith("\n") or not text else text + "\n"
+    return f"{ticks}{info}\n{body}{ticks}\n"
+
+
+def _verdict_cell(run: Mapping[str, Any] | None) -> str:
+    if not run:
+        return "not run"
+    text = str(run["outcome"])
+    if run.get("signature_text") and text != "PASS":
+        shown = md_safe(str(run["signature_text"])).replace("`", "'")
+        text += f" `{shown}`"
+    return text
+
+
+def section_markdown(summary: Mapping[str, Any], text: str, diff: str) -> str:
+    """The Markdown section of one minimization (``report`` and ``triage`` include it as it is)."""
+    original, minimized, reduction = summary["original"], summary["minimized"], summary["reduction"]
+    lines = [
+        f"## Minimized: {md_safe(Path(summary['script']).name)}",
+        "",
+        f"{original['lines']} → **{minimized['lines']} lines** ({reduction['lines']}× fewer), "
+        f"{original['tokens']} → {minimized['tokens']} tokens ({reduction['tokens']}× fewer); "
+        f"{summary['runs']} runs in {summary['seconds']:.0f} s"
+        + (f" ({summary['runs_per_minute']} a minute" if summary["runs_per_minute"] else " (")
+        + f", {summary['jobs']} at a time), {summary['candidates']} candidates of which "
+        f"{summary['refused_without_a_run']} were refused without a run; stopped: {md_safe(summary['stopped'])}.",
+        "",
+        f"Target: {md_safe(summary['target'])} (form `{md_safe(summary['form'])}`).",
+        "",
+        "| cell | pins | original | minimized |",
+        "| --- | --- | --- | --- |",
+    ]
+    for role in ("bad", "good"):
+        cell = summary.get(role)
+        if not cell:
+            continue
+        pins = ", ".join(f"{k} {v}" for k, v in cell["pins"].items()) or "default"
+        lines.append(
+            f"| {role} | {md_safe(pins)} | {_verdict_cell(cell['original'])} | {_verdict_cell(cell['minimized'])} |"
+        )
+    lines += ["", "Re-check it:", "", _fence("\n".join(summary["recheck"]), "bash"), _fence(text, "python")]
+    lines += ["<details><summary>Diff against the original</summary>", "", _fence(diff, "diff"), "</details>", ""]
+    return md_document("\n".join(lines))

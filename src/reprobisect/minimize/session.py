@@ -1,0 +1,436 @@
+"""``reprobisect minimize``: a pasted script cut down, by machine, to the smallest one that still tells the bad
+release from the good one.
+
+The original is run first in both cells: it must fail in the bad one (its signature becomes the target) and not
+fail that way in the good one, or there is nothing to keep and the command says why. Then statements are removed
+level by level (``reduce``), each candidate judged by real runs in the sandbox (``candidates``), up to ``jobs`` at
+a time; the cells are built once and every verdict is kept on disk, so a second minimization of the same script
+starts where the first stopped. The result is the smallest interesting candidate, tidied of comment lines when
+that keeps it interesting, with its diff, sizes, verdicts and the commands that re-check it (``outputs``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Literal
+
+from reprobisect.cells.base import BaseInterpreter
+from reprobisect.config.load import Config
+from reprobisect.config.scripts import script_name
+from reprobisect.errors import ConfigError, NotInterestingError
+from reprobisect.minimize.candidates import CellRun, Cells, Target, Tester, Verdict, text_key
+from reprobisect.minimize.reduce import Budget, reduce_statements
+from reprobisect.minimize.statements import Size, parse_script, size_of, tidy
+from reprobisect.minimize.static import undefined_names
+from reprobisect.model.outcome import Outcome
+from reprobisect.model.repro import script_forms
+from reprobisect.model.signature import script_lines
+from reprobisect.run.sandbox import Confinement
+from reprobisect.run.select import detect_cuda
+from reprobisect.util.echo import Echo
+from reprobisect.util.files import write_atomic
+
+__all__ = ["MinimizeRequest", "MinimizeResult", "minimize", "progress_summary"]
+
+PROGRESS_EVERY = 15.0  # seconds between progress lines
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MinimizeRequest:
+    """A minimization as asked for on the command line."""
+
+    script: Path
+    bad: Mapping[str, str]
+    good: Mapping[str, str] | None = None
+    pins: Mapping[str, str] = dataclasses.field(default_factory=dict)  # held in both cells (--torch, ...)
+    backend: Literal["auto", "cuda", "cpu"] = "auto"
+    form: str | None = None
+    script_args: tuple[str, ...] = ()
+    expect: str | None = None
+    shim: bool = False
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    timeout: float | None = None
+    cpus_per_run: int | None = None
+    confinement: Confinement = dataclasses.field(default_factory=Confinement)
+    jobs: int = 1
+    keep_traceback: bool = True  # never try removing the statements the original's failure passed through
+    budget: Budget = dataclasses.field(default_factory=Budget)
+    out: Path = Path("reports")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MinimizeResult:
+    """What a minimization found, and where it wrote it."""
+
+    folder: Path
+    cells: Cells
+    original: Size
+    minimized: Size
+    text: str
+    verdict: Verdict  # the minimized script's own
+    original_verdict: Verdict
+    target: Target
+    stopped: str
+    passes: int
+    candidates: int
+    refused: int  # candidates answered without a run (they do not compile, or use a name they lost)
+    runs: int  # runs executed (not taken from the store)
+    seconds: float
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped by Ctrl-C: the result is the best found so far."""
+        return self.stopped.startswith("interrupted")
+
+
+def minimize(
+    config: Config,
+    request: MinimizeRequest,
+    *,
+    base: BaseInterpreter,
+    envs_dir: Path,
+    environ: Mapping[str, str],
+    echo: Echo = print,
+) -> MinimizeResult:
+    """Minimize ``request.script`` between its two cells, in ``out/minimize/NAME/``; on Ctrl-C, the best so far
+    (``result.interrupted``)."""
+    source = _read(request.script)
+    try:
+        script = parse_script(source)
+    except SyntaxError as exc:
+        msg = f"{request.script}: line {exc.lineno}: {exc.msg}; minimize needs a Python script that parses"
+        raise ConfigError(msg) from exc
+    original_undefined = undefined_names(source)
+    if original_undefined is None:
+        msg = f"{request.script}: does not compile; minimize needs a Python script that compiles"
+        raise ConfigError(msg)
+    name = script_name(request.script)
+    folder = (request.out / "minimize" / name).resolve()
+    cells = _cells(config, request, name, base, envs_dir, environ)
+    echo(
+        f"Minimizing {request.script} ({size_of(source)}): bad cell {_pins(cells.bad)}"
+        + (f", good cell {_pins(cells.good)}" if cells.good is not None else ", no good cell")
+        + f", form {cells.form}, {request.jobs} at a time"
+    )
+    started = time.monotonic()
+    target, original_verdict = _check_original(cells, folder, source, original_undefined, echo)
+    if request.timeout is None:  # a candidate that hangs (a loop lost its break) must not cost the repro's 900 s
+        slowest = max(run.seconds for run in original_verdict.runs)
+        cells = dataclasses.replace(cells, timeout=max(60.0, 5 * slowest))
+    tester = Tester(cells, target, folder, original_undefined)
+    runs_before = _executed(tester.log)
+    pinned = (
+        script.enclosing(_failure_lines(folder, original_verdict, cells.filename))
+        if request.keep_traceback
+        else frozenset()
+    )
+    echo(
+        f"Target: {target.text}. Reducing {len(script.units)} statements over {script.depth + 1} levels"
+        + (f"; {len(pinned)} on the failure's path are kept." if pinned else ".")
+    )
+
+    def spent() -> str | None:
+        return request.budget.spent(started, _executed(tester.log) - runs_before)
+
+    def interesting(removed: frozenset[int]) -> bool:
+        _quiet_child(parent)
+        text = script.text(removed)
+        known = tester.known(text)
+        if known is not None:
+            return known.interesting
+        if tester.refused(text) is not None or spent():
+            return False
+        return tester.run(text).interesting
+
+    parent = os.getpid()
+    level_file = folder / "level.json"
+
+    def on_level(depth: int, units: int, passes: int) -> None:
+        write_atomic(level_file, json.dumps({"depth": depth, "units": units, "pass": passes}), what="the level")
+
+    stopped, passes, removed = "", 0, frozenset[int]()
+    interrupted = False
+    with _progress_lines(tester.log, level_file, size_of(source), runs_before, echo):
+        try:
+            reduction = reduce_statements(
+                script, interesting, jobs=request.jobs, pinned=pinned, spent=spent, on_level=on_level
+            )
+            stopped, passes, removed = reduction.stopped, reduction.passes, reduction.removed
+        except KeyboardInterrupt:
+            _stop_children()
+            interrupted, stopped = True, "interrupted (Ctrl-C): the best so far"
+    best = script.text(removed) if not interrupted else _best_on_disk(tester, source)
+    final, verdict = best, tester.known(best) or original_verdict
+    if not interrupted:
+        final, verdict = _tidied(tester, best, verdict, echo)
+    return _result(tester, folder, source, final, verdict, original_verdict, target, stopped, passes, started)
+
+
+def _failure_lines(folder: Path, verdict: Verdict, filename: str) -> tuple[int, ...]:
+    """The script's lines on the original's failing traceback in the bad cell (none when it has no traceback): a
+    candidate without one of them cannot fail there the same way, so trying costs a run for nothing."""
+    record = folder / verdict.runs[0].record
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+        log = (folder / "runs" / str(data["log_path"])).read_text(encoding="utf-8", errors="replace")
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return ()
+    return script_lines(log, filename)
+
+
+def _read(script: Path) -> str:
+    try:
+        return script.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"{script}: cannot read it as UTF-8 text ({exc}); give a Python script"
+        raise ConfigError(msg) from exc
+
+
+def _pins(pins: Mapping[str, str] | None) -> str:
+    return ", ".join(f"{k} {v}" for k, v in (pins or {}).items()) or "(the default cell)"
+
+
+def _cells(
+    config: Config,
+    request: MinimizeRequest,
+    name: str,
+    base: BaseInterpreter,
+    envs_dir: Path,
+    environ: Mapping[str, str],
+) -> Cells:
+    backend: Literal["cuda", "cpu"]
+    if request.backend == "auto":  # asked once: each ask imports torch
+        backend = "cuda" if base.torch and detect_cuda(Path(base.executable)) else "cpu"
+    else:
+        backend = request.backend
+    forms = script_forms(request.script.resolve(), shim=request.shim)
+    form = request.form or ("cuda" if backend == "cuda" else next(n for n in forms if n != "cuda"))
+    if form not in forms:
+        msg = f"--form {form}: a script runs in {', '.join(forms)}"
+        raise ConfigError(msg)
+    return Cells(
+        config=config,
+        name=name,
+        filename=request.script.name,
+        bad={**request.pins, **request.bad},
+        good={**request.pins, **request.good} if request.good is not None else None,
+        backend=backend,
+        form=form,
+        script_args=request.script_args,
+        expect=request.expect,
+        shim=request.shim,
+        env=request.env,
+        timeout=request.timeout,
+        cpus_per_run=request.cpus_per_run,
+        confinement=request.confinement,
+        base=base,
+        envs_dir=envs_dir,
+        environ=environ,
+    )
+
+
+def _check_original(
+    cells: Cells, folder: Path, source: str, undefined: frozenset[str], echo: Echo
+) -> tuple[Target, Verdict]:
+    """The original's runs in both cells and the target they give; NotInterestingError when they do not differ."""
+    probe = Tester(cells, Target(outcome="", signature=None, text=""), folder, undefined)
+    key = text_key(source)
+    path = probe.candidates / key / cells.filename
+    write_atomic(path, source, what="the original script")
+    bad = probe.run_in(path, cells.bad, key)
+    echo(f"  bad cell:  {_said(bad)}")
+    if bad.outcome in (Outcome.PASS.value, Outcome.ENV_ERROR.value, Outcome.TIMEOUT.value) or (
+        cells.expect and bad.outcome != Outcome.REPRODUCED.value
+    ):
+        want = f"REPRODUCED ({cells.expect})" if cells.expect else "a failure"
+        msg = (
+            f"{cells.filename} gives {_said(bad)} in the bad cell ({_pins(cells.bad)}), not {want}: nothing to "
+            f"minimize (log: {folder / bad.record})"
+        )
+        raise NotInterestingError(msg)
+    target = Target(
+        outcome=bad.outcome,
+        signature=bad.signature,
+        text=f"{bad.outcome} {bad.signature_text or ''}".strip(),
+        expected=bool(cells.expect),
+    )
+    good: CellRun | None = None
+    if cells.good is not None:
+        good = probe.run_in(path, cells.good, key)
+        echo(f"  good cell: {_said(good)}")
+        if good.outcome in (Outcome.ENV_ERROR.value, Outcome.TIMEOUT.value) or target.hit(good):
+            msg = (
+                f"{cells.filename} gives {_said(good)} in the good cell ({_pins(cells.good)}): it does not tell the "
+                "good cell from the bad one, so a smaller script could not either"
+            )
+            raise NotInterestingError(msg)
+        target = dataclasses.replace(target, good_must_pass=good.outcome == Outcome.PASS.value)
+    tester = Tester(cells, target, folder, undefined)
+    runs = (bad,) if good is None else (bad, good)
+    verdict = Verdict(key=key, interesting=True, why="the original", size=size_of(source), runs=runs, at=time.time())
+    if tester.known(source) is None:
+        tester.keep(verdict)  # the original's verdict, judged here rather than by Tester.run
+    return target, verdict
+
+
+def _said(run: CellRun) -> str:
+    sig = f" {run.signature_text}" if run.signature_text and run.outcome != Outcome.PASS.value else ""
+    return f"{run.outcome}{sig} ({run.seconds:.1f} s{', reused' if run.reused else ''})"
+
+
+def _quiet_child(parent: int) -> None:
+    """In a process the parallel reducer forked: SIGTERM stops the running candidate's run (as Ctrl-C does the
+    parent's), and the terminal is left to the parent."""
+    if os.getpid() == parent:
+        return
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_children() -> None:
+    """Stop the candidates still running in forked processes: each stops its own run's process group."""
+    for child in multiprocessing.active_children():
+        child.terminate()
+    for child in multiprocessing.active_children():
+        child.join(timeout=30)
+        if child.is_alive():
+            child.kill()
+
+
+def _executed(log: Path) -> int:
+    """Runs executed so far, by every process (from the verdict log)."""
+    total = 0
+    with contextlib.suppress(OSError):
+        for line in log.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                total += int(json.loads(line)["runs"])
+    return total
+
+
+def _best_on_disk(tester: Tester, source: str) -> str:
+    """The smallest interesting candidate any process has found (the original when none is smaller)."""
+    best, best_size = source, size_of(source)
+    with contextlib.suppress(OSError):
+        for line in tester.log.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                entry = json.loads(line)
+                size = Size(lines=int(entry["lines"]), tokens=int(entry["tokens"]))
+                if entry["interesting"] and (size.tokens, size.lines) < (best_size.tokens, best_size.lines):
+                    path = tester.candidates / str(entry["key"]) / tester.cells.filename
+                    with contextlib.suppress(OSError):
+                        best, best_size = path.read_text(encoding="utf-8"), size
+    return best
+
+
+def _tidied(tester: Tester, best: str, verdict: Verdict, echo: Echo) -> tuple[str, Verdict]:
+    """``best`` without comment lines when that is still interesting (checked by a run), else ``best``."""
+    tidy_text = tidy(best)
+    if tidy_text == best or not tidy_text.strip():
+        return best, verdict
+    known = tester.known(tidy_text)
+    checked = known if known is not None else tester.run(tidy_text)
+    if checked.interesting:
+        return tidy_text, checked
+    echo(f"  without its comment lines the script is no longer interesting ({checked.why}): kept them")
+    return best, verdict
+
+
+def _result(
+    tester: Tester,
+    folder: Path,
+    source: str,
+    final: str,
+    verdict: Verdict,
+    original_verdict: Verdict,
+    target: Target,
+    stopped: str,
+    passes: int,
+    started: float,
+) -> MinimizeResult:
+    entries = []
+    with contextlib.suppress(OSError):
+        for line in tester.log.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                entries.append(json.loads(line))
+    return MinimizeResult(
+        folder=folder,
+        cells=tester.cells,
+        original=size_of(source),
+        minimized=size_of(final),
+        text=final,
+        verdict=verdict,
+        original_verdict=original_verdict,
+        target=target,
+        stopped=stopped,
+        passes=passes,
+        candidates=len(entries),
+        refused=sum(1 for e in entries if not e.get("ran")),
+        runs=sum(int(e.get("runs", 0)) for e in entries),
+        seconds=round(time.monotonic() - started, 1),
+    )
+
+
+def progress_summary(log: Path, original: Size, runs_before: int, elapsed: float, level: Mapping[str, int]) -> str:
+    """One progress line: the best size so far, runs and their rate, candidates, the level being reduced."""
+    best, runs, candidates, refused = original, 0, 0, 0
+    with contextlib.suppress(OSError):
+        for line in log.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                entry = json.loads(line)
+                candidates += 1
+                runs += int(entry["runs"])
+                refused += 0 if entry["ran"] else 1
+                size = Size(lines=int(entry["lines"]), tokens=int(entry["tokens"]))
+                if entry["interesting"] and size.tokens < best.tokens:
+                    best = size
+    runs -= runs_before
+    rate = runs / (elapsed / 60) if elapsed > 0 else 0.0
+    where = f" · level {level['depth']} ({level['units']} statements), pass {level['pass']}" if level else ""
+    return (
+        f"  {_clock(elapsed)}: best {best} (from {original.lines} lines, {original.tokens} tokens) · "
+        f"{runs} runs, {rate:.1f} a minute · {candidates} candidates, {refused} refused unrun{where}"
+    )
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s"
+
+
+@contextlib.contextmanager
+def _progress_lines(log: Path, level_file: Path, original: Size, runs_before: int, echo: Echo) -> Iterator[None]:
+    """A line every PROGRESS_EVERY seconds while the block runs, from a process of its own: the reducer forks
+    workers, and a thread printing in the parent could hold a lock across a fork."""
+    printer = multiprocessing.Process(
+        target=_print_progress, args=(log, level_file, original, runs_before, echo), daemon=True
+    )
+    printer.start()
+    try:
+        yield
+    finally:
+        printer.terminate()
+        printer.join(timeout=5)
+
+
+def _print_progress(log: Path, level_file: Path, original: Size, runs_before: int, echo: Echo) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    started = time.monotonic()
+    while True:
+        time.sleep(PROGRESS_EVERY)
+        level: dict[str, int] = {}
+        with contextlib.suppress(OSError, ValueError):
+            level = json.loads(level_file.read_text(encoding="utf-8"))
+        echo(progress_summary(log, original, runs_before, time.monotonic() - started, level))
+        sys.stdout.flush()  # a pipe buffers: the line is for now

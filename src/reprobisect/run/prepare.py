@@ -1,0 +1,204 @@
+"""The build phase of a matrix run: every cell's env, every patch overlay and every pytest folder, made before
+any run starts, and a record for each unit that cannot run because one of them could not be had.
+
+Bad input (a patch that fits none of its cells) stops the run here, with nothing written; what this machine
+or a release cannot do (a cell that does not build, a patch written for other releases) becomes ENV_ERROR
+records with the reason, so that the run phase only ever sees units that can start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+
+from reprobisect.cells.envs import CellEnv, ensure_env
+from reprobisect.cells.op_builds import DEFAULT_MAX_BYTES, cache_root, prune
+from reprobisect.cells.patches import PatchDoesNotApplyError, prepare_overlay
+from reprobisect.cells.tools import pytest_folder
+from reprobisect.errors import ConfigError, EnvBuildError, ToolError
+from reprobisect.model.cell import SYSTEM, Cell
+from reprobisect.model.record import Record
+from reprobisect.model.signature import PATCH_ERROR
+from reprobisect.run.console import heartbeat
+from reprobisect.run.context import RunContext
+from reprobisect.run.execute import unrun_record
+from reprobisect.run.plan import MatrixPlan, Unit
+from reprobisect.run.sandbox import Sandbox
+from reprobisect.run.store import Store
+from reprobisect.util.echo import Echo
+from reprobisect.util.redact import redact
+from reprobisect.util.stop import in_parallel
+
+__all__ = ["Prepared", "bound_op_cache", "prepare", "unbuilt_records"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Prepared:
+    """What the units of a matrix run start in: each cell's env (or why it did not build), each patch fix's
+    overlay per cell, the pytest folders of the cells a ``--pytest`` form runs in, and the sandbox."""
+
+    envs: Mapping[str, CellEnv | EnvBuildError]
+    overlays: Mapping[tuple[str, str], Path]  # (cell id, fix name) → the patched copy
+    tools: Mapping[str, tuple[Path, ...]]  # cell id → folders for PYTHONPATH
+    sandbox: Sandbox | None
+    patch_failures: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    tool_failures: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def why_not(self, unit: Unit) -> tuple[str, str] | None:
+        """The kind and reason ``unit`` cannot run here (its cell did not build, pytest could not be had, its
+        patch does not apply), or None when it can."""
+        env = self.envs[unit.cell.id]
+        if isinstance(env, EnvBuildError):
+            return "EnvBuildError", str(env)
+        if unit.form.pytest and unit.cell.id in self.tool_failures:
+            return "EnvBuildError", self.tool_failures[unit.cell.id]
+        failure = self.patch_failures.get((unit.cell.id, unit.fix.name))
+        if failure is not None:
+            return PATCH_ERROR, failure
+        return None
+
+    def env(self, unit: Unit) -> CellEnv:
+        """The built env of a unit that can run."""
+        env = self.envs[unit.cell.id]
+        assert isinstance(env, CellEnv)
+        return env
+
+
+def bound_op_cache(ctx: RunContext) -> None:
+    """Keep the shared op cache under its bound before a run adds to it (least recently used go first)."""
+    op_cache = cache_root(ctx.envs_dir, ctx.environ)
+    if op_cache is not None:
+        for entry in prune(op_cache):
+            ctx.echo(f"op cache over {DEFAULT_MAX_BYTES >> 30} GiB: removed {entry.name} (least recently used)")
+
+
+def prepare(units: list[Unit], ctx: RunContext, *, jobs: int, sandbox: Sandbox | None) -> Prepared:
+    """Build every cell the units need (``jobs`` at a time), then their patch overlays and pytest folders."""
+    envs = _build_envs(units, ctx.envs_dir, ctx.echo, jobs)
+    overlays, patch_failures = _prepare_overlays(units, envs)
+    tools, tool_failures = _prepare_tools(units, envs, ctx.envs_dir)
+    return Prepared(
+        envs=envs,
+        overlays=overlays,
+        tools=tools,
+        sandbox=sandbox,
+        patch_failures=patch_failures,
+        tool_failures=tool_failures,
+    )
+
+
+def unbuilt_records(plan: MatrixPlan, prepared: Prepared, store: Store) -> list[Record]:
+    """An ENV_ERROR record for every unit that will not run: first those of cells that cannot be installed or
+    built here, then, in the plan's order, those whose env, pytest or patch could not be had."""
+    records: list[Record] = []
+    for blocked in plan.blocked:
+        kind = "NotInstallable" if blocked.planned.blocked else "NotBuildableHere"
+        text = (
+            f"not installable together: {blocked.reason}"
+            if blocked.planned.blocked
+            else f"cannot build here: {blocked.reason}"
+        )
+        records.extend(_unrun(unit, blocked.cell, kind, text, store) for unit in blocked.units)
+    for unit in plan.units:
+        why = prepared.why_not(unit)
+        if why is not None:
+            records.append(_unrun(unit, unit.cell, why[0], why[1], store))
+    return records
+
+
+def _unrun(unit: Unit, cell: Cell, kind: str, reason: str, store: Store) -> Record:
+    """``unit``'s ENV_ERROR record, filed under ``cell`` (a blocked cell's own, not an override fix's)."""
+    return unrun_record(
+        unit.repro,
+        unit.form,
+        unit.fix,
+        cell,
+        reason,
+        store,
+        kind=kind,
+        repeat=unit.repeat,
+        nproc=unit.nproc,
+        rerun=unit.rerun,
+    )
+
+
+def _build_envs(units: list[Unit], envs_dir: Path, echo: Echo, jobs: int = 1) -> dict[str, CellEnv | EnvBuildError]:
+    """One env per distinct cell, ``jobs`` built at a time (uv and pip both lock their caches)."""
+    first = {unit.cell.id: unit for unit in reversed(units)}
+    ordered = [first[cell_id] for cell_id in dict.fromkeys(u.cell.id for u in units)]
+
+    def build(unit: Unit) -> CellEnv | EnvBuildError:
+        def starting() -> None:
+            echo(f"cell {unit.cell.id}: building ({_packages(unit.cell)}) …")
+
+        try:
+            with heartbeat(echo, f"building cell {unit.cell.id}"):
+                env = ensure_env(unit.cell, unit.interpreter, envs_dir, on_build=starting)
+        except EnvBuildError as exc:
+            echo(f"cell {unit.cell.id}: build failed, its runs are ENV_ERROR: {redact(str(exc).splitlines()[0])}")
+            return exc
+        echo(f"cell {unit.cell.id}: {'reused' if env.reused else 'built'} in {env.build_seconds:.1f} s")
+        return env
+
+    built = in_parallel(build, ordered, max(1, jobs))  # a Ctrl-C stops the running builds, starts no other
+    return {unit.cell.id: env for unit, env in zip(ordered, built, strict=True)}
+
+
+def _packages(cell: Cell) -> str:
+    """What a cell installs, as a build line says it."""
+    torch = "torch from the base interpreter" if cell.torch_source == SYSTEM else f"torch {cell.torch}"
+    return redact(", ".join([*(f"{name} {pin}" for name, pin in cell.packages.items()), torch]))
+
+
+def _prepare_overlays(
+    units: list[Unit], envs: Mapping[str, CellEnv | EnvBuildError]
+) -> tuple[dict[tuple[str, str], Path], dict[tuple[str, str], str]]:
+    """Apply every patch fix before any run.
+
+    A patch that cannot be used in any of its cells (not a diff, a package the cells do not have) is bad input:
+    the run stops with nothing done. One whose hunks do not match a release's code (a patch written for
+    other releases) runs where it applies; elsewhere its runs are ENV_ERROR with the reason, also when that
+    is every cell of this run (one cell, say: ``nox -s repro_gan`` on the newest release).
+    """
+    overlays: dict[tuple[str, str], Path] = {}
+    failures: dict[tuple[str, str], str] = {}
+    mismatched: set[tuple[str, str]] = set()  # the patch is fine, this release's code is not what it expects
+    for unit in units:
+        env = envs[unit.cell.id]
+        key = (unit.cell.id, unit.fix.name)
+        if unit.fix.patch is None or not isinstance(env, CellEnv) or key in overlays or key in failures:
+            continue
+        try:
+            overlays[key] = prepare_overlay(env, unit.fix)
+        except PatchDoesNotApplyError as exc:
+            failures[key] = str(exc)
+            mismatched.add(key)
+        except ConfigError as exc:
+            failures[key] = str(exc)
+    for fix in {unit.fix.name for unit in units if unit.fix.patch is not None}:
+        tried = [key for key in (*overlays, *failures) if key[1] == fix]
+        unusable = [key for key in tried if key in failures and key not in mismatched]
+        if tried and len(unusable) == len(tried):
+            raise ConfigError(failures[unusable[0]])
+    return overlays, failures
+
+
+def _prepare_tools(
+    units: list[Unit], envs: Mapping[str, CellEnv | EnvBuildError], envs_dir: Path
+) -> tuple[dict[str, tuple[Path, ...]], dict[str, str]]:
+    """pytest for every cell a ``--pytest`` run needs it in (cells.tools): the folders to add to those runs'
+    PYTHONPATH, and the cells where it could not be had (their runs are ENV_ERROR with the reason)."""
+    tools: dict[str, tuple[Path, ...]] = {}
+    failures: dict[str, str] = {}
+    for unit in units:
+        env = envs[unit.cell.id]
+        if not unit.form.pytest or not isinstance(env, CellEnv) or unit.cell.id in tools or unit.cell.id in failures:
+            continue
+        try:
+            folder = pytest_folder(env, envs_dir)
+        except (EnvBuildError, ToolError) as exc:
+            failures[unit.cell.id] = f"pytest could not be installed for this cell: {exc}"
+            continue
+        tools[unit.cell.id] = (folder,) if folder is not None else ()
+    return tools, failures
