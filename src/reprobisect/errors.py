@@ -10,6 +10,7 @@ __all__ = [
     "INTERRUPTED_EXIT",
     "BisectInconclusiveError",
     "ConfigError",
+    "EngineError",
     "EnvBuildError",
     "HarnessError",
     "NotInterestingError",
@@ -82,3 +83,10 @@ class NotInterestingError(HarnessError):
     """A script to minimize does not tell the bad cell from the good one to begin with: nothing to keep."""
 
     return_code = 10
+
+
+class EngineError(HarnessError):
+    """The engine that runs cells elsewhere (Slurm) refused the work (``sbatch`` said no), or a job's harness died
+    of something that is no harness error. A job the engine lost is no error: its runs are ENV_ERROR records."""
+
+    return_code = 11

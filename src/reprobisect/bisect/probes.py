@@ -28,6 +28,7 @@ from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.model.verdict import fold_repeats
 from reprobisect.run.context import RunContext
+from reprobisect.run.executor import MatrixExecutor
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
@@ -71,6 +72,7 @@ class BisectRequest:
     target_outcome: str | None = None  # bad = this outcome (with ``target``, and that signature): a fix's commit
     probe_all_up_to: int = PROBE_ALL_UP_TO  # all-transitions probes every version of a range this short
     first_parent: bool = True  # commits: the line of the branch --bad is on, each merge one step
+    executor: MatrixExecutor | None = None  # where each round of probes runs (run/executor.py); None: here
 
 
 def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prereleases: bool) -> list[str]:
@@ -176,6 +178,7 @@ def run_bisect(
             use_includes=False,
             confinement=request.confinement,
             jobs=max(1, min(request.jobs, len(chosen))),
+            executor=request.executor,
         )
         records = run_matrix(config, matrix, ctx.quiet(), stats=stats)
         if len(chosen) == 1:

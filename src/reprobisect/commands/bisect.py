@@ -17,10 +17,13 @@ from reprobisect.commands.options import (
     Subparsers,
     add_backend,
     add_common,
+    add_executor,
     add_nproc,
     add_script_options,
     add_timeout,
     confinement,
+    engine_summary,
+    executor,
     pins,
     prepare,
     run_context,
@@ -92,6 +95,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
         "evenly spaced versions a round (a search for one change, commits included)",
     )
     add_timeout(parser, help="seconds per run")
+    add_executor(parser)
     add_common(parser)
     parser.set_defaults(run=run_from_args, script_args=())
 
@@ -136,6 +140,7 @@ def _request(args: argparse.Namespace, repro: str) -> BisectRequest:
         target_outcome=args.target_outcome,
         probe_all_up_to=args.probe_all_up_to,
         first_parent=not args.all_parents,
+        executor=executor(args),
     )
 
 
@@ -214,6 +219,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         )
         write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
     _print_report(report, path, all_transitions=args.all_transitions)
+    for line in engine_summary(executor(args)):
+        print(line)
     return 0
 
 

@@ -14,12 +14,15 @@ from reprobisect.commands.options import (
     Subparsers,
     add_backend,
     add_common,
+    add_executor,
     add_fixes,
     add_forms,
     add_nproc,
     add_script_options,
     add_timeout,
     confinement,
+    engine_summary,
+    executor,
     prepare,
     run_context,
     split,
@@ -66,6 +69,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh", action="store_true", help="re-run units that already have a record")
     parser.add_argument("--refresh-index", action="store_true", help="ask the index again for ranges and latest")
     add_timeout(parser)
+    add_executor(parser)
 
 
 def axis_values(value: str) -> tuple[str, ...]:
@@ -102,6 +106,7 @@ def matrix_request(
         cpus_per_run=args.cpus_per_run,
         confinement=confinement(args),
         use_includes=base_axes is None,
+        executor=executor(args),
     )
 
 
@@ -142,6 +147,8 @@ def run_and_summarize(
     the summary's path."""
     records = run_matrix(config, request, run_context(args), cells=cells)
     print_runs(records)
+    for line in engine_summary(request.executor):
+        print(line)
     path = args.out / summary
     path.parent.mkdir(parents=True, exist_ok=True)
     command = f"nox -s {args.command} -- " + shlex.join(sys.argv[2:])

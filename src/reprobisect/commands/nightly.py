@@ -14,10 +14,13 @@ from reprobisect.commands.options import (
     Subparsers,
     add_backend,
     add_common,
+    add_executor,
     add_fixes,
     add_forms,
     add_timeout,
     confinement,
+    engine_summary,
+    executor,
     pins,
     prepare,
     run_context,
@@ -56,6 +59,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.add_argument("--fail-on-change", action="store_true", help="exit 1 on any change, not only regressions")
     parser.add_argument("--keep-baseline", action="store_true", help="do not advance the baseline")
     parser.add_argument("--repo", default=None, help="DeepSpeed's git repository, for --deepspeed REF")
+    add_executor(parser)
     add_common(
         parser,
         pin_help={
@@ -95,8 +99,11 @@ def _night(args: argparse.Namespace) -> int:
         keep_baseline=args.keep_baseline,
         repo=args.repo or DEEPSPEED_REPO,
         confinement=confinement(args),
+        executor=executor(args),
     )
     result = run_nightly(load_config(args.config), request, run_context(args))
+    for line in engine_summary(request.executor):
+        print(line)
     return result.exit_code
 
 

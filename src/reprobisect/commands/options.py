@@ -21,8 +21,10 @@ from reprobisect.cells.wheelhouse import use_wheelhouse
 from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import Config, check_pin
 from reprobisect.config.scripts import CliFixes, cli_fixes, env_settings, pytest_repro, script_repro, with_fixes
+from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, slurm_arg
 from reprobisect.errors import ConfigError
 from reprobisect.run.context import RunContext
+from reprobisect.run.executor import MatrixExecutor
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
 
@@ -31,6 +33,7 @@ __all__ = [
     "add_backend",
     "add_cli_fixes",
     "add_common",
+    "add_executor",
     "add_fixes",
     "add_forms",
     "add_nproc",
@@ -38,6 +41,8 @@ __all__ = [
     "add_timeout",
     "check_script",
     "confinement",
+    "engine_summary",
+    "executor",
     "pins",
     "prepare",
     "run_context",
@@ -277,6 +282,87 @@ def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] |
         help="off: each sandboxed run has only a loopback of its own (gloo and one-host NCCL still work)",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    value = int(text)
+    if value < 1:
+        msg = f"{text!r} is less than 1"
+        raise ValueError(msg)
+    return value
+
+
+def add_executor(parser: argparse.ArgumentParser) -> None:
+    """``--executor local|slurm`` and what passes through to Slurm (engine/slurm.py): each cell a job, each wave of
+    cells (a matrix, a round of bisection probes, a nightly slice) one job array."""
+    group = parser.add_argument_group(
+        "where runs happen",
+        "with --executor slurm, --out and --envs must lie on a filesystem every node sees (records, cells, op cache)",
+    )
+    group.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="local: this machine; slurm: one job per cell, one job array per wave (submitit, sacct, scancel)",
+    )
+    group.add_argument("--slurm-partition", metavar="NAME", help="the partition every job goes to")
+    group.add_argument("--slurm-account", metavar="NAME", help="the account the jobs are charged to")
+    group.add_argument(
+        "--slurm-time", metavar="MINUTES", type=_positive, help="time limit of each cell's job (default 60)"
+    )
+    group.add_argument("--slurm-constraint", metavar="FEATURES", help="node features the jobs need (--constraint)")
+    group.add_argument("--slurm-cpus", metavar="N", type=_positive, help="cores per job (--cpus-per-task)")
+    group.add_argument(
+        "--slurm-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other sbatch option for every job, e.g. qos=high (repeatable); --gres=gpu:N comes from the runs' "
+        "nproc on --backend cuda",
+    )
+    group.add_argument(
+        "--slurm-folder", type=Path, metavar="DIR", help="the jobs' pickles and logs (default: --out/slurm)"
+    )
+
+
+def executor(args: argparse.Namespace) -> MatrixExecutor | None:
+    """The engine the options ask for, made once per command (its losses and overhead are said at the end);
+    None for ``local``. Slurm options without ``--executor slurm`` are refused: they would be ignored."""
+    made = getattr(args, "made_executor", None)
+    if made is not None or getattr(args, "executor", "local") == "local":
+        given = [name for name in _SLURM_OPTIONS if getattr(args, name, None) not in (None, [])]
+        if made is None and given:
+            msg = f"--{given[0].replace('_', '-')} goes with --executor slurm"
+            raise ConfigError(msg)
+        return made
+    options = SlurmOptions(
+        partition=args.slurm_partition,
+        account=args.slurm_account,
+        time_minutes=args.slurm_time or 60,
+        constraint=args.slurm_constraint,
+        cpus_per_job=args.slurm_cpus,
+        extra=dict(slurm_arg(text) for text in args.slurm_arg),
+        folder=args.slurm_folder.resolve() if args.slurm_folder else None,
+    )
+    args.made_executor = SlurmExecutor(options)
+    return args.made_executor  # type: ignore[no-any-return]
+
+
+_SLURM_OPTIONS = (
+    "slurm_partition",
+    "slurm_account",
+    "slurm_time",
+    "slurm_constraint",
+    "slurm_cpus",
+    "slurm_arg",
+    "slurm_folder",
+)
+
+
+def engine_summary(engine: MatrixExecutor | None) -> list[str]:
+    """What the engine says at the end of a command: jobs lost (and requeued), overhead per job; nothing locally."""
+    return list(engine.summary()) if isinstance(engine, SlurmExecutor) else []
 
 
 def split(values: Sequence[str] | None) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ from reprobisect.commands.options import (
     add_common,
     add_script_options,
     confinement,
+    executor,
     prepare,
     run_context,
     with_script,
@@ -110,6 +111,7 @@ def _answer(config: Config, answer: Answer, args: argparse.Namespace) -> str:
             timeout=args.timeout,
             confinement=confinement(args),
             jobs=args.jobs,
+            executor=executor(args),
         )
         culprits = find_culprits(
             config,

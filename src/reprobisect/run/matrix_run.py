@@ -8,6 +8,7 @@ insides.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from reprobisect.config.load import Config
@@ -31,7 +32,13 @@ def run_matrix(
     stats: RunStats | None = None,
 ) -> list[Record]:
     """Plan, build, run; returns one record per unit (stored ones included): first those that could not run,
-    then the runs in the plan's order. ``cells`` keeps only the cells with these ids."""
+    then the runs in the plan's order. ``cells`` keeps only the cells with these ids.
+
+    With ``request.executor`` set, the engine takes the whole call (run/executor.py): each of its workers comes
+    back here for one cell with ``executor=None``."""
+    if request.executor is not None:
+        local = dataclasses.replace(request, executor=None)
+        return request.executor.run_matrix(config, local, ctx, cells=cells, stats=stats)
     bound_op_cache(ctx)
     plan = plan_matrix(config, request, ctx, cells=cells)
     sandbox = request.confinement.open()  # no sandbox here stops the run before anything is built

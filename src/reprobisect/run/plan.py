@@ -22,6 +22,7 @@ from reprobisect.errors import ConfigError, NothingToDoError
 from reprobisect.model.cell import SYSTEM, Cell, run_cell
 from reprobisect.model.repro import Backend, Fix, Form, Repro
 from reprobisect.run.context import RunContext
+from reprobisect.run.executor import MatrixExecutor
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda, select_fixes, select_forms
 
@@ -56,6 +57,7 @@ class MatrixRequest:
     use_includes: bool = True
     cpus_per_run: int | None = None  # None: 1 on the cuda backend (comparable step times), 0 (unpinned) on the CPU
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
+    executor: MatrixExecutor | None = None  # None: here; else an engine runs each cell (run/executor.py)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -264,7 +264,9 @@ def train(cfg, engine_D, engine_G, loader, device):
         engine_D.step()
         history.append({"step": step, "loss_D": loss_D.item(), "loss_G": loss_G.item()})
         if step % cfg.log_every == 0:
-            LOG.info("step %d: loss_D %.4f loss_G %.4f (%.1f s)", step, loss_D.item(), loss_G.item(), time.time() - started)
+            LOG.info(
+                "step %d: loss_D %.4f loss_G %.4f (%.1f s)", step, loss_D.item(), loss_G.item(), time.time() - started
+            )
         if cfg.save_samples:
             save_grid(fake.detach(), cfg.out / f"samples-{step}.pgm")
     return history

@@ -1,0 +1,105 @@
+"""The Slurm engine's parts that need no cluster: what passes through to sbatch, what is refused before anything
+is submitted, and the one seam in run_matrix (tests/integration/test_slurm_real.py runs a real cluster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reprobisect.commands.main import _parse
+from reprobisect.commands.options import executor
+from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, _gpus, slurm_arg
+from reprobisect.errors import ConfigError
+from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_run import run_matrix
+from reprobisect.run.plan import MatrixRequest
+from reprobisect.run.store import Store
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("qos=high", ("qos", "high")), ("--mem=8G", ("mem", "8G")), ("exclusive", ("exclusive", True))],
+)
+def test_a_slurm_arg_is_one_sbatch_option(text, expected):
+    assert slurm_arg(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("Qos=high", "KEY=VALUE"),
+        ("qos high=1", "KEY=VALUE"),
+        ("array=0-9", "sets --array itself"),
+        ("output=/tmp/x", "sets --output itself"),
+        ("comment=a\n#SBATCH --uid=0", "control character"),
+    ],
+)
+def test_a_slurm_arg_that_is_not_one_option_is_refused(text, named):
+    with pytest.raises(ConfigError, match="--slurm-arg") as caught:
+        slurm_arg(text)
+    assert named in str(caught.value)
+
+
+def test_options_pass_through_to_submitit():
+    options = SlurmOptions(
+        partition="gpu", account="lab", time_minutes=30, constraint="h200", cpus_per_job=8, extra={"qos": "high"}
+    )
+    assert options.parameters(gpus=2) == {
+        "job_name": "reprobisect",
+        "time": 30,
+        "partition": "gpu",
+        "account": "lab",
+        "constraint": "h200",
+        "cpus_per_task": 8,
+        "gres": "gpu:2",
+        "additional_parameters": {"qos": "high"},
+    }
+    assert "gres" not in SlurmOptions().parameters(gpus=0)
+
+
+class _Unit:
+    def __init__(self, nproc):
+        self.nproc = nproc
+
+
+def test_gpus_come_from_the_runs_nproc_on_the_cuda_backend_only():
+    units = [_Unit(1), _Unit(2)]
+    assert _gpus(MatrixRequest(backend="cuda"), units) == 2
+    assert _gpus(MatrixRequest(backend="cuda", jobs=2), units) == 4  # each parallel run its own GPUs
+    assert _gpus(MatrixRequest(backend="cpu"), units) == 0
+    assert _gpus(MatrixRequest(backend="auto"), units) == 0  # decided on the node: ask with --backend cuda
+
+
+def test_the_executor_option_makes_one_engine_per_command():
+    args = _parse(["matrix", "--executor", "slurm", "--slurm-partition", "gpu", "--slurm-arg", "qos=high"])
+    made = executor(args)
+    assert isinstance(made, SlurmExecutor)
+    assert made.options.partition == "gpu" and made.options.extra == {"qos": "high"}
+    assert executor(args) is made  # the losses and the overhead of every wave are said once, at the end
+    assert executor(_parse(["matrix"])) is None
+
+
+@pytest.mark.parametrize(
+    "command", [["matrix"], ["bisect", "--good", "0.16.4", "--bad", "0.16.6"], ["triage", "x.py"], ["nightly"]]
+)
+def test_slurm_options_without_the_slurm_executor_are_refused(command):
+    args = _parse([*command, "--slurm-partition", "gpu"])
+    with pytest.raises(ConfigError, match="--slurm-partition goes with --executor slurm"):
+        executor(args)
+
+
+def test_run_matrix_hands_the_whole_call_to_the_engine(tmp_path: Path):
+    seen = {}
+
+    class Engine:
+        def run_matrix(self, config, request, ctx, **kwargs):
+            seen.update(config=config, request=request, ctx=ctx, **kwargs)
+            return []
+
+    request = MatrixRequest(executor=Engine(), repros=("gan",))
+    ctx = RunContext(base="base", store=Store(tmp_path), envs_dir=tmp_path, environ={})
+    assert run_matrix("config", request, ctx, cells=("c",)) == []
+    assert seen["config"] == "config" and seen["cells"] == ("c",) and seen["ctx"] is ctx
+    assert seen["request"].executor is None  # each worker runs the cell here, never hands it on again
+    assert seen["request"].repros == ("gan",)
