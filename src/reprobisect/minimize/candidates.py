@@ -14,6 +14,7 @@ record of each is kept beside the result.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -38,7 +39,7 @@ from reprobisect.run.store import Store
 from reprobisect.run.units import RunStats
 from reprobisect.util.files import write_atomic
 
-__all__ = ["CellRun", "Cells", "Target", "Tester", "Verdict", "judge", "text_key"]
+__all__ = ["CellRun", "Cells", "LogEntry", "Target", "Tester", "Verdict", "judge", "read_log", "text_key"]
 
 _FAILURES = (Outcome.REPRODUCED.value, Outcome.OTHER_FAILURE.value, Outcome.CRASH.value)
 
@@ -59,6 +60,13 @@ class CellRun:
     seconds: float
     reused: bool
     record: str  # the record's file, relative to the minimization's folder
+
+    @property
+    def said(self) -> str:
+        """The outcome, with the signature when it failed."""
+        return (
+            f"{self.outcome} {self.signature_text}" if self.signature_text and self.outcome != "PASS" else self.outcome
+        )
 
     @classmethod
     def of(cls, record: Record, reused: bool, folder: Path, store: Store) -> CellRun:
@@ -98,20 +106,46 @@ def judge(target: Target, bad: CellRun, good: CellRun | None) -> tuple[bool, str
     """(interesting, why) for a candidate's runs: ``good`` None when there is no good cell (or it was not run
     because the bad cell already said no)."""
     if bad.outcome not in _FAILURES or not target.hit(bad):
-        return False, f"bad cell: {_said(bad)}"
+        return False, f"bad cell: {bad.said}"
     if good is None:
-        return True, f"bad cell: {_said(bad)}"
+        return True, f"bad cell: {bad.said}"
     if good.outcome in (Outcome.ENV_ERROR.value, Outcome.TIMEOUT.value):
         return False, f"good cell: {good.outcome}"
     if target.hit(good):
         return False, "good cell fails the same way"
     if target.good_must_pass and good.outcome != Outcome.PASS.value:
-        return False, f"good cell: {_said(good)}"
-    return True, f"bad cell: {_said(bad)}; good cell: {_said(good)}"
+        return False, f"good cell: {good.said}"
+    return True, f"bad cell: {bad.said}; good cell: {good.said}"
 
 
-def _said(run: CellRun) -> str:
-    return f"{run.outcome} {run.signature_text}" if run.signature_text and run.outcome != "PASS" else run.outcome
+@dataclasses.dataclass(frozen=True)
+class LogEntry:
+    """One line of the progress log: a verdict as every process wrote it, without its runs."""
+
+    key: str
+    interesting: bool
+    runs: int  # executed, not taken from the store
+    ran: int  # runs it has at all (0: refused without a run)
+    size: Size
+
+
+def read_log(log: Path) -> list[LogEntry]:
+    """Every readable line of the progress log ``Tester.keep`` appends to (none when there is no log yet)."""
+    entries = []
+    with contextlib.suppress(OSError):
+        for line in log.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                data = json.loads(line)
+                entries.append(
+                    LogEntry(
+                        key=str(data["key"]),
+                        interesting=bool(data["interesting"]),
+                        runs=int(data["runs"]),
+                        ran=int(data["ran"]),
+                        size=Size(lines=int(data["lines"]), tokens=int(data["tokens"])),
+                    )
+                )
+    return entries
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -202,16 +236,16 @@ class Tester:
             return None
         return self.keep(Verdict(key=text_key(text), interesting=False, why=why, size=size_of(text), at=time.time()))
 
-    def run(self, text: str, *, check_good: bool = True) -> Verdict:
+    def run(self, text: str) -> Verdict:
         """Run ``text`` in the bad cell and, when that hits the target, in the good one; keep and return the
-        verdict. ``check_good`` False stops after the bad cell (the original's check does both by itself)."""
+        verdict."""
         key = text_key(text)
         path = self.candidates / key / self.cells.filename
         if not path.is_file():
             write_atomic(path, text, what="a candidate script")
         bad = self.run_in(path, self.cells.bad, key)
         good = None
-        if self.cells.good is not None and check_good and self.target.hit(bad):
+        if self.cells.good is not None and self.target.hit(bad):
             good = self.run_in(path, self.cells.good, key)
         interesting, why = judge(self.target, bad, good)
         runs = (bad,) if good is None else (bad, good)

@@ -27,7 +27,7 @@ from reprobisect.cells.base import BaseInterpreter
 from reprobisect.config.load import Config
 from reprobisect.config.scripts import script_name
 from reprobisect.errors import ConfigError, NotInterestingError
-from reprobisect.minimize.candidates import CellRun, Cells, Target, Tester, Verdict, text_key
+from reprobisect.minimize.candidates import CellRun, Cells, Target, Tester, Verdict, read_log, text_key
 from reprobisect.minimize.reduce import Budget, reduce_statements
 from reprobisect.minimize.statements import Size, parse_script, size_of, tidy
 from reprobisect.minimize.static import undefined_names
@@ -293,8 +293,7 @@ def _check_original(
 
 
 def _said(run: CellRun) -> str:
-    sig = f" {run.signature_text}" if run.signature_text and run.outcome != Outcome.PASS.value else ""
-    return f"{run.outcome}{sig} ({run.seconds:.1f} s{', reused' if run.reused else ''})"
+    return f"{run.said} ({run.seconds:.1f} s{', reused' if run.reused else ''})"
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -312,27 +311,18 @@ def _stop_children() -> None:
 
 
 def _executed(log: Path) -> int:
-    """Runs executed so far, by every process (from the verdict log)."""
-    total = 0
-    with contextlib.suppress(OSError):
-        for line in log.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                total += int(json.loads(line)["runs"])
-    return total
+    """Runs executed so far, by every process (from the progress log)."""
+    return sum(entry.runs for entry in read_log(log))
 
 
 def _best_on_disk(tester: Tester, source: str) -> str:
     """The smallest interesting candidate any process has found (the original when none is smaller)."""
     best, best_size = source, size_of(source)
-    with contextlib.suppress(OSError):
-        for line in tester.log.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                entry = json.loads(line)
-                size = Size(lines=int(entry["lines"]), tokens=int(entry["tokens"]))
-                if entry["interesting"] and (size.tokens, size.lines) < (best_size.tokens, best_size.lines):
-                    path = tester.candidates / str(entry["key"]) / tester.cells.filename
-                    with contextlib.suppress(OSError):
-                        best, best_size = path.read_text(encoding="utf-8"), size
+    for entry in read_log(tester.log):
+        if entry.interesting and (entry.size.tokens, entry.size.lines) < (best_size.tokens, best_size.lines):
+            with contextlib.suppress(OSError):
+                path = tester.candidates / entry.key / tester.cells.filename
+                best, best_size = path.read_text(encoding="utf-8"), entry.size
     return best
 
 
@@ -361,11 +351,7 @@ def _result(
     passes: int,
     started: float,
 ) -> MinimizeResult:
-    entries = []
-    with contextlib.suppress(OSError):
-        for line in tester.log.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError):
-                entries.append(json.loads(line))
+    entries = read_log(tester.log)
     return MinimizeResult(
         folder=folder,
         cells=tester.cells,
@@ -378,26 +364,19 @@ def _result(
         stopped=stopped,
         passes=passes,
         candidates=len(entries),
-        refused=sum(1 for e in entries if not e.get("ran")),
-        runs=sum(int(e.get("runs", 0)) for e in entries),
+        refused=sum(1 for e in entries if not e.ran),
+        runs=sum(e.runs for e in entries),
         seconds=round(time.monotonic() - started, 1),
     )
 
 
 def progress_summary(log: Path, original: Size, runs_before: int, elapsed: float, level: Mapping[str, int]) -> str:
     """One progress line: the best size so far, runs and their rate, candidates, the level being reduced."""
-    best, runs, candidates, refused = original, 0, 0, 0
-    with contextlib.suppress(OSError):
-        for line in log.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                entry = json.loads(line)
-                candidates += 1
-                runs += int(entry["runs"])
-                refused += 0 if entry["ran"] else 1
-                size = Size(lines=int(entry["lines"]), tokens=int(entry["tokens"]))
-                if entry["interesting"] and size.tokens < best.tokens:
-                    best = size
-    runs -= runs_before
+    entries = read_log(log)
+    best = min((e.size for e in entries if e.interesting), key=lambda size: size.tokens, default=original)
+    best = best if best.tokens < original.tokens else original
+    candidates, refused = len(entries), sum(1 for e in entries if not e.ran)
+    runs = sum(e.runs for e in entries) - runs_before
     rate = runs / (elapsed / 60) if elapsed > 0 else 0.0
     where = f" · level {level['depth']} ({level['units']} statements), pass {level['pass']}" if level else ""
     return (
