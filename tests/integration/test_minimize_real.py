@@ -48,11 +48,8 @@ def _command(*args: str, out: Path, envs: Path) -> list[str]:
     ]
 
 
-def test_a_script_that_passes_on_the_bad_release_is_refused(
-    minimized: tuple[Path, Path, str],
-    envs_dir: Path,  # noqa: F811
-) -> None:
-    out, _, _ = minimized  # the same store: the original's run on 0.16.4 is reused
+def test_a_script_that_passes_on_the_bad_release_is_refused(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
+    out = tmp_path / "out"
     cmd = _command("minimize", str(LONG), "--bad", GOOD, "--good", BAD, out=out, envs=envs_dir)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 10, done.stdout[-3000:] + done.stderr[-3000:]
