@@ -4,7 +4,13 @@ and the Markdown a maintainer pastes (hostile script text included)."""
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,11 +20,13 @@ from hypothesis import strategies as st
 from reprobisect.commands.minimize import parse_budget, parse_cell_pins
 from reprobisect.errors import ConfigError
 from reprobisect.minimize.candidates import CellRun, Target, judge
+from reprobisect.minimize.groups import setting_groups
 from reprobisect.minimize.outputs import section_markdown
-from reprobisect.minimize.reduce import Budget, reduce_statements
+from reprobisect.minimize.reduce import Budget, prune_unused, reduce_statements
 from reprobisect.minimize.statements import parse_script, size_of, tidy
 from reprobisect.minimize.static import why_not_runnable
 from reprobisect.model.signature import script_lines
+from reprobisect.run.events import read_events
 
 RESOURCES = Path(__file__).parents[1] / "resources" / "scripts"
 LONG = RESOURCES / "minimize" / "gan_bf16_long.py"
@@ -72,6 +80,26 @@ match sys.argv:
 with open(os.devnull) as h:
     h.read()
 print(f(1), A.s, json)
+config = dict(
+    a=1,
+    b=[
+        1,
+        2,
+    ],
+    **{
+        "c": 3,  # a comment
+        **os.environ,
+    },
+)
+value = config[
+    "a",
+] if False else print(
+    "x", "y",
+    "z"
+)
+s = {
+    1,
+}
 '''
 
 SOURCES = [TRICKY, LONG.read_text(encoding="utf-8"), (RESOURCES / "bisect" / "stray_grad_bf16.py").read_text()]
@@ -105,6 +133,18 @@ def test_levels_go_from_the_top_down_and_pinned_units_are_never_offered() -> Non
     assert not any(script.units[u].parent == f for u in script.level(1, [f]))  # gone with its parent
     pinned = script.enclosing([11])  # `return 1` inside `if x:` inside `def f`
     assert {script.units[u].first for u in pinned} >= {7, 10, 11}
+
+
+def test_elements_that_own_their_lines_are_units_under_their_statement() -> None:
+    script = parse_script(TRICKY)
+    elements = {script.lines[u.first - 1].strip(): u for u in script.units if u.element}
+    assert set(elements) == {"a=1,", "b=[", "1,", "2,", "**{", '"c": 3,  # a comment', "**os.environ,", '"z"'}
+    config = next(u for u in script.units if script.lines[u.first - 1].startswith("config = dict("))
+    assert elements["a=1,"].parent == config.id and elements["a=1,"].depth == config.depth + 1
+    assert elements["2,"].parent == elements["b=["].id  # a list inside a keyword: under the keyword
+    without = script.text([elements["b=["].id, elements["**{"].id])
+    assert "config = dict(\n    a=1,\n)\n" in without
+    assert '\n    "a",\n' in script.text([elements['"z"'].id])  # a subscript's tuple is never cut
 
 
 def test_an_emptied_block_gets_pass_and_an_elif_goes_whole() -> None:
@@ -270,3 +310,153 @@ def test_the_section_keeps_hostile_script_text_inside_its_fence(text: str) -> No
     assert fence is not None
     inside = markdown[fence.end() :].split("\n" + fence.group(1) + "\n")[0]
     assert "<details>" not in inside  # the script cannot close its fence early
+
+
+TRACED = """import os
+import sys
+
+
+def used(x):
+    return x + 1
+
+
+def never(x):
+    return x - 1
+
+
+if len(sys.argv) > 5:
+    never(1)
+else:
+    print(used(1))
+raise SystemExit(
+    used(2),
+)
+print("after")
+"""
+
+
+def _traced_lines(tmp_path: Path, source: str) -> frozenset[int]:
+    """The lines the real bootstrap's tracer reports for ``source``, run as a harness run runs it."""
+    script = tmp_path / "traced.py"
+    script.write_text(source)
+    bootstrap = Path(__file__).parents[2] / "src" / "reprobisect" / "run" / "child" / "bootstrap.py"
+    env = {**os.environ, "REPROBISECT_TRACE_LINES": "1"}
+    done = subprocess.run(
+        [sys.executable, str(bootstrap), str(script)], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    lines = read_events(done.stdout).lines
+    assert lines is not None, done.stdout + done.stderr
+    return lines
+
+
+def test_the_tracer_reports_what_ran_and_the_rest_is_cut_in_one_candidate(tmp_path: Path) -> None:
+    ran = _traced_lines(tmp_path, TRACED)
+    assert {1, 2, 5, 6, 9, 13, 16, 17, 18} <= ran and not {10, 14, 20} & ran  # never()'s body, the if, after
+    script = parse_script(TRACED)
+    cut = script.text(script.unexecuted(ran))
+    assert "def never" not in cut and "never(1)" not in cut and "after" not in cut
+    assert "def used" in cut and "print(used(1))" in cut and "used(2)," in cut  # an element goes with its statement
+    assert "import os" in cut  # it ran; pruning is another step
+    assert "import os" not in script.text(prune_unused(script, script.unexecuted(ran)))
+    compile(cut, "<cut>", "exec")
+
+
+def test_pruning_drops_what_nothing_uses_and_never_what_something_does() -> None:
+    script = parse_script("import os, sys\nimport json\n\n\n@staticmethod\ndef f():\n    return json\n\n\nprint(sys)\n")
+    pruned = script.text(prune_unused(script, frozenset()))
+    assert pruned == "import os, sys\n\n\n\n\nprint(sys)\n"  # f unused, then json; os shares sys's statement
+    kept = parse_script("import json\nprint(json)\n")
+    assert prune_unused(kept, frozenset()) == frozenset()
+
+
+@settings(max_examples=200, deadline=None)
+@given(ranges=st.one_of(st.lists(st.lists(st.integers(-5, 10**7), max_size=3), max_size=5), st.text(), st.none()))
+def test_hostile_lines_events_are_ignored_not_trusted(ranges: object) -> None:
+    event = json.dumps({"event": "lines", "ranges": ranges})
+    events = read_events(f"@@repro {event}\n")
+    valid = isinstance(ranges, list) and all(
+        isinstance(p, list) and len(p) == 2 and 0 <= p[0] <= p[1] <= 10**6 for p in ranges
+    )
+    if not valid:
+        assert events.lines is None and events.ignored == 1
+    else:
+        assert events.lines is not None and all(0 <= n <= 10**6 for n in events.lines)
+
+
+def test_the_reducer_starts_from_what_it_is_given() -> None:
+    script = parse_script(PLANTED)
+    start = frozenset(u.id for u in script.units if script.lines[u.first - 1].startswith("import"))
+    seen: list[frozenset[int]] = []
+
+    def interesting(removed: frozenset[int]) -> bool:
+        seen.append(removed)
+        return _planted(script.text(removed))
+
+    reduction = reduce_statements(script, interesting, initial=start)
+    assert all(start <= removed for removed in seen)  # never asks again about what is already gone
+    assert "b = 2" not in script.text(reduction.removed)
+
+
+SETTINGS = """import argparse
+import dataclasses
+
+
+def parse():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--warmup", type=int, default=3)
+    return parser.parse_args([])
+
+
+@dataclasses.dataclass
+class Config:
+    lr: float
+    warmup: int
+
+
+args = parse()
+cfg = Config(
+    lr=args.lr,
+    warmup=args.warmup,
+)
+factor = min(1.0, cfg.warmup / 10)
+print("factor", factor)
+print("lr", cfg.lr)
+"""
+
+
+def _prints_lr(text: str) -> bool:
+    """Interesting: the script runs and still prints the learning rate it was given."""
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(text, "<candidate>", "exec"), {"__name__": "__main__"})
+    except Exception:
+        return False
+    return "lr 0.1" in out.getvalue()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_setting_threaded_through_four_places_goes_as_one_group(jobs: int) -> None:
+    script = parse_script(SETTINGS)
+    plain = script.text(reduce_statements(script, lambda r: _prints_lr(script.text(r))).removed)
+    assert "warmup" in plain  # statement by statement, each of its four places is needed by another
+    grouped = reduce_statements(
+        script,
+        lambda r: _prints_lr(script.text(r)),
+        jobs=jobs,
+        groups=lambda removed: setting_groups(script, removed, frozenset()),
+    )
+    text = script.text(grouped.removed)
+    assert _prints_lr(text) and "warmup" not in text and "factor" not in text
+    assert "lr=args.lr," in text and 'parser.add_argument("--lr"' in text
+
+
+def test_no_group_takes_a_pinned_statement_or_leaves_a_name_undefined() -> None:
+    script = parse_script(SETTINGS)
+    printing = script.starting_at([25])  # print("lr", cfg.lr)
+    for group in setting_groups(script, frozenset(), printing):
+        assert not group.units & printing
+        assert why_not_runnable(script.text(group.units), frozenset()) is None, group
+    assert {g.word for g in setting_groups(script, frozenset(), printing)} >= {"warmup"}
+    assert "lr" not in {g.word for g in setting_groups(script, frozenset(), printing)}  # it would take the print

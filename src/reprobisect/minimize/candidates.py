@@ -253,16 +253,17 @@ class Tester:
             Verdict(key=key, interesting=interesting, why=why, size=size_of(text), runs=runs, at=time.time())
         )
 
-    def run_in(self, script: Path, pins: Mapping[str, str], key: str) -> CellRun:
-        """One matrix run of ``script`` in the cell ``pins`` name (reused from the store when it ran before)."""
+    def run_in(self, script: Path, pins: Mapping[str, str], key: str, *, traced: bool = False) -> CellRun:
+        """One matrix run of ``script`` in the cell ``pins`` name (reused from the store when it ran before);
+        ``traced``: the run reports the script's lines that ran (a record of its own: the tracer slows it)."""
         cells = self.cells
-        name = f"{cells.name[:40]}-{key[:12]}"
+        name = f"{cells.name[:40]}-{key[:12]}" + ("-lines" if traced else "")
         repro = script_repro(
             script,
             args=cells.script_args,
             expect=cells.expect,
             shim=cells.shim,
-            env=cells.env,
+            env={**cells.env, "REPROBISECT_TRACE_LINES": "1"} if traced else cells.env,
             name=name,
             timeout=cells.timeout or 900,
         )

@@ -16,6 +16,7 @@ has), or on Ctrl-C (the caller takes the best verdict on disk).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.metadata
 import sys
@@ -24,9 +25,12 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from reprobisect.minimize.groups import Group
 from reprobisect.minimize.statements import Script
+from reprobisect.minimize.static import undefined_names, unused_definitions
+from reprobisect.util.stop import in_parallel
 
-__all__ = ["Budget", "Reduction", "reduce_statements"]
+__all__ = ["Budget", "Reduction", "prune_unused", "reduce_groups", "reduce_statements"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +76,26 @@ def _picire() -> Any:
         del sys.modules["pkg_resources"]
 
 
+def prune_unused(script: Script, removed: frozenset[int]) -> frozenset[int]:
+    """``removed`` and every statement nothing uses once they are gone (an import whose names are all unused, a
+    top-level function or class nothing names), again and again while that finds more; a statement whose removal
+    would leave a name undefined (one of two imports on a line) stays."""
+    while True:
+        text = script.text(removed)
+        origins = script.origins(removed)
+        lines = {origins[n - 1] for n in unused_definitions(text) if 0 < n <= len(origins)}
+        more = sorted(script.starting_at(n for n in lines if n is not None) - removed)
+        undefined = undefined_names(text) or frozenset()
+        grown = removed
+        for unit in more:
+            after = undefined_names(script.text(grown | {unit}))
+            if after is not None and after <= undefined:
+                grown = grown | {unit}
+        if grown == removed:
+            return removed
+        removed = grown
+
+
 # ``interesting(removed)``: is the script without these statements still interesting? It may be called from forked
 # processes (ParallelDD), so it keeps its answers where every process sees them (candidates.Tester does).
 Interesting = Callable[[frozenset[int]], bool]
@@ -82,18 +106,25 @@ def reduce_statements(
     interesting: Interesting,
     *,
     jobs: int = 1,
+    initial: frozenset[int] = frozenset(),
     pinned: frozenset[int] = frozenset(),
     spent: Callable[[], str | None] = lambda: None,
     on_level: Callable[[int, int, int], None] = lambda depth, units, passes: None,
+    groups: Callable[[frozenset[int]], list[Group]] | None = None,
 ) -> Reduction:
-    """Remove statements level by level while the script stays interesting; ``pinned`` statements are never tried
-    (the lines the original's failure passed through), ``spent`` says when the budget is gone (checked by the
-    caller's ``interesting`` too), ``on_level(depth, units, pass)`` is told each level."""
-    removed: frozenset[int] = frozenset()
+    """Remove statements level by level while the script stays interesting, from ``initial`` (already removed and
+    known interesting); ``pinned`` statements are never tried (the lines the original's failure passed through),
+    ``spent`` says when the budget is gone (checked by the caller's ``interesting`` too), ``on_level(depth, units,
+    pass)`` is told each level (depth -1: the groups). ``groups(removed)``: statements that go together (see
+    ``groups``), tried before the levels of each pass."""
+    removed = initial
     passes = 0
     while True:
         passes += 1
         before = removed
+        if groups is not None:
+            on_level(-1, 0, passes)
+            removed = reduce_groups(removed, interesting, groups, jobs=jobs, spent=spent)
         for depth in range(script.depth + 1):
             level = script.level(depth, removed, pinned)
             if not level:
@@ -105,6 +136,35 @@ def reduce_statements(
                 return Reduction(removed=removed, passes=passes, stopped=why)
         if removed == before:
             return Reduction(removed=removed, passes=passes, stopped="a whole pass removed nothing more")
+
+
+def reduce_groups(
+    removed: frozenset[int],
+    interesting: Interesting,
+    groups: Callable[[frozenset[int]], list[Group]],
+    *,
+    jobs: int = 1,
+    spent: Callable[[], str | None] = lambda: None,
+) -> frozenset[int]:
+    """Remove whole groups while that stays interesting: ``jobs`` groups asked at a time, the first interesting one
+    (in the order ``groups`` gives) kept, the groups recomputed on what is left; a group that was not interesting is
+    not asked again in this pass."""
+    tried: set[str] = set()
+    while spent() is None:
+        batch = [g for g in groups(removed) if g.word not in tried][: max(1, jobs)]
+        if not batch:
+            break
+        answers = in_parallel(functools.partial(_group_interesting, interesting, removed), batch, max(1, jobs))
+        tried.update(g.word for g, ok in zip(batch, answers, strict=True) if not ok)
+        kept = next((g for g, ok in zip(batch, answers, strict=True) if ok), None)
+        if kept is not None:
+            removed = removed | kept.units
+            tried.add(kept.word)
+    return removed
+
+
+def _group_interesting(interesting: Interesting, removed: frozenset[int], group: Group) -> bool:
+    return interesting(removed | group.units)
 
 
 def _reduce_level(level: list[int], removed: frozenset[int], interesting: Interesting, jobs: int) -> frozenset[int]:

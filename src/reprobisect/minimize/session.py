@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -28,12 +28,14 @@ from reprobisect.config.load import Config
 from reprobisect.config.scripts import script_name
 from reprobisect.errors import ConfigError, NotInterestingError
 from reprobisect.minimize.candidates import CellRun, Cells, Target, Tester, Verdict, read_log, text_key
-from reprobisect.minimize.reduce import Budget, reduce_statements
-from reprobisect.minimize.statements import Size, parse_script, size_of, tidy
+from reprobisect.minimize.groups import setting_groups
+from reprobisect.minimize.reduce import Budget, prune_unused, reduce_statements
+from reprobisect.minimize.statements import Script, Size, parse_script, size_of, tidy
 from reprobisect.minimize.static import undefined_names
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.repro import script_forms
 from reprobisect.model.signature import script_lines
+from reprobisect.run.events import read_events
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
 from reprobisect.util.echo import Echo
@@ -151,17 +153,24 @@ def minimize(
         return tester.run(text).interesting
 
     def interesting(removed: frozenset[int]) -> bool:
+        """``judged`` on ``removed`` with what is then unused (when that is on)."""
         if os.getpid() == parent:
-            return judged(removed)
+            return judged(expand(removed))
         # A worker picire forked: it stops it with SIGTERM once another worker found a smaller script. The run in
         # flight is stopped as Ctrl-C stops it (its process group ends) and the worker leaves without a word.
-        signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            return judged(removed)
+            signal.signal(signal.SIGTERM, _raise_interrupt)
+            return judged(expand(removed))
         except KeyboardInterrupt:
             os._exit(143)
 
     parent = os.getpid()
+    ran = _executed_lines(tester, folder, source)
+    initial, prunes = _starting_point(script, ran, pinned, judged, echo)
+
+    def expand(removed: frozenset[int]) -> frozenset[int]:
+        return prune_unused(script, removed) if prunes else removed
+
     level_file = folder / "level.json"
 
     def on_level(depth: int, units: int, passes: int) -> None:
@@ -172,13 +181,20 @@ def minimize(
     with _progress_lines(tester.log, level_file, size_of(source), runs_before, echo):
         try:
             reduction = reduce_statements(
-                script, interesting, jobs=request.jobs, pinned=pinned, spent=spent, on_level=on_level
+                script,
+                interesting,
+                jobs=request.jobs,
+                initial=initial,
+                pinned=pinned,
+                spent=spent,
+                on_level=on_level,
+                groups=lambda removed: setting_groups(script, expand(removed), pinned),
             )
             stopped, passes, removed = reduction.stopped, reduction.passes, reduction.removed
         except KeyboardInterrupt:
             _stop_children()
             interrupted, stopped = True, "interrupted (Ctrl-C): the best so far"
-    best = script.text(removed) if not interrupted else _best_on_disk(tester, source)
+    best = script.text(expand(removed)) if not interrupted else _best_on_disk(tester, source)
     final, verdict = best, tester.known(best) or original_verdict
     if not interrupted:
         final, verdict = _tidied(tester, best, verdict, echo)
@@ -188,13 +204,55 @@ def minimize(
 def _failure_lines(folder: Path, verdict: Verdict, filename: str) -> tuple[int, ...]:
     """The script's lines on the original's failing traceback in the bad cell (none when it has no traceback): a
     candidate without one of them cannot fail there the same way, so trying costs a run for nothing."""
-    record = folder / verdict.runs[0].record
+    log = _run_log(folder, verdict.runs[0]) if verdict.runs else None
+    return script_lines(log, filename) if log is not None else ()
+
+
+def _run_log(folder: Path, run: CellRun) -> str | None:
+    """The log a run's record names (None when either is gone or unreadable)."""
     try:
-        data = json.loads(record.read_text(encoding="utf-8"))
-        log = (folder / "runs" / str(data["log_path"])).read_text(encoding="utf-8", errors="replace")
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
-        return ()
-    return script_lines(log, filename)
+        data = json.loads((folder / run.record).read_text(encoding="utf-8"))
+        return (folder / "runs" / str(data["log_path"])).read_text(encoding="utf-8", errors="replace")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _executed_lines(tester: Tester, folder: Path, source: str) -> frozenset[int] | None:
+    """The original's lines that ran in the bad cell, from one more run with the line tracer on (None when the
+    traced run did not fail the target's way: what it ran then says nothing of the failure)."""
+    key = text_key(source)
+    run = tester.run_in(tester.candidates / key / tester.cells.filename, tester.cells.bad, key, traced=True)
+    log = _run_log(folder, run)
+    if not tester.target.hit(run) or log is None:
+        return None
+    return read_events(log).lines
+
+
+def _starting_point(
+    script: Script,
+    ran: frozenset[int] | None,
+    pinned: frozenset[int],
+    judged: Callable[[frozenset[int]], bool],
+    echo: Echo,
+) -> tuple[frozenset[int], bool]:
+    """Where the reduction starts, and whether it drops unused imports and definitions beside every candidate:
+    first everything that never ran before the failure, with what is then unused, in one candidate; then that
+    without the unused; then the original without its unused imports and definitions. Each is one run (two with a
+    good cell), where the reducer would spend dozens to find the same."""
+    dead = script.unexecuted(ran) - pinned if ran else frozenset()
+    tries: list[tuple[str, frozenset[int], bool]] = []
+    if dead:
+        tries += [("never ran, and the unused", prune_unused(script, dead), True), ("never ran", dead, False)]
+    tries.append(("the unused imports and definitions", prune_unused(script, frozenset()), True))
+    for what, removed, prunes in tries:
+        if not removed:
+            continue
+        size = size_of(script.text(removed))
+        if judged(removed):
+            echo(f"  without what {what} ({len(removed)} statements): {size}, still interesting")
+            return removed, prunes
+        echo(f"  without what {what} ({len(removed)} statements): {size}, not interesting")
+    return frozenset(), False
 
 
 def _read(script: Path) -> str:
@@ -238,14 +296,23 @@ def _cells(
         script_args=request.script_args,
         expect=request.expect,
         shim=request.shim,
-        env=request.env,
+        env={**_threads(request.jobs), **request.env},
         timeout=request.timeout,
-        cpus_per_run=request.cpus_per_run,
+        # Unpinned unless asked: each candidate is a matrix run of one job in a process of its own, so the cuda
+        # backend's default (one core, the first spare one) pinned every candidate to the same core: on the H200,
+        # 8 at a time took 80-117 s a run where one alone took 19 s. Pinning steadies step times; a verdict
+        # does not need it.
+        cpus_per_run=request.cpus_per_run if request.cpus_per_run is not None else 0,
         confinement=request.confinement,
         base=base,
         envs_dir=envs_dir,
         environ=environ,
     )
+
+
+def _threads(jobs: int) -> dict[str, str]:
+    """Each candidate's share of the cores (``jobs`` run at a time), as a matrix run with ``--jobs`` gets it."""
+    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, jobs)))}
 
 
 def _check_original(
@@ -378,7 +445,11 @@ def progress_summary(log: Path, original: Size, runs_before: int, elapsed: float
     candidates, refused = len(entries), sum(1 for e in entries if not e.ran)
     runs = sum(e.runs for e in entries) - runs_before
     rate = runs / (elapsed / 60) if elapsed > 0 else 0.0
-    where = f" · level {level['depth']} ({level['units']} statements), pass {level['pass']}" if level else ""
+    where = ""
+    if level and level.get("depth", 0) < 0:
+        where = f" · settings and what uses them, pass {level['pass']}"
+    elif level:
+        where = f" · level {level['depth']} ({level['units']} statements), pass {level['pass']}"
     return (
         f"  {_clock(elapsed)}: best {best} (from {original.lines} lines, {original.tokens} tokens) · "
         f"{runs} runs, {rate:.1f} a minute · {candidates} candidates, {refused} refused unrun{where}"

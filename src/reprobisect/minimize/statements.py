@@ -6,6 +6,10 @@ deletions. Statements are the units because a statement's lines are a whole: dro
 expression behind, which a line-based reducer would do on every other try. The tree (a block's statements are the
 children of its compound statement) lets a reducer work level by level, as hierarchical delta debugging does:
 first which top-level statements matter, then which statements inside the functions and loops that are left.
+
+The elements of a call, dict, list, tuple or set written one or more lines each (``lr=args.lr,`` in a call that
+spans lines, one key of a config dict) are units too, children of their statement: a pasted script keeps most of
+its configuration that way, and deleting such a line keeps the syntax whole, as deleting a statement does.
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ from __future__ import annotations
 import ast
 import dataclasses
 import io
+import re
 import tokenize
 from collections.abc import Iterable, Sequence
 
 __all__ = ["Script", "Size", "Unit", "parse_script", "size_of", "tidy"]
 
+_TRAILER = re.compile(r",?\s*(#.*)?")  # what may follow an element on its last line
 # The blocks of a compound statement, by the field that holds them (ExceptHandler and match_case hold their own).
 _BLOCK_FIELDS = ("body", "orelse", "finalbody")
 
@@ -32,6 +38,8 @@ class Unit:
     depth: int
     parent: int | None  # the enclosing compound statement's unit; None at module level
     block: int  # index into Script.blocks
+    body_first: int | None = None  # a function's first body line: its header runs when defined, its body when called
+    element: bool = False  # an element of a call or a display, not a statement
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +104,29 @@ class Script:
 
     def text(self, removed: Iterable[int]) -> str:
         """The script without the ``removed`` statements' lines; an emptied block gets ``pass``."""
+        return "".join(line for line, _ in self._kept_lines(removed))
+
+    def origins(self, removed: Iterable[int]) -> list[int | None]:
+        """For each line of ``text(removed)``, the original line it is (None for a ``pass`` put in)."""
+        return [number for _, number in self._kept_lines(removed)]
+
+    def unexecuted(self, ran: Iterable[int]) -> frozenset[int]:
+        """The statements none of whose lines ran (``ran``: line numbers a traced run reported): a function counts
+        as run when its body did, not its ``def`` line; elements go with their statement, never alone."""
+        executed = set(ran)
+        dead: set[int] = set()
+        for unit in self.units:
+            start = unit.body_first if unit.body_first is not None else unit.first
+            if not unit.element and not any(n in executed for n in range(start, unit.last + 1)):
+                dead.add(unit.id)
+        return frozenset(dead)
+
+    def starting_at(self, lines: Iterable[int]) -> frozenset[int]:
+        """The statements (not elements) that start on one of ``lines``."""
+        wanted = set(lines)
+        return frozenset(u.id for u in self.units if not u.element and u.first in wanted)
+
+    def _kept_lines(self, removed: Iterable[int]) -> list[tuple[str, int | None]]:
         gone = self.removed_with_descendants(removed)
         drop = [False] * (len(self.lines) + 1)
         for unit in self.units:
@@ -107,13 +138,13 @@ class Script:
             members = [u for u in self.units if u.block == index]
             if block.pass_when_empty and block.parent not in gone and members and all(u.id in gone for u in members):
                 passes[block.first_line] = f"{block.indent}pass\n"
-        out: list[str] = []
+        out: list[tuple[str, int | None]] = []
         for number, line in enumerate(self.lines, start=1):
             if number in passes:
-                out.append(passes[number])
+                out.append((passes[number], None))
             if not drop[number]:
-                out.append(line)
-        return "".join(out)
+                out.append((line, number))
+        return out
 
 
 def parse_script(source: str) -> Script:
@@ -149,9 +180,44 @@ class _Builder:
                 parent=parent,
                 block=index,
             )
+            if len(group) == 1 and isinstance(group[0], ast.FunctionDef | ast.AsyncFunctionDef):
+                unit = dataclasses.replace(unit, body_first=_first_line(group[0].body[0]))
             self.units.append(unit)
             if len(group) == 1:
                 self.add_children(group[0], unit.id, depth + 1)
+                if not any(isinstance(getattr(group[0], f, None), list) for f in ("body", "handlers", "cases")):
+                    self.add_elements(group[0], unit.id, depth + 1)
+
+    def add_elements(self, node: ast.AST, parent: int, depth: int) -> None:
+        """The line-owning elements of the collections inside a simple statement, as units under ``parent``; an
+        element's own collections go under the element."""
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.JoinedStr):
+                continue  # an f-string's inner expressions are text
+            elements = _elements(child)
+            owned = _owned_elements(child, elements, self.lines)
+            if not owned:
+                self.add_elements(child, parent, depth)
+                continue
+            first_line = _node_first(elements[min(owned)])
+            indent = _indent(self.lines[first_line - 1])
+            self.blocks.append(Block(parent=parent, indent=indent, first_line=first_line, pass_when_empty=False))
+            block = len(self.blocks) - 1
+            for index, element in enumerate(elements):
+                if index not in owned:
+                    self.add_elements(element, parent, depth)
+                    continue
+                unit = Unit(
+                    id=len(self.units),
+                    first=_node_first(element),
+                    last=_node_last(element),
+                    depth=depth,
+                    parent=parent,
+                    block=block,
+                    element=True,
+                )
+                self.units.append(unit)
+                self.add_elements(element, unit.id, depth + 1)
 
     def add_children(self, statement: ast.stmt, unit: int, depth: int) -> None:
         for field in _BLOCK_FIELDS:
@@ -161,6 +227,61 @@ class _Builder:
                 self.add_block(block, parent=unit, depth=depth, pass_when_empty=not elif_chain)
         for holder in (*getattr(statement, "handlers", ()), *getattr(statement, "cases", ())):
             self.add_block(holder.body, parent=unit, depth=depth, pass_when_empty=True)
+
+
+def _elements(node: ast.AST) -> list[ast.AST]:
+    """The elements of a call (its arguments and keywords, in source order) or of a display in a load context; none
+    for anything else (a subscript's tuple and an assignment's targets are not lists of removable things)."""
+    if isinstance(node, ast.Call):
+        return sorted([*node.args, *node.keywords], key=lambda n: (_node_first(n), getattr(n, "col_offset", 0)))
+    if isinstance(node, ast.Dict):
+        return [ast.Tuple(elts=[k, v]) if k is not None else v for k, v in zip(node.keys, node.values, strict=True)]
+    if isinstance(node, ast.List | ast.Tuple | ast.Set) and isinstance(getattr(node, "ctx", ast.Load()), ast.Load):
+        return list(node.elts)
+    return []
+
+
+def _owned_elements(node: ast.AST, elements: list[ast.AST], lines: Sequence[str]) -> set[int]:
+    """The indices of the ``elements`` of ``node`` that own the lines they stand on: nothing but the element before
+    it on its first line (``**`` at most) and nothing but a comma or a comment after it on its last, no line shared
+    with another element or a bracket."""
+    owned: set[int] = set()
+    if not elements or _node_first(node) == _node_last(node):
+        return owned
+    for index, element in enumerate(elements):
+        first, last = _node_first(element), _node_last(element)
+        start_col, end_col = _node_cols(element)
+        before = lines[first - 1][:start_col].strip()
+        after = lines[last - 1][end_col:].strip()
+        if before not in ("", "**") or not _TRAILER.fullmatch(after):
+            continue
+        if first <= _node_first(node) or last >= _node_last(node):
+            continue  # on the line of the opening or the closing bracket
+        neighbours = elements[index - 1 : index] + elements[index + 1 : index + 2]
+        if any(_node_first(n) <= last and first <= _node_last(n) for n in neighbours if n is not element):
+            continue
+        owned.add(index)
+    return owned
+
+
+def _node_first(node: ast.AST) -> int:
+    if isinstance(node, ast.Tuple) and not hasattr(node, "lineno"):  # a dict's (key, value) pair
+        return _node_first(node.elts[0])
+    return int(getattr(node, "lineno", 0))
+
+
+def _node_last(node: ast.AST) -> int:
+    if isinstance(node, ast.Tuple) and not hasattr(node, "lineno"):
+        return _node_last(node.elts[1])
+    end = getattr(node, "end_lineno", None)
+    return int(end) if end is not None else _node_first(node)
+
+
+def _node_cols(node: ast.AST) -> tuple[int, int]:
+    """The start column on the first line and the end column on the last (a ``**x`` entry's ``**`` not counted)."""
+    if isinstance(node, ast.Tuple) and not hasattr(node, "lineno"):
+        return _node_cols(node.elts[0])[0], _node_cols(node.elts[1])[1]
+    return int(getattr(node, "col_offset", 0)), int(getattr(node, "end_col_offset", 0) or 0)
 
 
 def _first_line(statement: ast.stmt) -> int:

@@ -4,6 +4,10 @@ A run costs seconds (an interpreter that imports torch and DeepSpeed); most cand
 broken in a way a reader sees at once: a block cut in half, a name used after its definition went. Those are
 refused here for nothing: a candidate must compile, and pyflakes (the checker behind flake8's F-codes) must find
 no undefined name the original did not already have. What is left is worth a run.
+
+The other way round, some statements can go without a run of their own: an import none of whose names is used,
+a top-level function or class nothing names (``unused_definitions``). The reducer drops them beside whatever it
+tries, so a run is never spent asking about a statement that nothing can reach.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import warnings
 
 from pyflakes import checker, messages  # type: ignore[import-untyped]  # no type information shipped
 
-__all__ = ["undefined_names", "why_not_runnable"]
+__all__ = ["undefined_names", "unused_definitions", "why_not_runnable"]
 
 _UNDEFINED = (messages.UndefinedName, messages.UndefinedLocal, messages.UndefinedExport)
 
@@ -29,6 +33,34 @@ def undefined_names(source: str) -> frozenset[str] | None:
         return None
     found = checker.Checker(tree, filename="<candidate>")
     return frozenset(str(m.message_args[0]) for m in found.messages if isinstance(m, _UNDEFINED))
+
+
+def unused_definitions(source: str) -> frozenset[int]:
+    """The first lines (decorators included) of the statements of ``source`` that nothing uses: imports all of
+    whose names pyflakes finds unused, and top-level functions and classes whose name appears nowhere else as a
+    name. Empty when it does not compile."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return frozenset()
+    found = checker.Checker(tree, filename="<candidate>")
+    unused_at: dict[int, int] = {}
+    for message in found.messages:
+        if isinstance(message, messages.UnusedImport):
+            unused_at[message.lineno] = unused_at.get(message.lineno, 0) + 1
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom) and unused_at.get(node.lineno, 0) >= len(node.names):
+            lines.add(node.lineno)
+    named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name not in named:
+            lines.add(min([node.lineno, *(d.lineno for d in node.decorator_list)]))
+    return frozenset(lines)
 
 
 def why_not_runnable(source: str, original_undefined: frozenset[str]) -> str | None:

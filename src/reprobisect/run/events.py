@@ -59,6 +59,8 @@ class RunEvents:
     tests: dict[str, str] = dataclasses.field(default_factory=dict)  # pytest node id → its outcome (--pytest runs)
     # a repro's own verdict on whether it trained (the GAN's --check-training): plain scalars, as ``config``
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # the script's lines that ran (REPROBISECT_TRACE_LINES=1; every rank's together), None when not traced
+    lines: frozenset[int] | None = None
 
 
 def _text(value: object) -> str | None:
@@ -189,6 +191,25 @@ def _exit(event: Mapping[str, Any]) -> ExitReport:
     )
 
 
+_MAX_LINE_NUMBER = 1_000_000
+
+
+def _lines(event: Mapping[str, Any]) -> set[int] | None:
+    """The line numbers of a lines event's ``ranges`` ([[first, last], ...], at most a million lines in all)."""
+    ranges = event.get("ranges")
+    if not isinstance(ranges, list):
+        return None
+    numbers: set[int] = set()
+    for pair in ranges:
+        if not (isinstance(pair, list) and len(pair) == 2):
+            return None
+        first, last = (_count(n, _MAX_LINE_NUMBER) for n in pair)
+        if first is None or last is None or first > last or len(numbers) + last - first >= _MAX_LINE_NUMBER:
+            return None
+        numbers.update(range(first, last + 1))
+    return numbers
+
+
 def read_events(log: str) -> RunEvents:
     """The typed events of a run's log; the last exit event and the first config event win.
 
@@ -204,6 +225,7 @@ def read_events(log: str) -> RunEvents:
     ranks: RankReport | None = None
     tests: dict[str, str] = {}
     training: dict[str, Any] | None = None
+    ran: set[int] | None = None
     for line in log.splitlines():
         _, mark, payload = line.partition(EVENT_MARK)
         if not mark:
@@ -226,6 +248,8 @@ def read_events(log: str) -> RunEvents:
             ranks = rank_report
         elif kind == "test" and len(tests) < _MAX_TESTS and (test := _test(event)) is not None:
             tests[test[0]] = test[1]
+        elif kind == "lines" and (numbers := _lines(event)) is not None:
+            ran = (ran or set()) | numbers
         else:
             ignored += 1
     return RunEvents(
@@ -238,4 +262,5 @@ def read_events(log: str) -> RunEvents:
         ranks=ranks,
         tests=tests,
         training=training or {},
+        lines=frozenset(ran) if ran is not None else None,
     )

@@ -8,7 +8,10 @@ it imports nothing but the standard library. It:
 2. runs the script as ``__main__`` with the script's own ``sys.argv`` and ``sys.path[0]``;
 3. at exit (also after an uncaught exception) prints one ``@@repro {"event": "exit", ...}`` line with
    the versions of every distribution the run imported, the Python, the platform, the GPU (when CUDA
-   was used) and the peak memory.
+   was used) and the peak memory;
+4. with ``REPROBISECT_TRACE_LINES=1``, records which lines of the script ran and prints them at exit as one
+   ``@@repro {"event": "lines", "ranges": [[first, last], ...]}`` line (``reprobisect minimize`` cuts what never
+   ran before the failure). Only the script's own frames are traced: other code pays one call per function call.
 
 The repro's exit status and traceback are left untouched: the harness classifies them.
 """
@@ -21,6 +24,7 @@ import resource
 import runpy
 import signal
 import sys
+import threading
 
 MARK = "@@repro "
 _STDLIB = set(getattr(sys, "stdlib_module_names", ())) | {"__main__", "_distutils_hack"}
@@ -73,6 +77,40 @@ def _gpu():
     return info
 
 
+def _trace_lines(script):
+    """Start recording the script's executed lines; the set fills as the script runs."""
+    ran = set()
+
+    def in_script(frame, event, arg):
+        if event == "line":
+            ran.add(frame.f_lineno)
+        return in_script
+
+    def on_call(frame, event, arg):
+        return in_script if frame.f_code.co_filename == script else None
+
+    sys.settrace(on_call)
+    threading.settrace(on_call)
+    return ran
+
+
+def _ranges(numbers):
+    ranges = []
+    for number in sorted(numbers):
+        if ranges and number == ranges[-1][1] + 1:
+            ranges[-1][1] = number
+        else:
+            ranges.append([number, number])
+    return ranges
+
+
+def _report_lines(ran):
+    sys.settrace(None)
+    threading.settrace(None)
+    sys.stdout.flush()
+    print(MARK + json.dumps({"event": "lines", "ranges": _ranges(ran)}), flush=True)
+
+
 def _report():
     payload = {"event": "exit", "python": platform.python_version(), "platform": platform.platform()}
     payload["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -105,6 +143,8 @@ def main():
         runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "op_cache.py"))["install"](op_cache)
     sys.argv = [script, *sys.argv[2:]]
     sys.path[0] = os.path.dirname(script)
+    if os.environ.get("REPROBISECT_TRACE_LINES") == "1":
+        atexit.register(_report_lines, _trace_lines(script))  # runs before _report: atexit is last in, first out
     runpy.run_path(script, run_name="__main__")
     return 0
 
