@@ -460,3 +460,12 @@ def test_no_group_takes_a_pinned_statement_or_leaves_a_name_undefined() -> None:
         assert why_not_runnable(script.text(group.units), frozenset()) is None, group
     assert {g.word for g in setting_groups(script, frozenset(), printing)} >= {"warmup"}
     assert "lr" not in {g.word for g in setting_groups(script, frozenset(), printing)}  # it would take the print
+
+
+def test_a_removed_statements_words_are_not_its_parents() -> None:
+    script = parse_script(SETTINGS.replace('print("factor", factor)', 'if True:\n    print("factor", cfg.warmup)'))
+    inner = script.starting_at([25])  # print("factor", cfg.warmup), inside the if
+    header = script.starting_at([24])
+    [warmup] = [g for g in setting_groups(script, inner, frozenset()) if g.word == "warmup"]
+    assert not warmup.units & header  # the if names nothing of its own once its body is gone
+    assert {g.word for g in setting_groups(script, frozenset(), frozenset())} == {"lr", "warmup"}  # not type=, default=

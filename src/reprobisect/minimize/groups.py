@@ -82,16 +82,16 @@ def _closure(
 
 def _words(script: Script, gone: set[int]) -> tuple[dict[int, frozenset[str]], set[str]]:
     """The names each unit still there writes on its own lines (not its children's), and the setting-like words:
-    those written as a keyword (``lr=``), a field (``lr: float``) or an option (``"--lr"``) somewhere and named by
-    two units or more (an attribute alone, ``x.detach``, is an API, not a setting)."""
+    named by two units or more, and written as a field (``lr: float``) or an option (``"--lr"``) somewhere, or both
+    as a keyword (``lr=``) and an attribute (``cfg.lr``). A keyword alone (``dim=1``, ``action=``) or an attribute
+    alone (``x.detach``) is an API's name, not a setting: removing all its uses breaks the script."""
     source = "".join(script.lines)
     owner: dict[int, int] = {}  # line → the innermost unit whose own line it is
-    for unit in script.units:  # parents come first: a child's lines go to the child
-        if unit.id not in gone:
-            for number in range(unit.first, unit.last + 1):
-                owner[number] = unit.id
+    for unit in script.units:  # parents come first: a child's lines go to the child, gone or not
+        for number in range(unit.first, unit.last + 1):
+            owner[number] = unit.id
     named: dict[int, set[str]] = defaultdict(set)
-    setting_like: set[str] = set()
+    kinds: dict[str, set[str]] = defaultdict(set)
     depth = 0
     tokens = _tokens(source)
     for index, token in enumerate(tokens):
@@ -104,18 +104,25 @@ def _words(script: Script, gone: set[int]) -> tuple[dict[int, frozenset[str]], s
         if token.type == tokenize.NAME and not keyword.iskeyword(token.string):
             word = token.string
             following = tokens[index + 1].string if index + 1 < len(tokens) else ""
-            if (following == "=" and depth > 0) or (following == ":" and token.start[1] == _indent(token)):
-                setting_like.add(word)
+            if following == "=" and depth > 0:
+                kinds[word].add("keyword")
+            elif following == ":" and token.start[1] == _indent(token):
+                kinds[word].add("field")
+            elif index > 0 and tokens[index - 1].string == ".":
+                kinds[word].add("attribute")
         elif token.type == tokenize.STRING and (match := _OPTION.match(token.string)):
             word = match.group(1).replace("-", "_")
-            setting_like.add(word)
-        if word is not None and holder is not None:
+            kinds[word].add("option")
+        if word is not None and holder is not None and holder not in gone:
             named[holder].add(word)
     counts: dict[str, int] = defaultdict(int)
     for names in named.values():
         for name in names:
             counts[name] += 1
-    return {u: frozenset(n) for u, n in named.items()}, {w for w in setting_like if counts[w] >= 2}
+    settings = {
+        w for w, k in kinds.items() if counts[w] >= 2 and (k & {"field", "option"} or k >= {"keyword", "attribute"})
+    }
+    return {u: frozenset(n) for u, n in named.items()}, settings
 
 
 def _indent(token: tokenize.TokenInfo) -> int:
