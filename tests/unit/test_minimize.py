@@ -126,11 +126,14 @@ def test_any_set_of_removed_statements_still_compiles(data: st.DataObject, which
 
 def test_levels_go_from_the_top_down_and_pinned_units_are_never_offered() -> None:
     script = parse_script(TRICKY)
-    top = script.level(0, [])
+    count = len(script.units)
+    offered = script.level(0, [])
+    top = [u for u in offered if u < count]
     assert all(script.units[u].depth == 0 for u in top)
+    assert {u - count for u in offered if u >= count} == {u for u in top if script.units[u].body}  # unwrappings
     f = next(u for u in top if "def f" in script.lines[script.units[u].last - 1] or script.units[u].first == 7)
     assert f not in script.level(0, [], pinned=[f])
-    assert not any(script.units[u].parent == f for u in script.level(1, [f]))  # gone with its parent
+    assert not any(script.units[u].parent == f for u in script.level(1, [f]) if u < count)  # gone with its parent
     pinned = script.enclosing([11])  # `return 1` inside `if x:` inside `def f`
     assert {script.units[u].first for u in pinned} >= {7, 10, 11}
 
@@ -469,3 +472,31 @@ def test_a_removed_statements_words_are_not_its_parents() -> None:
     [warmup] = [g for g in setting_groups(script, inner, frozenset()) if g.word == "warmup"]
     assert not warmup.units & header  # the if names nothing of its own once its body is gone
     assert {g.word for g in setting_groups(script, frozenset(), frozenset())} == {"lr", "warmup"}  # not type=, default=
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), which=st.sampled_from(range(len(SOURCES))))
+def test_unwrapping_keeps_the_body_one_indent_less_and_never_breaks_the_text(data: st.DataObject, which: int) -> None:
+    script = parse_script(SOURCES[which])
+    ids = [u.id for u in script.units] + [script.unwrap_id(u.id) for u in script.units if u.body]
+    removed = data.draw(st.sets(st.sampled_from(ids)))
+    text = script.text(removed)
+    origins = script.origins(removed)
+    assert len(origins) == len(text.splitlines())
+    for line, number in zip(text.splitlines(), origins, strict=True):  # every line is an original one, dedented
+        assert number is None or script.lines[number - 1].rstrip("\n").endswith(line.lstrip()) or not line.strip()
+    if why_not_runnable(text, frozenset({"a", "i", "e", "h", "x", "y", "z"})) is None:
+        compile(text, "<candidate>", "exec")
+
+
+def test_an_unwrapped_loop_leaves_its_body_and_a_pinned_statement_can_be_unwrapped() -> None:
+    source = "import sys\nfor step in range(3):\n    if step == 0:\n        print(sys)\nelse:\n    print('done')\n"
+    script = parse_script(source)
+    loop, check = (next(u for u in script.units if u.first == n) for n in (2, 3))
+    assert script.unwrap_id(loop.id) in script.level(0, [], pinned=[loop.id])  # pinned: not removed, unwrapped
+    assert loop.id not in script.level(0, [], pinned=[loop.id])
+    both = script.text([script.unwrap_id(check.id), script.unwrap_id(loop.id)])
+    assert both == "import sys\nprint(sys)\n"
+    assert script.text([script.unwrap_id(loop.id)]) == "import sys\nif step == 0:\n    print(sys)\n"
+    assert why_not_runnable(script.text([script.unwrap_id(loop.id)]), frozenset()) == "undefined name 'step'"
+    assert script.text([loop.id, script.unwrap_id(loop.id)]) == "import sys\n"  # removed wins

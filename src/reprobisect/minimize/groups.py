@@ -42,7 +42,7 @@ def setting_groups(script: Script, removed: frozenset[int], pinned: frozenset[in
     the statements that name it and those that would lose a name without them; none that would take a ``pinned``
     statement, leave the script not compiling or with a new undefined name, or remove nothing new."""
     gone = script.removed_with_descendants(removed)
-    words, settings = _words(script, gone)
+    words, settings = _words(script, gone | script.unwrapped(removed))  # an unwrapped header names nothing now
     base_undefined = undefined_names(script.text(removed))
     if base_undefined is None:
         return []

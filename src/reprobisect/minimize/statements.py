@@ -7,6 +7,11 @@ expression behind, which a line-based reducer would do on every other try. The t
 children of its compound statement) lets a reducer work level by level, as hierarchical delta debugging does:
 first which top-level statements matter, then which statements inside the functions and loops that are left.
 
+A compound statement can also be *unwrapped* (``Script.unwrap_id``): its header and its other blocks (``else``,
+``except``, ``finally``) go and its body stays, one indent less. Removing it would take the failing line with it;
+unwrapping keeps that line while the loop, the ``if`` or the ``with`` around it goes: ``for step, real in
+enumerate(loader):`` around the one call that fails, and with it the loader and the dataset it needed.
+
 The elements of a call, dict, list, tuple or set written one or more lines each (``lr=args.lr,`` in a call that
 spans lines, one key of a config dict) are units too, children of their statement: a pasted script keeps most of
 its configuration that way, and deleting such a line keeps the syntax whole, as deleting a statement does.
@@ -24,6 +29,10 @@ from collections.abc import Iterable, Sequence
 __all__ = ["Script", "Size", "Unit", "parse_script", "size_of", "tidy"]
 
 _TRAILER = re.compile(r",?\s*(#.*)?")  # what may follow an element on its last line
+# Compound statements whose body can stand without them (a function's or a class's cannot: it is a definition).
+_UNWRAPPABLE: tuple[type[ast.stmt], ...] = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)
+if hasattr(ast, "TryStar"):  # Python 3.11: try ... except*
+    _UNWRAPPABLE = (*_UNWRAPPABLE, ast.TryStar)
 # The blocks of a compound statement, by the field that holds them (ExceptHandler and match_case hold their own).
 _BLOCK_FIELDS = ("body", "orelse", "finalbody")
 
@@ -40,6 +49,8 @@ class Unit:
     block: int  # index into Script.blocks
     body_first: int | None = None  # a function's first body line: its header runs when defined, its body when called
     element: bool = False  # an element of a call or a display, not a statement
+    body: tuple[int, int] | None = None  # an unwrappable compound statement's body: first and last line
+    dedent: int = 0  # how much deeper than its header that body is indented
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,10 +85,33 @@ class Script:
 
     def level(self, depth: int, removed: Iterable[int], pinned: Iterable[int] = ()) -> list[int]:
         """The units at ``depth`` that are still there (neither removed nor inside a removed statement) and not
-        ``pinned``: what a reducer may try to remove at this level."""
+        ``pinned``, each followed by its unwrapping where it has one not yet made (a pinned statement can be
+        unwrapped: its failing line stays): what a reducer may try to remove at this level."""
+        removed = set(removed)
         gone = self.removed_with_descendants(removed)
         keep = set(pinned)
-        return [u.id for u in self.units if u.depth == depth and u.id not in gone and u.id not in keep]
+        found: list[int] = []
+        for unit in self.units:
+            if unit.depth != depth or unit.id in gone:
+                continue
+            if unit.id not in keep:
+                found.append(unit.id)
+            if unit.body is not None and self.unwrap_id(unit.id) not in removed:
+                found.append(self.unwrap_id(unit.id))
+        return found
+
+    def unwrap_id(self, unit: int) -> int:
+        """The id that, among removed ids, unwraps ``unit`` instead of removing it."""
+        return len(self.units) + unit
+
+    def unwrapped(self, removed: Iterable[int]) -> frozenset[int]:
+        """The units ``removed`` unwraps (and does not remove)."""
+        count = len(self.units)
+        ids = set(removed)
+        gone = self.removed_with_descendants(i for i in ids if i < count)
+        return frozenset(
+            i - count for i in ids if count <= i < 2 * count and self.units[i - count].body and i - count not in gone
+        )
 
     def enclosing(self, lines: Iterable[int]) -> frozenset[int]:
         """The units that hold any of ``lines``, with every statement around them: removing one of them would
@@ -95,8 +129,8 @@ class Script:
         return max((u.depth for u in self.units), default=-1)
 
     def removed_with_descendants(self, removed: Iterable[int]) -> set[int]:
-        """``removed`` and every statement inside one of them."""
-        gone = set(removed)
+        """``removed`` and every statement inside one of them (an unwrapping takes nothing with it)."""
+        gone = {i for i in removed if i < len(self.units)}
         for unit in self.units:  # parents come before their children
             if unit.parent is not None and unit.parent in gone:
                 gone.add(unit.id)
@@ -127,24 +161,42 @@ class Script:
         return frozenset(u.id for u in self.units if not u.element and u.first in wanted)
 
     def _kept_lines(self, removed: Iterable[int]) -> list[tuple[str, int | None]]:
+        removed = set(removed)
         gone = self.removed_with_descendants(removed)
         drop = [False] * (len(self.lines) + 1)
         for unit in self.units:
             if unit.id in gone:
                 for number in range(unit.first, unit.last + 1):
                     drop[number] = True
+        dedent = [0] * (len(self.lines) + 1)
+        cut = [False] * (len(self.lines) + 1)  # an unwrapped statement's header and other blocks
+        for unit in (self.units[i] for i in self.unwrapped(removed)):
+            first, last = unit.body or (unit.first, unit.last)
+            for number in (*range(unit.first, first), *range(last + 1, unit.last + 1)):
+                drop[number] = cut[number] = True
+            for number in range(first, last + 1):
+                dedent[number] += unit.dedent
         passes: dict[int, str] = {}
         for index, block in enumerate(self.blocks):
             members = [u for u in self.units if u.block == index]
-            if block.pass_when_empty and block.parent not in gone and members and all(u.id in gone for u in members):
-                passes[block.first_line] = f"{block.indent}pass\n"
+            empty = members and all(u.id in gone for u in members)
+            if block.pass_when_empty and block.parent not in gone and empty and not cut[block.first_line]:
+                indent = block.indent[: max(0, len(block.indent) - dedent[block.first_line])]
+                passes[block.first_line] = f"{indent}pass\n"
         out: list[tuple[str, int | None]] = []
         for number, line in enumerate(self.lines, start=1):
             if number in passes:
                 out.append((passes[number], None))
             if not drop[number]:
-                out.append((line, number))
+                out.append((_dedented(line, dedent[number]), number))
         return out
+
+
+def _dedented(line: str, by: int) -> str:
+    """``line`` less ``by`` columns of indent; a line with less (inside a string) or a blank one stays as it is."""
+    if by <= 0 or not line.strip() or line[:by].strip():
+        return line
+    return line[by:]
 
 
 def parse_script(source: str) -> Script:
@@ -182,11 +234,24 @@ class _Builder:
             )
             if len(group) == 1 and isinstance(group[0], ast.FunctionDef | ast.AsyncFunctionDef):
                 unit = dataclasses.replace(unit, body_first=_first_line(group[0].body[0]))
+            if len(group) == 1 and isinstance(group[0], _UNWRAPPABLE):
+                unit = self.unwrappable(unit, group[0])
             self.units.append(unit)
             if len(group) == 1:
                 self.add_children(group[0], unit.id, depth + 1)
                 if not any(isinstance(getattr(group[0], f, None), list) for f in ("body", "handlers", "cases")):
                     self.add_elements(group[0], unit.id, depth + 1)
+
+    def unwrappable(self, unit: Unit, statement: ast.stmt) -> Unit:
+        """``unit`` with its body's lines and indent, when its body starts on a line of its own."""
+        body: list[ast.stmt] = getattr(statement, "body", [])
+        first = _first_line(body[0])
+        if first <= unit.first:
+            return unit
+        deeper = len(_indent(self.lines[first - 1])) - len(_indent(self.lines[unit.first - 1]))
+        if deeper <= 0:
+            return unit
+        return dataclasses.replace(unit, body=(first, max(_last_line(s) for s in body)), dedent=deeper)
 
     def add_elements(self, node: ast.AST, parent: int, depth: int) -> None:
         """The line-owning elements of the collections inside a simple statement, as units under ``parent``; an
