@@ -154,7 +154,7 @@ def night_news(
 ) -> NightNews:
     """One night that ran ``release`` (frame ``after``) against ``baseline`` (frame ``before``), both masked."""
     from reprobisect.nightly.issue_text import NightNews
-    from reprobisect.nightly.run import regressed_keys
+    from reprobisect.nightly.regressions import regressed_keys
     from reprobisect.report.compare import compare
 
     return NightNews(

@@ -21,7 +21,8 @@ from reprobisect.commands.main import main as reprobisect
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.nightly.issue_text import MARKER
-from reprobisect.nightly.run import _write_outputs, masked
+from reprobisect.nightly.regressions import masked
+from reprobisect.nightly.run import _write_outputs
 from reprobisect.report.frame import load_records, records_frame
 from reprobisect.report.summary import markdown_summary
 from reprobisect.report.views import ReportData

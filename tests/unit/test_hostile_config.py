@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from reprobisect.commands.main import main
 from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
-from reprobisect.nightly.run import Target, pinned_ref
+from reprobisect.nightly.targets import Target, pinned_ref
 from tests.conftest import ROOT
 
 MINIMAL = """\

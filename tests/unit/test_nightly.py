@@ -13,8 +13,9 @@ from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
 from reprobisect.model.cell import id_without
 from reprobisect.nightly.issue_text import MARKER, NightNews, issue_body, title_of
-from reprobisect.nightly.run import DEEPSPEED_REPO, masked, new_releases, regressed_keys, target_of
+from reprobisect.nightly.regressions import masked, regressed_keys
 from reprobisect.nightly.state import NightlyState, load_state, save_state
+from reprobisect.nightly.targets import DEEPSPEED_REPO, new_releases, target_of
 from reprobisect.report.compare import compare
 from tests.conftest import ROOT, night_news
 
@@ -211,7 +212,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def test_a_ref_is_pinned_to_the_commit_it_names_tonight(tmp_path: Path) -> None:
-    from reprobisect.nightly.run import pinned_ref
+    from reprobisect.nightly.targets import pinned_ref
 
     repo = tmp_path / "DeepSpeed"
     repo.mkdir()

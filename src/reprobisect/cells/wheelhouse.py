@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 
-from reprobisect.cells.envs import uv_compile
+from reprobisect.cells.resolver import uv_compile
 from reprobisect.errors import EnvBuildError
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo

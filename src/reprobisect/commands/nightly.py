@@ -72,7 +72,8 @@ def setup_arguments(subparsers: Subparsers) -> None:
 def _night(args: argparse.Namespace) -> int:
     """Check the options, run the night, return its verdict (0, or 1 on a regression)."""
     # imported here: the night imports the report writer (matplotlib), which no other command's start needs
-    from reprobisect.nightly.run import DEEPSPEED_REPO, NightlyRequest, run_nightly
+    from reprobisect.nightly.run import NightlyRequest, run_nightly
+    from reprobisect.nightly.targets import DEEPSPEED_REPO
 
     if min(args.jobs, args.max_releases) < 1 or args.max_bisects < 0:
         msg = f"--jobs {args.jobs} / --max-releases {args.max_releases} must be >= 1, --max-bisects >= 0"

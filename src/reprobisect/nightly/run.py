@@ -19,24 +19,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import pandas as pd
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from reprobisect.bisect.history import KNOWN_REPOSITORIES
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
 from reprobisect.errors import FAIL_EXIT, ConfigError
-from reprobisect.model.cell import id_without
-from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.nightly.issue_text import NightNews, issue_body, title_of
+from reprobisect.nightly.regressions import masked, regressed_keys
 from reprobisect.nightly.state import (
     NightlyState,
     baseline_records,
@@ -46,9 +42,10 @@ from reprobisect.nightly.state import (
     load_state,
     stage_baseline,
 )
+from reprobisect.nightly.targets import AXIS, DEEPSPEED_REPO, Target, new_releases, pinned_ref, target_of
 from reprobisect.report.compare import Comparison, compare
 from reprobisect.report.frame import Bisect, Loaded, records_frame
-from reprobisect.report.verdicts import Key, verdicts
+from reprobisect.report.verdicts import Key
 from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report
 from reprobisect.run.context import RunContext
@@ -59,25 +56,10 @@ from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
 from reprobisect.run.units import RunStats
 from reprobisect.util.clock import utc_now
-from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import write_atomic
 
-__all__ = [
-    "DEEPSPEED_REPO",
-    "NightlyRequest",
-    "NightlyResult",
-    "Target",
-    "masked",
-    "new_releases",
-    "pinned_ref",
-    "regressed_keys",
-    "run_nightly",
-    "target_of",
-]
-
-DEEPSPEED_REPO = KNOWN_REPOSITORIES["deepspeed"]  # one table of where each package is developed
-AXIS = "deepspeed"
+__all__ = ["NightlyRequest", "NightlyResult", "run_nightly"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -117,106 +99,6 @@ class NightlyResult:
     exit_code: int
     markdown: Path
     summary: Path
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Target:
-    """What tonight runs: a release on the index, or a git ref of DeepSpeed's repository (a VCS cell)."""
-
-    kind: Literal["release", "ref"]
-    name: str
-    spec: str
-
-
-def new_releases(available: Sequence[str], baseline: str, *, up_to: str | None = None) -> list[str]:
-    """Final releases newer than ``baseline`` (and not newer than ``up_to``), oldest first."""
-    low = Version(baseline)
-    high = Version(up_to) if up_to else None
-    found = []
-    for raw in available:
-        try:
-            version = Version(raw)
-        except InvalidVersion:
-            continue
-        if version.is_prerelease or version.is_devrelease or version <= low or (high is not None and version > high):
-            continue
-        found.append(raw)
-    return sorted(found, key=Version)
-
-
-def target_of(value: str, available: Sequence[str], *, repo: str = DEEPSPEED_REPO) -> Target:
-    """``0.18.3`` is a release (it must be on the index); ``main``, a tag (``v0.18.3``) or a hash is a ref of ``repo``.
-
-    A full VCS URL (``git+https://…@ref``, ``git+file://…@ref``) is taken as it is.
-    """
-    if value in available:
-        return Target(kind="release", name=value, spec=value)
-    if value.startswith("git+"):
-        return Target(kind="ref", name=value.rsplit("@", 1)[-1] if "@" in value else "HEAD", spec=value)
-    try:
-        Version(value)
-        number = value[:1].isdigit()  # v0.16.4 parses too, but it is a tag
-    except InvalidVersion:
-        number = False
-    if not number:
-        return Target(kind="ref", name=value, spec=f"git+{repo}@{value}")
-    newest = available[-1] if available else "none"
-    msg = (
-        f"--deepspeed {value}: not a release of deepspeed on the configured index (newest: {newest}); "
-        "give a listed release or a git ref such as main"
-    )
-    raise ConfigError(msg)
-
-
-def pinned_ref(target: Target) -> Target:
-    """A ref target with its ref replaced by the commit it names now (``git ls-remote``).
-
-    A cell is reused while its pins are unchanged: pinned to ``main`` it would be built once and never
-    again, so each night would test the first night's commit. Pinned to the commit, a moved branch is a
-    new cell, and the record says exactly what ran.
-    """
-    if target.kind != "ref":
-        return target
-    url, _, ref = target.spec.removeprefix("git+").rpartition("@")
-    if re.fullmatch(r"[0-9a-f]{40}", ref):
-        return target
-    if url.startswith("-") or not re.fullmatch(r"[A-Za-z0-9._/+-]+", ref) or ref.startswith("-"):
-        msg = (
-            f"--deepspeed {target.name}: {url!r} @ {ref!r} is not a repository URL and a branch, tag or hash "
-            "(a URL such as https://github.com/deepspeedai/DeepSpeed.git, a ref of letters, digits, '.', '_', '/', '-')"
-        )
-        raise ConfigError(msg)
-    done = run_tool(
-        ["git", "ls-remote", "--", url, ref, f"{ref}^{{}}"],
-        what=f"--deepspeed {target.name}: cannot ask {url} which commit it is",
-        timeout=120,
-        error=ConfigError,
-        check=False,
-    )
-    lines = [line.split("\t") for line in done.stdout.splitlines() if "\t" in line]
-    if done.returncode != 0 or not lines:
-        why = done.stderr.strip().splitlines()[-1:] or ["no such branch or tag"]
-        msg = f"--deepspeed {target.name}: {url} has no branch or tag {ref!r} ({why[0]}); give a branch, tag or hash"
-        raise ConfigError(msg)
-    peeled = [sha for sha, name in lines if name.endswith("^{}")]
-    sha = (peeled or [lines[0][0]])[0]
-    return Target(kind="ref", name=f"{target.name}@{sha[:12]}", spec=f"git+{url}@{sha}")
-
-
-def masked(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with each cell id stripped of its DeepSpeed part, so two releases' runs share keys."""
-    cells = [id_without(cell, AXIS, spec) for cell, spec in zip(frame["cell"], frame[AXIS], strict=True)]
-    return frame.assign(cell=cells)
-
-
-def regressed_keys(baseline: pd.DataFrame, current: pd.DataFrame) -> list[Key]:
-    """(repro, cell, form, fix) keys that passed on the baseline and do not pass now (masked frames)."""
-    before, after = verdicts(baseline), verdicts(current)
-    return sorted(
-        k
-        for k, v in after.items()
-        if k in before and before[k].outcome == Outcome.PASS.value and v.outcome != Outcome.PASS.value
-    )
 
 
 def _slice(config: Config, request: NightlyRequest) -> dict[str, Any]:
