@@ -17,7 +17,7 @@ from pathlib import Path
 
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.envs import ensure_env
-from reprobisect.cells.resolve import resolve_cell
+from reprobisect.cells.pinning import resolve_cell
 from reprobisect.config.load import load_config
 from reprobisect.run.execute import RunSpec, execute
 from reprobisect.run.sandbox import Confinement

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from reprobisect.cells.base import base_interpreter
-from reprobisect.cells.resolve import resolve_cell
+from reprobisect.cells.pinning import resolve_cell
 from tests.conftest import ROOT, base_python
 from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
 from tests.system_tools import DEEPSPEED_OPS

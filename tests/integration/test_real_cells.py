@@ -18,7 +18,7 @@ import pytest
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.envs import ensure_env
 from reprobisect.cells.op_builds import entries
-from reprobisect.cells.resolve import resolve_cell
+from reprobisect.cells.pinning import resolve_cell
 from reprobisect.model.record import Record
 from tests.conftest import ROOT, TEST_CELLS, base_python
 from tests.system_tools import DEEPSPEED_OPS

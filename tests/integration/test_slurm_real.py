@@ -22,7 +22,7 @@ import submitit
 
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.envs import ensure_env
-from reprobisect.cells.resolve import resolve_cell
+from reprobisect.cells.pinning import resolve_cell
 from tests.conftest import ROOT, base_python
 from tests.integration.test_fanout_real import _report
 from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reprobisect.cells import envs, resolve
+from reprobisect.cells import envs, pinning
 from reprobisect.cells.base import BaseInterpreter, base_interpreter
 from reprobisect.cells.envs import MARKER, CellEnv, ensure_env, find_python, installer, tree_digest
-from reprobisect.cells.resolve import install_requirement, resolve_cell
+from reprobisect.cells.pinning import install_requirement, resolve_cell
 from reprobisect.errors import ConfigError, EnvBuildError
 from reprobisect.model.cell import SYSTEM, Cell
 
@@ -318,8 +318,8 @@ def test_find_python_looks_in_pyenv(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_exact_pins_need_no_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(resolve, "uv_compile", lambda *a, **k: pytest.fail("resolver asked"))
-    monkeypatch.setattr(resolve, "list_versions", lambda *a, **k: pytest.fail("index asked"))
+    monkeypatch.setattr(pinning, "uv_compile", lambda *a, **k: pytest.fail("resolver asked"))
+    monkeypatch.setattr(pinning, "list_versions", lambda *a, **k: pytest.fail("index asked"))
     cell = resolve_cell(BASE, {"deepspeed": "0.16.4", "lightning": SYSTEM})
     assert cell == Cell(
         python="3.11.7", torch="2.5.1", torch_source=SYSTEM, packages={"deepspeed": "0.16.4", "lightning": SYSTEM}
@@ -348,7 +348,7 @@ def test_loose_pins_are_resolved_together_by_uv(monkeypatch: pytest.MonkeyPatch)
         )
 
     monkeypatch.setenv("REPROBISECT_INSTALLER", "uv")
-    monkeypatch.setattr(resolve, "uv_compile", compile_)
+    monkeypatch.setattr(pinning, "uv_compile", compile_)
     cell = resolve_cell(BASE, {"deepspeed": "latest", "lightning": ">=2.6", "pydantic": SYSTEM, "x": "1.0"})
     assert dict(cell.packages) == {"deepspeed": "0.19.8", "lightning": "2.6.6", "pydantic": SYSTEM, "x": "1.0"}
     assert asked["requirements"] == ["deepspeed", "lightning>=2.6", "x==1.0"]
@@ -357,7 +357,7 @@ def test_loose_pins_are_resolved_together_by_uv(monkeypatch: pytest.MonkeyPatch)
 
 def test_a_resolver_failure_is_a_config_error_with_its_words(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPROBISECT_INSTALLER", "uv")
-    monkeypatch.setattr(resolve, "uv_compile", lambda *a, **k: _compiled("", 1, "x" * 5000 + "no solution found"))
+    monkeypatch.setattr(pinning, "uv_compile", lambda *a, **k: _compiled("", 1, "x" * 5000 + "no solution found"))
     with pytest.raises(ConfigError, match=r"cannot resolve deepspeed together: x+no solution found") as info:
         resolve_cell(BASE, {"deepspeed": "latest"})
     assert len(str(info.value)) < 1000
@@ -366,7 +366,7 @@ def test_a_resolver_failure_is_a_config_error_with_its_words(monkeypatch: pytest
 @pytest.mark.parametrize("answer", ["pytorch-lightning==2.5.0\n", "numpy==2.0.0\n", ""])
 def test_a_loose_pin_the_resolver_does_not_answer_never_vanishes(monkeypatch: pytest.MonkeyPatch, answer: str) -> None:
     monkeypatch.setenv("REPROBISECT_INSTALLER", "uv")
-    monkeypatch.setattr(resolve, "uv_compile", lambda *a, **k: _compiled(answer))
+    monkeypatch.setattr(pinning, "uv_compile", lambda *a, **k: _compiled(answer))
     try:
         cell = resolve_cell(BASE, {"pytorch_lightning": "latest"})
     except ConfigError:
@@ -377,7 +377,7 @@ def test_a_loose_pin_the_resolver_does_not_answer_never_vanishes(monkeypatch: py
 def test_without_uv_the_newest_release_in_range_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     releases = {"deepspeed": ["0.15.0", "0.16.4", "0.17.0rc1", "0.16.9"], "lightning": ["2.5.0", "2.6.6"]}
     monkeypatch.setenv("REPROBISECT_INSTALLER", "pip")
-    monkeypatch.setattr(resolve, "list_versions", lambda python, name, **_: releases[name])
+    monkeypatch.setattr(pinning, "list_versions", lambda python, name, **_: releases[name])
     cell = resolve_cell(BASE, {"deepspeed": "<0.17", "lightning": "latest"})
     assert dict(cell.packages) == {"deepspeed": "0.16.9", "lightning": "2.6.6"}
     with pytest.raises(ConfigError, match=r"deepspeed>=9: no release"):

@@ -33,7 +33,7 @@ from packaging.utils import canonicalize_name
 from reprobisect.cells import built_wheels
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.companions import matching_torchvision, unusable_torchvision
-from reprobisect.cells.resolve import install_requirement
+from reprobisect.cells.pinning import install_requirement
 from reprobisect.cells.resolver import installer
 from reprobisect.errors import EnvBuildError, ToolError
 from reprobisect.model.cell import MATCH, SYSTEM, Cell

@@ -1,6 +1,6 @@
 """The installer a cell build uses, and uv's resolver: which releases install together, without installing.
 
-Apart from cells/resolve.py (a cell's pins made concrete) and cells/envs.py (its venv built), which both use it, so
+Apart from cells/pinning.py (a cell's pins made concrete) and cells/envs.py (its venv built), which both use it, so
 that what resolves a cell's companions (cells/companions.py) can ask the resolver too.
 """
 

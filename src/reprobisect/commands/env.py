@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.envs import ensure_env
-from reprobisect.cells.resolve import resolve_cell
+from reprobisect.cells.pinning import resolve_cell
 from reprobisect.commands.options import Subparsers, add_common, pins, prepare
 from reprobisect.config.load import load_config
 from reprobisect.errors import ToolError

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.envs import CellEnv, ensure_env
-from reprobisect.cells.resolve import install_requirement, resolve_cell
+from reprobisect.cells.pinning import install_requirement, resolve_cell
 from reprobisect.config.load import Config
 from reprobisect.errors import EnvBuildError
 from reprobisect.model.cell import Cell

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from reprobisect.cells.resolve import resolve_cell
+from reprobisect.cells.pinning import resolve_cell
 from reprobisect.config.load import Config
 from reprobisect.model.record import Record
 from reprobisect.model.repro import Backend
