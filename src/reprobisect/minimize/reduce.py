@@ -146,9 +146,9 @@ def reduce_groups(
     jobs: int = 1,
     spent: Callable[[], str | None] = lambda: None,
 ) -> frozenset[int]:
-    """Remove whole groups while that stays interesting: ``jobs`` groups asked at a time, the first interesting one
-    (in the order ``groups`` gives) kept, the groups recomputed on what is left; a group that was not interesting is
-    not asked again in this pass."""
+    """Remove whole groups while that stays interesting: ``jobs`` groups asked at a time, all the interesting ones
+    kept when they are still interesting together (else the first, in the order ``groups`` gives), the groups
+    recomputed on what is left; a group that was not interesting is not asked again in this pass."""
     tried: set[str] = set()
     while spent() is None:
         batch = [g for g in groups(removed) if g.word not in tried][: max(1, jobs)]
@@ -156,10 +156,14 @@ def reduce_groups(
             break
         answers = in_parallel(functools.partial(_group_interesting, interesting, removed), batch, max(1, jobs))
         tried.update(g.word for g, ok in zip(batch, answers, strict=True) if not ok)
-        kept = next((g for g, ok in zip(batch, answers, strict=True) if ok), None)
-        if kept is not None:
-            removed = removed | kept.units
-            tried.add(kept.word)
+        good = [g for g, ok in zip(batch, answers, strict=True) if ok]
+        together = removed.union(*(g.units for g in good))
+        if len(good) > 1 and interesting(together):  # settings seldom depend on each other: one run keeps them all
+            removed = together
+            tried.update(g.word for g in good)
+        elif good:
+            removed = removed | good[0].units
+            tried.add(good[0].word)
     return removed
 
 
