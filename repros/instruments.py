@@ -6,7 +6,7 @@ stdout, ``@@repro {"event": ...}``, parsed there with caps; the step events, ``c
 keep the fields earlier records hold.
 
 Used by the four repros beside this file (``import instruments``: a script's own folder is ``sys.path[0]``); a
-script pasted from an issue can use it by sitting beside it. matrix.yaml names it among each repro's ``inputs``: it is
+script pasted from an issue can use it with ``triage SCRIPT --instruments`` (or by sitting beside it). matrix.yaml names it among each repro's ``inputs``: it is
 readable in the sandbox, and an edit to it is part of every run's key.
 
     step(i)                    a context manager: one ``step`` event with its time and whether it finished

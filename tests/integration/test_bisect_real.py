@@ -33,6 +33,8 @@ def _bisect(out: Path, envs: Path) -> dict:
         "--bad",
         "0.16.6",
         "--all-transitions",
+        "--jobs",
+        "2",  # two probes at a time: CI's two cores
         "--lightning",
         "2.6.6",
         "--config",

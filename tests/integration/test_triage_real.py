@@ -249,3 +249,20 @@ def test_pytest_is_brought_to_a_cell_without_one(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_a_pasted_script_times_its_steps_with_the_instruments_on_request(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
+    """``--instruments``: a script outside the checkout imports the repros' shared module in the sandbox (its folder
+    on the run's sys.path, the file readable), and its step events reach the record."""
+    script = tmp_path / "pasted" / "steps.py"
+    script.parent.mkdir()
+    script.write_text(
+        "import instruments\nimport torch\n\nfor i in range(3):\n    with instruments.step(i):\n"
+        "        torch.ones(4).sum()\n"
+    )
+    out = tmp_path / "out"
+    _harness("triage", str(script), *CELL, "--instruments", envs=envs_dir, out=out)
+    [record] = _records(out)
+    assert record.outcome == "PASS", record.signature
+    assert [step.step for step in record.steps] == [0, 1, 2]
+    assert "--instruments" in " ".join(record.rerun or ())

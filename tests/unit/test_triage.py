@@ -3,6 +3,7 @@ hostile input to each thing the harness reads (options, a launcher's report, ran
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -15,12 +16,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reprobisect.commands.main import _parse
+from reprobisect.commands.options import with_script
 from reprobisect.config.expand import MatrixSpec, expand
 from reprobisect.config.load import load_config
 from reprobisect.config.scripts import (
+    INSTRUMENTS_ENV,
     PYTEST_RUNNER,
     CliFixes,
     cli_fixes,
+    instruments_of,
     pytest_repro,
     pytest_root,
     script_repro,
@@ -34,7 +38,7 @@ from reprobisect.report.frame import _rerun_text
 from reprobisect.report.views import reproduce_command
 from reprobisect.run.events import read_events
 from reprobisect.run.execute import LAUNCH, RunSpec, _failed_rank, _keep_rank_logs, child_environ, inputs_digest
-from tests.conftest import SCRIPTS
+from tests.conftest import ROOT, SCRIPTS
 
 PASSES = SCRIPTS / "passes.py"
 
@@ -150,6 +154,44 @@ def test_a_script_repro_gets_its_arguments_in_every_form() -> None:
         *("nox", "-s", "triage", "--", "passes.py", "--deepspeed", "0.16.4"),
         *("--form", "cuda", "--fix", "none", "--", "--steps", "2"),
     ]
+
+
+def test_a_pasted_script_imports_the_instruments_on_request(tmp_path: Path, plain_env: object) -> None:
+    instruments = instruments_of(load_config(ROOT / "matrix.yaml"))
+    assert instruments == ROOT / "repros" / "instruments.py"
+    script = tmp_path / "pasted.py"
+    script.write_text('import instruments\n\ninstruments.event("config", pasted=True)\n')  # step() needs torch
+    repro = script_repro(script, instruments=instruments)
+    form = repro.forms["cpu-deepspeed"]
+    assert form.inputs == (instruments,)  # readable in the sandbox, and an edit to it changes the run's key
+    spec = RunSpec(repro=repro, form=form, fix=repro.fixes["none"], env=plain_env)  # type: ignore[arg-type]
+    env = child_environ(spec, {})
+    assert env[INSTRUMENTS_ENV] == str(instruments.parent)
+    plain = script_repro(script)
+    bare = RunSpec(repro=plain, form=plain.forms["cpu-deepspeed"], fix=plain.fixes["none"], env=plain_env)  # type: ignore[arg-type]
+    assert spec.key != bare.key and INSTRUMENTS_ENV not in child_environ(bare, {})
+    bootstrap = ROOT / "src" / "reprobisect" / "run" / "child" / "bootstrap.py"
+    done = subprocess.run(
+        [sys.executable, str(bootstrap), str(script)],
+        env={**os.environ, INSTRUMENTS_ENV: env[INSTRUMENTS_ENV]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert read_events(done.stdout).config == {"pasted": True}  # the bootstrap put repros/ on the script's sys.path
+    without = subprocess.run([sys.executable, str(bootstrap), str(script)], capture_output=True, text=True, check=False)
+    assert "No module named 'instruments'" in without.stderr  # only on request
+
+
+def test_instruments_without_a_script_or_beside_no_repros_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "matrix.yaml").write_text((ROOT / "matrix.yaml").read_text())
+    with pytest.raises(ConfigError, match=r"--instruments: .*repros/instruments.py is not there"):
+        instruments_of(dataclasses.replace(load_config(ROOT / "matrix.yaml"), path=tmp_path / "matrix.yaml"))
+    args = _parse(["matrix", "--instruments"])
+    with pytest.raises(ConfigError, match=r"--instruments.* go with a script"):
+        with_script(load_config(ROOT / "matrix.yaml"), args, None, repros=(), rerun=())
 
 
 def test_matrix_yaml_takes_a_script_in_one_short_entry(tmp_path: Path) -> None:

@@ -20,7 +20,15 @@ from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.wheelhouse import use_wheelhouse
 from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import Config, check_pin
-from reprobisect.config.scripts import CliFixes, cli_fixes, env_settings, pytest_repro, script_repro, with_fixes
+from reprobisect.config.scripts import (
+    CliFixes,
+    cli_fixes,
+    env_settings,
+    instruments_of,
+    pytest_repro,
+    script_repro,
+    with_fixes,
+)
 from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, slurm_arg
 from reprobisect.errors import ConfigError
 from reprobisect.run.context import RunContext
@@ -104,6 +112,12 @@ def add_script_options(parser: argparse.ArgumentParser, *, script: bool = True) 
     parser.add_argument("--expect-signature", help="with a script: the known name or id that counts as REPRODUCED")
     parser.add_argument("--shim", action="store_true", help="with a script: run it through the Lightning CPU shim")
     parser.add_argument(
+        "--instruments",
+        action="store_true",
+        help="with a script: let it `import instruments` (the repros' shared module beside matrix.yaml: step events, "
+        "the GAN's training check)",
+    )
+    parser.add_argument(
         "--pytest",
         action="append",
         metavar="PATH[::TEST]",
@@ -169,10 +183,11 @@ def with_script(
     env = env_settings(getattr(args, "env", None) or ())
     if script is None and not pytests:
         given = [getattr(args, "expect_signature", None), getattr(args, "shim", False), script_args, env]
+        given.append(getattr(args, "instruments", False))
         if any(given) or getattr(args, "pytest_k", None) or getattr(args, "pytest_root", None):
             msg = (
-                "--expect-signature, --shim, --env, --pytest-k, --pytest-root and arguments after '--' go with a "
-                "script or --pytest (a repro's live in matrix.yaml)"
+                "--expect-signature, --shim, --instruments, --env, --pytest-k, --pytest-root and arguments after '--' "
+                "go with a script or --pytest (a repro's live in matrix.yaml)"
             )
             raise ConfigError(msg)
         names = set(repros or config.repros)
@@ -197,7 +212,14 @@ def with_script(
                 fixes=fixes,
                 env=env,
                 timeout=args.timeout or 900,
-                rerun=(*rerun, str(script), *options, *(["--shim"] if args.shim else [])),
+                instruments=instruments_of(config) if getattr(args, "instruments", False) else None,
+                rerun=(
+                    *rerun,
+                    str(script),
+                    *options,
+                    *(["--shim"] if args.shim else []),
+                    *(["--instruments"] if getattr(args, "instruments", False) else []),
+                ),
             )
         )
     for spec in pytests:

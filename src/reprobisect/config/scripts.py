@@ -14,16 +14,18 @@ import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from reprobisect.config.load import check_name, check_pin
+from reprobisect.config.load import Config, check_name, check_pin
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import Fix, Repro, script_forms
 
 __all__ = [
     "FIX_OPTIONS",
+    "INSTRUMENTS_ENV",
     "PYTEST_RUNNER",
     "CliFixes",
     "cli_fixes",
     "env_settings",
+    "instruments_of",
     "pytest_repro",
     "pytest_root",
     "script_name",
@@ -61,15 +63,20 @@ def script_repro(
     timeout: float = 900,
     rerun: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    instruments: Path | None = None,
 ) -> Repro:
     """A repro made on the spot from any script, with the forms of a canonical one (``model.repro.script_forms``);
-    ``fixes`` are added to ``none``, ``rerun`` is the command that re-runs it, up to the cell's pins."""
+    ``fixes`` are added to ``none``, ``rerun`` is the command that re-runs it, up to the cell's pins.
+    ``instruments``: the repros' shared module, which the script may then ``import instruments`` (its folder goes at
+    the end of the run's ``sys.path``; the file is readable in the sandbox and part of the run's key)."""
     if not script.is_file():
         msg = f"script {script}: no such file"
         raise ConfigError(msg)
     path = script.resolve()
-    forms = script_forms(path, args=tuple(args), shim=shim)
-    forms = {n: dataclasses.replace(f, env={**f.env, **(env or {})}) for n, f in forms.items()}
+    inputs = (instruments.resolve(),) if instruments is not None else ()
+    forms = script_forms(path, args=tuple(args), shim=shim, inputs=inputs)
+    extra = {INSTRUMENTS_ENV: str(instruments.resolve().parent)} if instruments is not None else {}
+    forms = {n: dataclasses.replace(f, env={**f.env, **extra, **(env or {})}) for n, f in forms.items()}
     return Repro(
         name=name or script_name(path),
         title=title or f"script {script}",
@@ -80,8 +87,20 @@ def script_repro(
         fixes={"none": Fix(name="none", description="the script as written"), **(fixes or {})},
         rerun=tuple(rerun),
         script_args=tuple(args),
-        reports_steps=False,
+        reports_steps=instruments is not None,  # with the instruments a script can say which step it failed in
     )
+
+
+INSTRUMENTS_ENV = "REPROBISECT_INSTRUMENTS"  # a folder the bootstrap appends to the run's sys.path
+
+
+def instruments_of(config: Config) -> Path:
+    """The repros' shared instruments module: ``repros/instruments.py`` beside the config file."""
+    path = config.path.parent / "repros" / "instruments.py"
+    if not path.is_file():
+        msg = f"--instruments: {path} is not there; it comes with the repros beside {config.path.name}"
+        raise ConfigError(msg)
+    return path
 
 
 def pytest_root(path: Path) -> Path:

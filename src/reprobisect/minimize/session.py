@@ -165,8 +165,7 @@ def minimize(
             os._exit(143)
 
     parent = os.getpid()
-    ran = _executed_lines(tester, folder, source)
-    initial, prunes = _starting_point(script, ran, pinned, judged, echo)
+    prunes = False  # set by the starting point: drop what is unused beside every candidate
 
     def expand(removed: frozenset[int]) -> frozenset[int]:
         return prune_unused(script, removed) if prunes else removed
@@ -180,6 +179,8 @@ def minimize(
     interrupted = False
     with _progress_lines(tester.log, level_file, size_of(source), runs_before, echo):
         try:
+            ran = _executed_lines(tester, folder, source)
+            initial, prunes = _starting_point(script, ran, pinned, judged, echo)
             reduction = reduce_statements(
                 script,
                 interesting,

@@ -9,7 +9,9 @@ it imports nothing but the standard library. It:
 3. at exit (also after an uncaught exception) prints one ``@@repro {"event": "exit", ...}`` line with
    the versions of every distribution the run imported, the Python, the platform, the GPU (when CUDA
    was used) and the peak memory;
-4. with ``REPROBISECT_TRACE_LINES=1``, records which lines of the script ran and prints them at exit as one
+4. with ``REPROBISECT_INSTRUMENTS`` (a folder), appends it to ``sys.path``: ``--instruments`` lets a pasted
+   script ``import instruments``, the repros' shared module;
+5. with ``REPROBISECT_TRACE_LINES=1``, records which lines of the script ran and prints them at exit as one
    ``@@repro {"event": "lines", "ranges": [[first, last], ...]}`` line (``reprobisect minimize`` cuts what never
    ran before the failure). Only the script's own frames are traced: other code pays one call per function call.
 
@@ -143,6 +145,9 @@ def main():
         runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "op_cache.py"))["install"](op_cache)
     sys.argv = [script, *sys.argv[2:]]
     sys.path[0] = os.path.dirname(script)
+    instruments = os.environ.get("REPROBISECT_INSTRUMENTS")
+    if instruments:  # --instruments: `import instruments` finds the repros' shared module, after the script's own
+        sys.path.append(instruments)
     if os.environ.get("REPROBISECT_TRACE_LINES") == "1":
         atexit.register(_report_lines, _trace_lines(script))  # runs before _report: atexit is last in, first out
     runpy.run_path(script, run_name="__main__")
