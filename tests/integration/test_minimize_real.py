@@ -1,8 +1,9 @@
 """Issue #31 on real packages: a long pasted GAN script (argument parsing, logging, a dataset, a sample grid,
 checkpoints, a JSON summary) whose sanity check fails on DeepSpeed 0.16.5 and passes on 0.16.4. A script that does
-not fail on the bad release is refused with its own exit code; Ctrl-C keeps a smaller script that still tells the
-releases apart and leaves no run behind. The whole minimization (>= 5x) is not in CI yet: on 2 cores it takes longer
-than CI allows (1.9x in 20 minutes, issue #31's notes).
+not fail on the bad release is refused with its own exit code. The minimization runs until the script is half its
+size in tokens, then Ctrl-C: the best so far still tells the releases apart (its own runs) and no run is left.
+The issue's 5x is not reached: deletions and unwrapping plateau near 2.5-3x on this script (its settings are
+threaded through a dataclass and argparse; see issue #31's notes).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.requires_tool(*DEEPSPEED_OPS)]
 
 LONG = ROOT / "tests" / "resources" / "scripts" / "minimize" / "gan_bf16_long.py"
 BAD, GOOD = "deepspeed==0.16.5", "deepspeed==0.16.4"
-SHRUNK = 2.0  # tokens, original / best: measured on 2 cores, --jobs 2: PLACEHOLDER
-DEADLINE = 480.0  # seconds of minimizing before the test gives up waiting for SHRUNK
+# tokens, original / best. Measured here (2 cores, --jobs 2): 2.06x after 3.5 minutes, 2.3x after 10, 2.6x after 15
+SHRUNK = 2.0
+DEADLINE = 600.0  # seconds of minimizing before the test gives up waiting for SHRUNK
 
 
 def _command(*args: str, out: Path, envs: Path) -> list[str]:

@@ -201,10 +201,17 @@ class Cells:
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     timeout: float | None = None
     cpus_per_run: int | None = None
+    jobs: int = 1  # candidates at a time: each run gets its share of the cores
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
     base: BaseInterpreter
     envs_dir: Path
     environ: Mapping[str, str]
+
+
+def _threads(jobs: int) -> dict[str, str]:
+    """Each candidate's share of the cores (``jobs`` run at a time), as a matrix run with ``--jobs`` gives it; the
+    user's ``--env OMP_NUM_THREADS`` wins. Not part of the re-check commands: a maintainer runs one at a time."""
+    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, jobs)))}
 
 
 class Tester:
@@ -263,7 +270,7 @@ class Tester:
             args=cells.script_args,
             expect=cells.expect,
             shim=cells.shim,
-            env={**cells.env, "REPROBISECT_TRACE_LINES": "1"} if traced else cells.env,
+            env={**_threads(cells.jobs), **cells.env, **({"REPROBISECT_TRACE_LINES": "1"} if traced else {})},
             name=name,
             timeout=cells.timeout or 900,
         )

@@ -181,6 +181,7 @@ def minimize(
         try:
             ran = _executed_lines(tester, folder, source)
             initial, prunes = _starting_point(script, ran, pinned, judged, echo)
+            initial = _unwrap_failure_path(script, initial, pinned, lambda removed: judged(expand(removed)), echo)
             reduction = reduce_statements(
                 script,
                 interesting,
@@ -256,6 +257,29 @@ def _starting_point(
     return frozenset(), False
 
 
+def _unwrap_failure_path(
+    script: Script,
+    removed: frozenset[int],
+    pinned: frozenset[int],
+    judged: Callable[[frozenset[int]], bool],
+    echo: Echo,
+) -> frozenset[int]:
+    """``removed`` with the loops, ``if``s and ``with``s around the failing line unwrapped, innermost first, each
+    while that stays interesting (one run each). What they held up (a loader, a flag, a dataset) can then go at the
+    first level instead of waiting for the reducer to reach them."""
+    around = sorted((script.units[u] for u in pinned if script.units[u].body), key=lambda unit: -unit.depth)
+    kept = 0
+    for unit in around:
+        if unit.id in script.removed_with_descendants(removed):
+            continue
+        trial = removed | {script.unwrap_id(unit.id)}
+        if judged(trial):
+            removed, kept = trial, kept + 1
+    if around:
+        echo(f"  the failure's path: {kept} of {len(around)} statements around the failing line unwrapped")
+    return removed
+
+
 def _read(script: Path) -> str:
     try:
         return script.read_text(encoding="utf-8")
@@ -297,7 +321,8 @@ def _cells(
         script_args=request.script_args,
         expect=request.expect,
         shim=request.shim,
-        env={**_threads(request.jobs), **request.env},
+        env=request.env,
+        jobs=request.jobs,
         timeout=request.timeout,
         # Unpinned unless asked: each candidate is a matrix run of one job in a process of its own, so the cuda
         # backend's default (one core, the first spare one) pinned every candidate to the same core: on the H200,
@@ -309,11 +334,6 @@ def _cells(
         envs_dir=envs_dir,
         environ=environ,
     )
-
-
-def _threads(jobs: int) -> dict[str, str]:
-    """Each candidate's share of the cores (``jobs`` run at a time), as a matrix run with ``--jobs`` gets it."""
-    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, jobs)))}
 
 
 def _check_original(
@@ -479,6 +499,7 @@ def _progress_lines(log: Path, level_file: Path, original: Size, runs_before: in
 
 def _print_progress(log: Path, level_file: Path, original: Size, runs_before: int, echo: Echo) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent ends it with SIGTERM: no traceback, no KeyboardInterrupt
     started = time.monotonic()
     while True:
         time.sleep(PROGRESS_EVERY)
