@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 from pathlib import Path
 
 from reprobisect.cells.base import base_interpreter
@@ -155,6 +156,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     )
     write_outputs(result, request, source)
     _print(result)
+    if result.interrupted:  # the best so far is on disk: Ctrl-C means Ctrl-C again
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     return INTERRUPTED_EXIT if result.interrupted else 0
 
 

@@ -194,6 +194,10 @@ def minimize(
             )
             stopped, passes, removed = reduction.stopped, reduction.passes, reduction.removed
         except KeyboardInterrupt:
+            # `timeout -s INT` signals the process and then its group: a second SIGINT a moment after the first
+            # must not cut the saving of the best so far short (it did on the H200: no result written). Further
+            # Ctrl-Cs are ignored from here; the command restores the handler once the result is on disk.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             _stop_children()
             interrupted, stopped = True, "interrupted (Ctrl-C): the best so far"
     best = script.text(expand(removed)) if not interrupted else _best_on_disk(tester, source)
