@@ -48,6 +48,8 @@ def _matrix(config: Path, out: Path, envs: Path) -> subprocess.CompletedProcess[
         "cpu-deepspeed",
         "--fix",
         "none,deepspeed-drop-foreign-grads,deepspeed-0.16.8",
+        "--jobs",
+        "2",  # the three fixes two at a time: CI's two cores
         "--deepspeed",
         "0.16.4",
         "--lightning",

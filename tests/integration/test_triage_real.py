@@ -60,7 +60,7 @@ def test_a_script_with_arguments_and_four_kinds_of_fixes(tmp_path: Path, envs_di
         *("--fix-patch", f"patched={patch}"),
         *("--fix-override", "older=deepspeed==0.16.4"),
     )
-    _harness("triage", str(ISSUE), *CELL, *fixes, "--", "--steps", "2", envs=envs_dir, out=out)
+    _harness("triage", str(ISSUE), *CELL, *fixes, "--jobs", "2", "--", "--steps", "2", envs=envs_dir, out=out)
     records = {r.fix: r for r in _records(out)}
     assert records["none"].outcome == "OTHER_FAILURE"
     assert records["none"].signature is not None and "issue N: step N diverged" in records["none"].signature.text
@@ -210,7 +210,7 @@ def test_a_package_own_tests_as_repros(tmp_path: Path, envs_dir: Path) -> None: 
     selections = [f"{THINGS}::{name}" for name in ("test_passes", "test_warns", "test_fails_unless_fixed")]
     broken = TREE / "pkgtests" / "sub" / "test_broken_import.py"
     options = [item for spec in [*selections, str(broken)] for item in ("--pytest", spec)]
-    _harness("triage", *options, *CELL, "--fix-env", "fixed=THINGS_FIXED=1", envs=envs_dir, out=out)
+    _harness("triage", *options, *CELL, "--fix-env", "fixed=THINGS_FIXED=1", "--jobs", "2", envs=envs_dir, out=out)
     records = {(r.repro, r.fix): r for r in _records(out)}
     for name in ("test_passes", "test_warns"):
         assert records[(f"pytest-test_things-{name}", "none")].outcome == "PASS"

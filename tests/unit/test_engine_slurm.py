@@ -3,6 +3,8 @@ is submitted, and the one seam in run_matrix (tests/integration/test_slurm_real.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,15 @@ def test_run_matrix_hands_the_whole_call_to_the_engine(tmp_path: Path):
     assert seen["config"] == "config" and seen["cells"] == ("c",) and seen["ctx"] is ctx
     assert seen["request"].executor is None  # each worker runs the cell here, never hands it on again
     assert seen["request"].repros == ("gan",)
+
+
+def test_the_harness_starts_without_submitit() -> None:
+    """A GPU node runs the checkout with PYTHONPATH=src and the image's packages: submitit is needed by
+    ``--executor slurm`` only (the H200 call of 2026-12-05 failed at start for want of it)."""
+    code = (
+        "import sys; sys.modules['submitit'] = None\n"  # any `import submitit` now raises ImportError
+        "from reprobisect.commands.main import _parse\n"
+        "print(_parse(['matrix', '--repro', 'gan']).command)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "matrix", done.stderr[-2000:]

@@ -27,11 +27,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import submitit
-import submitit.helpers
-from submitit.core.utils import FailedJobError, UncompletedJobError
+from typing import TYPE_CHECKING, Any
 
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.envs import CellEnv
@@ -47,6 +43,9 @@ from reprobisect.run.store import Store
 from reprobisect.run.units import RunStats
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
+
+if TYPE_CHECKING:  # the names of types only: submitit itself is imported when a Slurm engine runs
+    import submitit
 
 __all__ = ["LOST", "SlurmExecutor", "SlurmOptions", "slurm_arg"]
 
@@ -265,7 +264,7 @@ class SlurmExecutor:
     ) -> tuple[dict[str, list[Record]], dict[str, _Lost]]:
         """Submit one job per cell (one array per GPU count), wait for all, and sort them into done and lost."""
         folder = self.options.folder or payload.store_root / "slurm"
-        executor = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=0)
+        executor = _submitit().SlurmExecutor(folder=folder / "%j", max_num_timeout=0)
         groups: dict[int, list[str]] = {}
         for cell in cells:
             groups.setdefault(_gpus(payload.request, by_cell[cell]), []).append(cell)
@@ -283,7 +282,7 @@ class SlurmExecutor:
             echo(f"Slurm{again}: {len(cells)} cell(s) as job array(s) {', '.join(ids)} on {where}")
             cell_of = {job.job_id: (cell, sent) for cell, job, sent in submitted}
             finished = 0
-            for job in submitit.helpers.as_completed(
+            for job in _submitit().helpers.as_completed(
                 [job for _, job, _ in submitted], poll_frequency=self.options.poll_seconds
             ):
                 cell, sent = cell_of[job.job_id]
@@ -367,8 +366,19 @@ def _gpus(request: MatrixRequest, units: Sequence[Unit]) -> int:
     return max((unit.nproc for unit in units), default=1) * max(1, request.jobs)
 
 
+def _submitit() -> Any:
+    """submitit, imported when a Slurm engine runs (not when the harness starts: a checkout run with
+    ``PYTHONPATH=src`` on a GPU node without submitit runs every local command)."""
+    import submitit  # on first use, see above
+    import submitit.helpers
+
+    return submitit
+
+
 def _collect(job: submitit.Job[_JobResult]) -> _JobResult | _Lost:
     """A finished job's result, or why Slurm lost it (its sacct state and node)."""
+    from submitit.core.utils import FailedJobError, UncompletedJobError  # see _submitit
+
     try:
         return job.result()
     except UncompletedJobError:
