@@ -23,6 +23,7 @@ from reprobisect.minimize.candidates import CellRun, Target, judge
 from reprobisect.minimize.groups import setting_groups
 from reprobisect.minimize.outputs import section_markdown
 from reprobisect.minimize.reduce import Budget, prune_unused, reduce_statements
+from reprobisect.minimize.session import _starting_point, _unwrap_failure_path
 from reprobisect.minimize.statements import parse_script, size_of, tidy
 from reprobisect.minimize.static import why_not_runnable
 from reprobisect.model.signature import script_lines
@@ -500,3 +501,42 @@ def test_an_unwrapped_loop_leaves_its_body_and_a_pinned_statement_can_be_unwrapp
     assert script.text([script.unwrap_id(loop.id)]) == "import sys\nif step == 0:\n    print(sys)\n"
     assert why_not_runnable(script.text([script.unwrap_id(loop.id)]), frozenset()) == "undefined name 'step'"
     assert script.text([loop.id, script.unwrap_id(loop.id)]) == "import sys\n"  # removed wins
+
+
+LOOPED = """import sys
+import json
+
+
+def check(x):
+    assert x < 0, "the bug"
+
+
+def unused():
+    return json.dumps({})
+
+
+for step in range(3):
+    if step == 0:
+        check(1)
+print("never")
+"""
+
+
+def test_the_start_cuts_what_never_ran_then_unwraps_the_failures_path() -> None:
+    script = parse_script(LOOPED)
+    ran = frozenset({1, 2, 5, 6, 9, 13, 14, 15})  # as a traced run reports it: unused() and the print never ran
+    pinned = script.enclosing([15, 6])  # the traceback's lines: check(1) and the assert
+    said: list[str] = []
+
+    def judged(removed: frozenset[int]) -> bool:  # interesting: still calls check(1), runs, and is small
+        text = script.text(removed)
+        return "check(1)" in text and why_not_runnable(text, frozenset()) is None
+
+    start, prunes = _starting_point(script, ran, pinned, judged, said.append)
+    assert prunes and "def unused" not in script.text(start) and "import json" not in script.text(start)
+    assert "never" not in script.text(start) and "still interesting" in said[0]
+    unwrapped = _unwrap_failure_path(script, start, pinned, judged, said.append)
+    text = script.text(unwrapped)
+    # innermost first: the if goes, then the loop (its body no longer names `step`), the call stays
+    assert tidy(text) == 'def check(x):\n    assert x < 0, "the bug"\n\ncheck(1)\n'
+    assert said[-1] == "  the failure's path: 2 of 2 statements around the failing line unwrapped"
