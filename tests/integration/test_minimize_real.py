@@ -1,7 +1,7 @@
 """Issue #31 on real packages: a long pasted GAN script (argument parsing, logging, a dataset, a sample grid,
 checkpoints, a JSON summary) whose sanity check fails on DeepSpeed 0.16.5 and passes on 0.16.4. A script that does
-not fail on the bad release is refused with its own exit code. The minimization runs until the script is half its
-size in tokens, then Ctrl-C: the best so far still tells the releases apart (its own runs) and no run is left.
+not fail on the bad release is refused with its own exit code. The minimization runs until the script is 1.8 times
+smaller in tokens, then Ctrl-C: the best so far still tells the releases apart (its own runs) and no run is left.
 The issue's 5x is not reached: deletions and unwrapping plateau near 2.5-3x on this script (its settings are
 threaded through a dataclass and argparse; see issue #31's notes).
 """
@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.requires_tool(*DEEPSPEED_OPS)]
 
 LONG = ROOT / "tests" / "resources" / "scripts" / "minimize" / "gan_bf16_long.py"
 BAD, GOOD = "deepspeed==0.16.5", "deepspeed==0.16.4"
-# tokens, original / best. Measured here (2 cores, --jobs 2): 2.06x after 3.5 minutes, 2.3x after 10, 2.6x after 15
-SHRUNK = 2.0
+# tokens, original / best. Measured on 2 cores, --jobs 2: 1.8x after about 2 minutes, 2x after 3.5 (this test took
+# 219 s at 2x), 2.3x after 10, 2.6x after 15 (issue #31's notes). 1.8x keeps the test near two minutes of CI.
+SHRUNK = 1.8
 DEADLINE = 600.0  # seconds of minimizing before the test gives up waiting for SHRUNK
 
 
