@@ -25,7 +25,7 @@ from reprobisect.minimize.outputs import section_markdown
 from reprobisect.minimize.reduce import Budget, prune_unused, reduce_statements
 from reprobisect.minimize.session import _starting_point, _unwrap_failure_path
 from reprobisect.minimize.statements import parse_script, size_of, tidy
-from reprobisect.minimize.static import why_not_runnable
+from reprobisect.minimize.static import undefined_names, why_not_runnable
 from reprobisect.model.signature import script_lines
 from reprobisect.run.events import read_events
 
@@ -540,3 +540,16 @@ def test_the_start_cuts_what_never_ran_then_unwraps_the_failures_path() -> None:
     # innermost first: the if goes, then the loop (its body no longer names `step`), the call stays
     assert tidy(text) == 'def check(x):\n    assert x < 0, "the bug"\n\ncheck(1)\n'
     assert said[-1] == "  the failure's path: 2 of 2 statements around the failing line unwrapped"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), which=st.sampled_from(range(len(SOURCES))))
+def test_every_group_leaves_a_script_worth_a_run(data: st.DataObject, which: int) -> None:
+    script = parse_script(SOURCES[which])
+    ids = [u.id for u in script.units] + [script.unwrap_id(u.id) for u in script.units if u.body]
+    removed = frozenset(data.draw(st.sets(st.sampled_from(ids), max_size=6)))
+    undefined = undefined_names(script.text(removed))
+    for group in setting_groups(script, removed, frozenset()):
+        assert group.units - script.removed_with_descendants(removed)  # it removes something still there
+        if undefined is not None:
+            assert why_not_runnable(script.text(removed | group.units), undefined) is None, group

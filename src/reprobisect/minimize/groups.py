@@ -11,6 +11,7 @@ whether the setting matters; most settings of a pasted script do not.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import keyword
 import re
@@ -26,15 +27,12 @@ _OPTION = re.compile(r"""^[rbuRBU]?["']--?([A-Za-z][\w-]*)["']$""")
 _MAX_CLOSURE = 6  # rounds of "what lost a name goes too"
 
 
+@dataclasses.dataclass(frozen=True)
 class Group:
     """One word's statements (closed over the names their removal leaves undefined)."""
 
-    def __init__(self, word: str, units: frozenset[int]) -> None:
-        self.word = word
-        self.units = units
-
-    def __repr__(self) -> str:
-        return f"Group({self.word!r}, {sorted(self.units)})"
+    word: str
+    units: frozenset[int]
 
 
 def setting_groups(script: Script, removed: frozenset[int], pinned: frozenset[int]) -> list[Group]:
