@@ -85,7 +85,7 @@ def _normalized(values):
     return text
 
 
-@functools.cache  # one probe per compiler per run, not one per op loaded
+@functools.lru_cache(maxsize=None)  # one probe per compiler per run (functools.cache is 3.9+: cells run 3.8)
 def _compiler_of(cxx):
     try:
         out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
