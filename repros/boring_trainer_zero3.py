@@ -35,16 +35,14 @@ with ``@@repro ``; a failure before the first ``step`` line is a set-up failure.
 """
 
 import argparse
-import json
 import os
 import time
 
 _T0 = time.perf_counter()
 
-import lightning
 import torch
-from instruments import step  # the step events every repro prints
-from lightning.pytorch import Callback, LightningModule, Trainer
+from instruments import trainer_events  # the config, setup and step events
+from lightning.pytorch import LightningModule, Trainer
 from torch.utils.data import DataLoader, Dataset
 
 
@@ -90,57 +88,6 @@ class BoringModel(LightningModule):
         return FusedAdam(self.layer.parameters(), lr=0.1)
 
 
-class ReproEvents(Callback):
-    """Times each training batch with ``step()`` and prints the config / setup events."""
-
-    def __init__(self, args):
-        self.args, self.cm, self.started = args, None, False
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        if not self.started:
-            self.started = True
-            import deepspeed
-
-            cfg = getattr(trainer.strategy, "config", None) or {}
-            zero = cfg.get("zero_optimization", {})
-            opt = trainer.optimizers[0] if trainer.optimizers else None
-            print(
-                "@@repro "
-                + json.dumps(
-                    {
-                        "event": "config",
-                        "precision": trainer.precision,
-                        "zero_stage": zero.get("stage"),
-                        "fp16": cfg.get("fp16", {}).get("enabled", False),
-                        "bf16": cfg.get("bf16", {}).get("enabled", False),
-                        "optimizer": self.args.optimizer,
-                        "optimizer_class": type(getattr(opt, "optimizer", opt)).__name__,
-                        "param_dtype": str(next(pl_module.parameters()).dtype),
-                        "fixes": [f for f, on in [("torch-adam", self.args.optimizer == "torch-adam")] if on],
-                        "device": str(trainer.strategy.root_device),
-                        "accelerator": type(trainer.accelerator).__name__,
-                        "strategy": type(trainer.strategy).__name__,
-                        "deepspeed": deepspeed.__version__,
-                        "lightning": lightning.__version__,
-                        "torch": torch.__version__,
-                    }
-                ),
-                flush=True,
-            )
-            print("@@repro " + json.dumps({"event": "setup", "seconds": time.perf_counter() - _T0}), flush=True)
-        self.cm = step(batch_idx)
-        self.cm.__enter__()
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        cm, self.cm = self.cm, None
-        cm.__exit__(None, None, None)
-
-    def on_exception(self, trainer, pl_module, exception):
-        if self.cm is not None:  # the exception escaped a training step: close it with ok=false
-            cm, self.cm = self.cm, None
-            cm.__exit__(type(exception), exception, exception.__traceback__)
-
-
 def run(args):
     train_data = DataLoader(RandomDataset(32, 64), batch_size=2)
     val_data = DataLoader(RandomDataset(32, 64), batch_size=2)
@@ -161,7 +108,11 @@ def run(args):
         devices=int(os.environ.get("LOCAL_WORLD_SIZE", "1")),  # 1 as reported; a launcher's ranks give theirs
         precision=args.precision,
         strategy="deepspeed_stage_3",
-        callbacks=[ReproEvents(args)],
+        callbacks=[
+            trainer_events(
+                _T0, optimizer=args.optimizer, fixes=["torch-adam"] if args.optimizer == "torch-adam" else []
+            )
+        ],
     )
     trainer.fit(model, train_dataloaders=train_data, val_dataloaders=val_data)
     trainer.test(model, dataloaders=test_data)
