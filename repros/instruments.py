@@ -1,4 +1,4 @@
-"""The instruments every repro shares: step events, the GAN's training check with its plain-ddp reference, the grid.
+"""The instruments every repro shares: step events, the Trainer's events, the GAN's training check, the grid.
 
 A repro is the report's code; what the harness measures about it lives here, so the report stays readable and one
 fix of an instrument reaches every repro. The protocol is the harness's (``run/events.py``): one line per event on
@@ -11,6 +11,7 @@ readable in the sandbox, and an edit to it is part of every run's key.
 
     step(i)                    a context manager: one ``step`` event with its time and whether it finished
     event(name, **fields)      any other event (``config``, ``setup``)
+    trainer_events(t0, ...)    a Lightning Trainer callback: ``config`` and ``setup`` at the first batch, then steps
     GanTrainingCheck           the report's GAN loop watched from outside: step events per batch, inputs, losses
                                (from the report's SummaryWriter calls), loss scales; then the ddp reference, the
                                ``training`` verdict and the image grid
@@ -73,6 +74,59 @@ def step(i):
         ok = True
     finally:
         event("step", step=i, seconds=time.perf_counter() - t, ok=ok)
+
+
+def trainer_events(t0, *, optimizer, fixes):
+    """A Lightning Trainer ``Callback`` (the ZeRO-3 report's): at the first training batch the ``config`` event (the
+    strategy's DeepSpeed config, the optimizer, the parameters' dtype, the versions) and ``setup`` (seconds since
+    ``t0``), then ``step(i)`` around each training batch; a step an exception escapes says ``ok: false``."""
+    import lightning
+    import torch
+    from lightning.pytorch import Callback
+
+    class TrainerEvents(Callback):
+        def __init__(self):
+            self.cm, self.started = None, False
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if not self.started:
+                self.started = True
+                import deepspeed
+
+                cfg = getattr(trainer.strategy, "config", None) or {}
+                zero = cfg.get("zero_optimization", {})
+                opt = trainer.optimizers[0] if trainer.optimizers else None
+                event(
+                    "config",
+                    precision=trainer.precision,
+                    zero_stage=zero.get("stage"),
+                    fp16=cfg.get("fp16", {}).get("enabled", False),
+                    bf16=cfg.get("bf16", {}).get("enabled", False),
+                    optimizer=optimizer,
+                    optimizer_class=type(getattr(opt, "optimizer", opt)).__name__,
+                    param_dtype=str(next(pl_module.parameters()).dtype),
+                    fixes=list(fixes),
+                    device=str(trainer.strategy.root_device),
+                    accelerator=type(trainer.accelerator).__name__,
+                    strategy=type(trainer.strategy).__name__,
+                    deepspeed=deepspeed.__version__,
+                    lightning=lightning.__version__,
+                    torch=torch.__version__,
+                )
+                event("setup", seconds=time.perf_counter() - t0)
+            self.cm = step(batch_idx)
+            self.cm.__enter__()
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            cm, self.cm = self.cm, None
+            cm.__exit__(None, None, None)
+
+        def on_exception(self, trainer, pl_module, exception):
+            if self.cm is not None:  # the exception escaped a training step: close it with ok=false
+                cm, self.cm = self.cm, None
+                cm.__exit__(type(exception), exception, exception.__traceback__)
+
+    return TrainerEvents()
 
 
 class DoesNotTrain(AssertionError):

@@ -6,10 +6,16 @@ indentation the issue's text lost), in the issue's order, unless it says ``# ada
 ``# instruments`` (the harness's measurements); the training loop is the issue's, every line. Fix ``none`` and the
 patches run that file, a fix with flags runs its sibling, and the sibling without flags differs from it only in
 lines its flags name.
+
+``repros/boring_trainer_zero3.py`` holds the ZeRO-3 report's code (Lightning #10510,
+``boring_trainer_zero3.filed.txt``, indentation kept) the same way, each unmarked line as filed, indentation and all;
+the filed lines it leaves out are exactly those its adapted lines replace. Its fixes are flags that reach the report's
+code only on marked lines, so every fix runs that file.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 from pathlib import Path
@@ -22,6 +28,8 @@ from tests.conftest import ROOT
 REPORT = ROOT / "repros" / "gan_fabric_zero1.py"
 FIXES = ROOT / "repros" / "gan_fabric_zero1_fixes.py"
 FILED = ROOT / "tests" / "resources" / "reports" / "gan_fabric_zero1.filed.txt"
+ZERO3 = ROOT / "repros" / "boring_trainer_zero3.py"
+ZERO3_FILED = ROOT / "tests" / "resources" / "reports" / "boring_trainer_zero3.filed.txt"
 MARKED = re.compile(r"#\s*(adapted|instruments)\b")
 
 
@@ -33,8 +41,8 @@ def _block(path: Path) -> list[str]:
     return [line for line in lines[start + 1 : end] if line not in ("# fmt: off", "# fmt: on")]
 
 
-def _filed() -> list[str]:
-    return [line.strip() for line in FILED.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _filed(path: Path = FILED) -> list[str]:
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def test_every_unmarked_line_of_the_repro_is_the_issues_in_its_order() -> None:
@@ -102,3 +110,96 @@ def test_no_repro_keeps_its_own_step_helper(script: Path) -> None:
         assert "def step(" in text
     else:
         assert "def step(" not in text, "the step events come from instruments.py"
+
+
+def _zero3_filed() -> list[str]:
+    """The ZeRO-3 issue's code block, its non-blank lines as filed (this issue kept their indentation)."""
+    return [line.rstrip() for line in ZERO3_FILED.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _zero3_unmarked() -> list[str]:
+    return [line.rstrip() for line in _block(ZERO3) if line.strip() and not MARKED.search(line)]
+
+
+def test_zero3_every_unmarked_line_is_the_issues_as_filed_in_its_order() -> None:
+    filed, at = _zero3_filed(), 0
+    for line in _zero3_unmarked():
+        found = next((i for i in range(at, len(filed)) if filed[i] == line), None)
+        assert found is not None, f"not the issue's line as filed (or out of its order), and not marked: {line!r}"
+        at = found + 1
+
+
+def test_zero3_the_reports_essential_lines_are_there_unchanged() -> None:
+    unmarked = _zero3_unmarked()
+    essential = [
+        "from deepspeed.ops.adam import DeepSpeedCPUAdam, FusedAdam",
+        "class RandomDataset(Dataset):",
+        "        self.data = torch.randn(length, size)",
+        "class BoringModel(LightningModule):",
+        "        self.layer = torch.nn.Linear(32, 2)",
+        "    def configure_optimizers(self):",
+        "        return FusedAdam(self.layer.parameters(), lr=0.1)",
+        "    train_data = DataLoader(RandomDataset(32, 64), batch_size=2)",
+        "    trainer = Trainer(",
+        '        strategy = "deepspeed_stage_3"',
+        "    trainer.fit(model, train_dataloaders=train_data, val_dataloaders=val_data)",
+        "    trainer.test(model, dataloaders=test_data)",
+        'if __name__ == "__main__":',
+    ]
+    assert [line for line in essential if line not in unmarked] == []
+    # as filed, configure_optimizers returns FusedAdam (the torch-adam lines before it are marked)
+    body = unmarked[unmarked.index("    def configure_optimizers(self):") + 1 :]
+    assert body[0] == "        return FusedAdam(self.layer.parameters(), lr=0.1)"
+
+
+def test_zero3_the_filed_lines_left_out_are_those_the_adapted_lines_replace() -> None:
+    unmarked = _zero3_unmarked()
+    left_out = [line.strip() for line in _zero3_filed() if line not in unmarked]
+    assert left_out == [
+        "from pytorch_lightning import LightningModule, Trainer",  # lightning.pytorch
+        "def __init__(self):",  # --optimizer
+        "def run():",  # the harness's flags
+        "model = BoringModel()",
+        "limit_train_batches=1,",  # --steps
+        "gpus = 4,",  # accelerator="auto", devices: 1 or the launcher's ranks
+        "precision=16,",  # --precision
+        "run()",
+    ]
+    adapted = [line for line in _block(ZERO3) if MARKED.search(line)]
+    assert 0 < len(adapted) <= 14, adapted  # 13 today: 12 adapted (the 8 above, 4 added), 1 instruments
+
+
+def test_zero3_the_flags_reach_the_reports_code_only_on_marked_lines() -> None:
+    # the flags the fixes pass (--optimizer, --precision) and --steps: what they change is on a marked line
+    harness = re.compile(
+        r"\bargs\b|optimizer_name|_T0|trainer_events|torch\.optim\.Adam\(self\.parameters\(\), lr=0\.1\)"
+    )
+    reached = [line for line in _block(ZERO3) if harness.search(line) and not line.lstrip().startswith("#")]
+    assert len(reached) >= 7
+    assert [line for line in reached if not MARKED.search(line)] == []
+
+
+def test_zero3_the_flags_default_to_the_reports_values() -> None:
+    tree = ast.parse(ZERO3.read_text(encoding="utf-8"))
+    defaults = {
+        node.args[0].value: next(ast.literal_eval(k.value) for k in node.keywords if k.arg == "default")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "add_argument"
+        and any(k.arg == "default" for k in node.keywords)
+    }
+    # precision=16 is "16-mixed" now; limit_train_batches=1; FusedAdam
+    assert defaults == {"--precision": "16-mixed", "--steps": 1, "--optimizer": "fused-adam", "--seed": 42}
+
+
+def test_zero3_every_fix_runs_the_reports_code() -> None:
+    zero3 = load_config(ROOT / "matrix.yaml").repros["zero3"]
+    trainer = [form for form in zero3.forms.values() if form.script == ZERO3]
+    assert {form.name for form in trainer} == {"cuda", "cuda-bf16", "cpu-shim"}
+    for form in trainer:
+        for fix in zero3.fixes.values():
+            assert form.script_for(fix) == ZERO3, (form.name, fix.name)
+            flags = {a for a in fix.args_for(form.name) if a.startswith("--")}
+            assert flags <= {"--optimizer", "--precision"}, (form.name, fix.name, flags)
+            assert fix.name != "none" or not flags
