@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -171,3 +173,16 @@ def night_news(
 def base_python() -> str:
     """The interpreter integration cells are made from (it must have torch)."""
     return os.environ.get("REPROBISECT_BASE_PYTHON", sys.executable)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored() -> Iterator[None]:
+    """Each test leaves SIGINT and SIGTERM as it found them. Tests that call the CLI's ``main()`` in this process
+    install its handler (SIGTERM raises KeyboardInterrupt); without this, a later test's forked workers (picire's
+    ParallelDD) inherited it, and a worker picire stopped with SIGTERM unwound pytest's own stack in the fork and
+    took the parallel reducer's shared state down with it (a flaky test_minimize failure)."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        if handler is not None:
+            signal.signal(sig, handler)
