@@ -181,9 +181,9 @@ def with_script(
     script_args = tuple(getattr(args, "script_args", ()))
     pytests = tuple(getattr(args, "pytest", None) or ())
     env = env_settings(getattr(args, "env", None) or ())
+    instruments = bool(getattr(args, "instruments", False))  # --instruments: the script may import them
     if script is None and not pytests:
-        given = [getattr(args, "expect_signature", None), getattr(args, "shim", False), script_args, env]
-        given.append(getattr(args, "instruments", False))
+        given = [getattr(args, "expect_signature", None), getattr(args, "shim", False), script_args, env, instruments]
         if any(given) or getattr(args, "pytest_k", None) or getattr(args, "pytest_root", None):
             msg = (
                 "--expect-signature, --shim, --instruments, --env, --pytest-k, --pytest-root and arguments after '--' "
@@ -212,13 +212,13 @@ def with_script(
                 fixes=fixes,
                 env=env,
                 timeout=args.timeout or 900,
-                instruments=instruments_of(config) if getattr(args, "instruments", False) else None,
+                instruments=instruments_of(config) if instruments else None,
                 rerun=(
                     *rerun,
                     str(script),
                     *options,
                     *(["--shim"] if args.shim else []),
-                    *(["--instruments"] if getattr(args, "instruments", False) else []),
+                    *(["--instruments"] if instruments else []),
                 ),
             )
         )

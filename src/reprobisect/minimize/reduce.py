@@ -81,8 +81,7 @@ def prune_unused(script: Script, removed: frozenset[int]) -> frozenset[int]:
     top-level function or class nothing names), again and again while that finds more; a statement whose removal
     would leave a name undefined (one of two imports on a line) stays."""
     while True:
-        text = script.text(removed)
-        origins = script.origins(removed)
+        text, origins = script.text_with_origins(removed)
         lines = {origins[n - 1] for n in unused_definitions(text) if 0 < n <= len(origins)}
         more = sorted(script.starting_at(n for n in lines if n is not None) - removed)
         undefined = undefined_names(text) or frozenset()

@@ -39,7 +39,7 @@ from reprobisect.run.events import read_events
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
 from reprobisect.util.echo import Echo
-from reprobisect.util.files import write_atomic
+from reprobisect.util.files import inside, write_atomic
 
 __all__ = ["MinimizeRequest", "MinimizeResult", "minimize", "progress_summary"]
 
@@ -215,10 +215,13 @@ def _failure_lines(folder: Path, verdict: Verdict, filename: str) -> tuple[int, 
 
 
 def _run_log(folder: Path, run: CellRun) -> str | None:
-    """The log a run's record names (None when either is gone or unreadable)."""
+    """The log a run's record names (None when either is gone or unreadable, or the record names a file outside
+    the minimization's store)."""
     try:
-        data = json.loads((folder / run.record).read_text(encoding="utf-8"))
-        return (folder / "runs" / str(data["log_path"])).read_text(encoding="utf-8", errors="replace")
+        relative = json.loads((folder / run.record).read_text(encoding="utf-8"))["log_path"]
+        if not isinstance(relative, str) or not inside(folder / "runs", relative):
+            return None
+        return (folder / "runs" / relative).read_text(encoding="utf-8", errors="replace")
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

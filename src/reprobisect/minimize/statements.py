@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import io
 import re
 import tokenize
@@ -106,9 +107,11 @@ class Script:
 
     def unwrapped(self, removed: Iterable[int]) -> frozenset[int]:
         """The units ``removed`` unwraps (and does not remove)."""
-        count = len(self.units)
         ids = set(removed)
-        gone = self.removed_with_descendants(i for i in ids if i < count)
+        return self._unwrapped(ids, self.removed_with_descendants(ids))
+
+    def _unwrapped(self, ids: set[int], gone: set[int]) -> frozenset[int]:
+        count = len(self.units)
         return frozenset(
             i - count for i in ids if count <= i < 2 * count and self.units[i - count].body and i - count not in gone
         )
@@ -138,11 +141,16 @@ class Script:
 
     def text(self, removed: Iterable[int]) -> str:
         """The script without the ``removed`` statements' lines; an emptied block gets ``pass``."""
-        return "".join(line for line, _ in self._kept_lines(removed))
+        return self.text_with_origins(removed)[0]
 
     def origins(self, removed: Iterable[int]) -> list[int | None]:
         """For each line of ``text(removed)``, the original line it is (None for a ``pass`` put in)."""
-        return [number for _, number in self._kept_lines(removed)]
+        return self.text_with_origins(removed)[1]
+
+    def text_with_origins(self, removed: Iterable[int]) -> tuple[str, list[int | None]]:
+        """``text(removed)`` and ``origins(removed)`` from one pass."""
+        kept = self._kept_lines(removed)
+        return "".join(line for line, _ in kept), [number for _, number in kept]
 
     def unexecuted(self, ran: Iterable[int]) -> frozenset[int]:
         """The statements none of whose lines ran (``ran``: line numbers a traced run reported): a function counts
@@ -160,6 +168,14 @@ class Script:
         wanted = set(lines)
         return frozenset(u.id for u in self.units if not u.element and u.first in wanted)
 
+    @functools.cached_property
+    def _members(self) -> list[list[int]]:
+        """Each block's units, by block index: computed once, not once per block per candidate text."""
+        members: list[list[int]] = [[] for _ in self.blocks]
+        for unit in self.units:
+            members[unit.block].append(unit.id)
+        return members
+
     def _kept_lines(self, removed: Iterable[int]) -> list[tuple[str, int | None]]:
         removed = set(removed)
         gone = self.removed_with_descendants(removed)
@@ -170,7 +186,7 @@ class Script:
                     drop[number] = True
         dedent = [0] * (len(self.lines) + 1)
         cut = [False] * (len(self.lines) + 1)  # an unwrapped statement's header and other blocks
-        for unit in (self.units[i] for i in self.unwrapped(removed)):
+        for unit in (self.units[i] for i in self._unwrapped(removed, gone)):
             first, last = unit.body or (unit.first, unit.last)
             for number in (*range(unit.first, first), *range(last + 1, unit.last + 1)):
                 drop[number] = cut[number] = True
@@ -178,8 +194,8 @@ class Script:
                 dedent[number] += unit.dedent
         passes: dict[int, str] = {}
         for index, block in enumerate(self.blocks):
-            members = [u for u in self.units if u.block == index]
-            empty = members and all(u.id in gone for u in members)
+            members = self._members[index]
+            empty = members and all(u in gone for u in members)
             if block.pass_when_empty and block.parent not in gone and empty and not cut[block.first_line]:
                 indent = block.indent[: max(0, len(block.indent) - dedent[block.first_line])]
                 passes[block.first_line] = f"{indent}pass\n"
@@ -256,33 +272,36 @@ class _Builder:
     def add_elements(self, node: ast.AST, parent: int, depth: int) -> None:
         """The line-owning elements of the collections inside a simple statement, as units under ``parent``; an
         element's own collections go under the element."""
-        for child in ast.iter_child_nodes(node):
+        self.add_elements_of(ast.iter_child_nodes(node), parent, depth)
+
+    def add_elements_of(self, children: Iterable[ast.AST], parent: int, depth: int) -> None:
+        for child in children:
             if isinstance(child, ast.JoinedStr):
                 continue  # an f-string's inner expressions are text
             elements = _elements(child)
             owned = _owned_elements(child, elements, self.lines)
             if not owned:
-                self.add_elements(child, parent, depth)
+                self.add_elements_of(ast.iter_child_nodes(child), parent, depth)
                 continue
-            first_line = _node_first(elements[min(owned)])
+            first_line = elements[min(owned)].first
             indent = _indent(self.lines[first_line - 1])
             self.blocks.append(Block(parent=parent, indent=indent, first_line=first_line, pass_when_empty=False))
             block = len(self.blocks) - 1
             for index, element in enumerate(elements):
-                if index not in owned:
-                    self.add_elements(element, parent, depth)
-                    continue
-                unit = Unit(
-                    id=len(self.units),
-                    first=_node_first(element),
-                    last=_node_last(element),
-                    depth=depth,
-                    parent=parent,
-                    block=block,
-                    element=True,
-                )
-                self.units.append(unit)
-                self.add_elements(element, unit.id, depth + 1)
+                holder = parent
+                if index in owned:
+                    unit = Unit(
+                        id=len(self.units),
+                        first=element.first,
+                        last=element.last,
+                        depth=depth,
+                        parent=parent,
+                        block=block,
+                        element=True,
+                    )
+                    self.units.append(unit)
+                    holder = unit.id
+                self.add_elements_of(element.children, holder, depth + 1 if index in owned else depth)
 
     def add_children(self, statement: ast.stmt, unit: int, depth: int) -> None:
         for field in _BLOCK_FIELDS:
@@ -294,59 +313,63 @@ class _Builder:
             self.add_block(holder.body, parent=unit, depth=depth, pass_when_empty=True)
 
 
-def _elements(node: ast.AST) -> list[ast.AST]:
+@dataclasses.dataclass(frozen=True)
+class _Element:
+    """One element of a call or a display: its lines and columns, and the nodes inside it that may hold collections
+    of their own (a dict entry's key and value; another element's child nodes)."""
+
+    first: int
+    last: int
+    start_col: int  # on the first line
+    end_col: int  # on the last line
+    children: tuple[ast.AST, ...]
+
+
+def _element(*nodes: ast.AST) -> _Element:
+    """One node (an argument, a keyword, an item), or a dict entry's key and value."""
+    head, tail = nodes[0], nodes[-1]
+    return _Element(
+        first=int(getattr(head, "lineno", 0)),
+        last=int(getattr(tail, "end_lineno", None) or getattr(tail, "lineno", None) or 0),
+        start_col=int(getattr(head, "col_offset", 0)),
+        end_col=int(getattr(tail, "end_col_offset", None) or 0),
+        children=nodes if len(nodes) > 1 else tuple(ast.iter_child_nodes(head)),
+    )
+
+
+def _elements(node: ast.AST) -> list[_Element]:
     """The elements of a call (its arguments and keywords, in source order) or of a display in a load context; none
     for anything else (a subscript's tuple and an assignment's targets are not lists of removable things)."""
     if isinstance(node, ast.Call):
-        return sorted([*node.args, *node.keywords], key=lambda n: (_node_first(n), getattr(n, "col_offset", 0)))
-    if isinstance(node, ast.Dict):
-        return [ast.Tuple(elts=[k, v]) if k is not None else v for k, v in zip(node.keys, node.values, strict=True)]
+        found = [_element(n) for n in (*node.args, *node.keywords)]
+        return sorted(found, key=lambda e: (e.first, e.start_col))
+    if isinstance(node, ast.Dict):  # a ``**x`` entry has no key: its ``**`` is allowed before it (_owned_elements)
+        return [_element(k, v) if k is not None else _element(v) for k, v in zip(node.keys, node.values, strict=True)]
     if isinstance(node, ast.List | ast.Tuple | ast.Set) and isinstance(getattr(node, "ctx", ast.Load()), ast.Load):
-        return list(node.elts)
+        return [_element(n) for n in node.elts]
     return []
 
 
-def _owned_elements(node: ast.AST, elements: list[ast.AST], lines: Sequence[str]) -> set[int]:
+def _owned_elements(node: ast.AST, elements: list[_Element], lines: Sequence[str]) -> set[int]:
     """The indices of the ``elements`` of ``node`` that own the lines they stand on: nothing but the element before
     it on its first line (``**`` at most) and nothing but a comma or a comment after it on its last, no line shared
     with another element or a bracket."""
     owned: set[int] = set()
-    if not elements or _node_first(node) == _node_last(node):
+    opening, closing = int(getattr(node, "lineno", 0)), int(getattr(node, "end_lineno", None) or 0)
+    if not elements or opening == closing:
         return owned
     for index, element in enumerate(elements):
-        first, last = _node_first(element), _node_last(element)
-        start_col, end_col = _node_cols(element)
-        before = lines[first - 1][:start_col].strip()
-        after = lines[last - 1][end_col:].strip()
+        before = lines[element.first - 1][: element.start_col].strip()
+        after = lines[element.last - 1][element.end_col :].strip()
         if before not in ("", "**") or not _TRAILER.fullmatch(after):
             continue
-        if first <= _node_first(node) or last >= _node_last(node):
+        if element.first <= opening or element.last >= closing:
             continue  # on the line of the opening or the closing bracket
         neighbours = elements[index - 1 : index] + elements[index + 1 : index + 2]
-        if any(_node_first(n) <= last and first <= _node_last(n) for n in neighbours if n is not element):
+        if any(n.first <= element.last and element.first <= n.last for n in neighbours if n is not element):
             continue
         owned.add(index)
     return owned
-
-
-def _node_first(node: ast.AST) -> int:
-    if isinstance(node, ast.Tuple) and not hasattr(node, "lineno"):  # a dict's (key, value) pair
-        return _node_first(node.elts[0])
-    return int(getattr(node, "lineno", 0))
-
-
-def _node_last(node: ast.AST) -> int:
-    if isinstance(node, ast.Tuple) and not hasattr(node, "lineno"):
-        return _node_last(node.elts[1])
-    end = getattr(node, "end_lineno", None)
-    return int(end) if end is not None else _node_first(node)
-
-
-def _node_cols(node: ast.AST) -> tuple[int, int]:
-    """The start column on the first line and the end column on the last (a ``**x`` entry's ``**`` not counted)."""
-    if isinstance(node, ast.Tuple) and not hasattr(node, "lineno"):
-        return _node_cols(node.elts[0])[0], _node_cols(node.elts[1])[1]
-    return int(getattr(node, "col_offset", 0)), int(getattr(node, "end_col_offset", 0) or 0)
 
 
 def _first_line(statement: ast.stmt) -> int:

@@ -13,6 +13,8 @@ tries, so a run is never spent asking about a statement that nothing can reach.
 from __future__ import annotations
 
 import ast
+import dataclasses
+import functools
 import warnings
 
 from pyflakes import checker, messages  # type: ignore[import-untyped]  # no type information shipped
@@ -22,8 +24,18 @@ __all__ = ["undefined_names", "unused_definitions", "why_not_runnable"]
 _UNDEFINED = (messages.UndefinedName, messages.UndefinedLocal, messages.UndefinedExport)
 
 
-def undefined_names(source: str) -> frozenset[str] | None:
-    """The names ``source`` uses and never defines (pyflakes' view); None when it does not compile."""
+@dataclasses.dataclass(frozen=True)
+class _Checked:
+    """What one pyflakes pass over a candidate says: the names it never defines, the unused statements' lines."""
+
+    undefined: frozenset[str]
+    unused: frozenset[int]
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked(source: str) -> _Checked | None:
+    """One compile and one pyflakes pass per text, None when it does not compile. Cached: the reducer asks about the
+    same text several times (the pruning beside a candidate, its refusal, a group's closure)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarning for an odd escape is the script's business
@@ -31,23 +43,10 @@ def undefined_names(source: str) -> frozenset[str] | None:
             compile(tree, "<candidate>", "exec")
     except (SyntaxError, ValueError):
         return None
-    found = checker.Checker(tree, filename="<candidate>")
-    return frozenset(str(m.message_args[0]) for m in found.messages if isinstance(m, _UNDEFINED))
-
-
-def unused_definitions(source: str) -> frozenset[int]:
-    """The first lines (decorators included) of the statements of ``source`` that nothing uses: imports all of
-    whose names pyflakes finds unused, and top-level functions and classes whose name appears nowhere else as a
-    name. Empty when it does not compile."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return frozenset()
-    found = checker.Checker(tree, filename="<candidate>")
+    found = checker.Checker(tree, filename="<candidate>").messages
+    undefined = frozenset(str(m.message_args[0]) for m in found if isinstance(m, _UNDEFINED))
     unused_at: dict[int, int] = {}
-    for message in found.messages:
+    for message in found:
         if isinstance(message, messages.UnusedImport):
             unused_at[message.lineno] = unused_at.get(message.lineno, 0) + 1
     lines: set[int] = set()
@@ -60,7 +59,21 @@ def unused_definitions(source: str) -> frozenset[int]:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name not in named:
             lines.add(min([node.lineno, *(d.lineno for d in node.decorator_list)]))
-    return frozenset(lines)
+    return _Checked(undefined=undefined, unused=frozenset(lines))
+
+
+def undefined_names(source: str) -> frozenset[str] | None:
+    """The names ``source`` uses and never defines (pyflakes' view); None when it does not compile."""
+    checked = _checked(source)
+    return checked.undefined if checked is not None else None
+
+
+def unused_definitions(source: str) -> frozenset[int]:
+    """The first lines (decorators included) of the statements of ``source`` that nothing uses: imports all of
+    whose names pyflakes finds unused, and top-level functions and classes whose name appears nowhere else as a
+    name. Empty when it does not compile."""
+    checked = _checked(source)
+    return checked.unused if checked is not None else frozenset()
 
 
 def why_not_runnable(source: str, original_undefined: frozenset[str]) -> str | None:
