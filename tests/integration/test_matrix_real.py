@@ -78,6 +78,7 @@ def test_patch_and_override_fixes(tmp_path: Path, envs_dir: Path) -> None:  # no
     assert patched.fix_kind == "patch"
     override = records["deepspeed-0.16.8"]
     assert override.fix_kind == "override"
+    assert override.known_signature == "zero-param-already-reduced"  # 0.16.8 words the same bug its own way
     assert override.versions["deepspeed"] == "0.16.8"
     assert override.cell["packages"]["deepspeed"] == "0.16.8"
     assert override.matrix_cell == records["none"].cell["id"]  # reported in the row of the 0.16.4 cell

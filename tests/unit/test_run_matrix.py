@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reprobisect.cells.base import BaseInterpreter
@@ -34,7 +34,7 @@ from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import MatrixRequest, listed_cells, plan_cells
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.store import Store
-from reprobisect.run.units import RunStats, job_cpus
+from reprobisect.run.units import ProgressLine, RunStats, job_cpus
 from reprobisect.util.stop import in_parallel
 from tests.conftest import SCRIPTS
 
@@ -650,3 +650,41 @@ def test_ctrl_c_during_the_cell_builds_stops_them_and_builds_no_other(
     with _sigint_once_two_started(started):
         _run(tmp_path, _config(tmp_path), _request(axes={"deepspeed": ("0.16.4", "0.17.0", "0.18.2")}, jobs=2))
     assert len(started) == 2 and fakes.executed == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    where=st.text(max_size=120),
+    what=st.text(min_size=1, max_size=200),
+    label=st.text(max_size=200),
+    stored=st.booleans(),
+    width=st.integers(min_value=0, max_value=200),
+)
+def test_a_progress_line_keeps_its_verdict_whole_and_its_width(
+    where: str, what: str, label: str, stored: bool, width: int
+) -> None:
+    """The CI failure of 2026-12-05: a long cell id pushed "(stored)" past the cut, so a reused record read as a
+    new run. Whatever the names, the verdict stays whole, and the line stays within the width wherever the
+    counter, the verdict and one character of what ran fit in it."""
+    prefix, verdict = "[1/2, 1 running] ", "✗ REPRODUCED " + ("(stored)" if stored else "[62.5 s]")
+    line = ProgressLine(what=what, verdict=verdict, label=label, where=where).fitted(prefix, width)
+    assert line.startswith(prefix)
+    assert f": {verdict}" in line
+    assert len(line) <= max(width, len(prefix) + 1 + len(f": {verdict}"))
+    assert "\n" not in line
+
+
+def test_a_long_cell_id_is_cut_in_the_middle_and_the_label_goes_first() -> None:
+    cell = "torch-2.13.0+cpu_deepspeed-0.16.8_lightning-2.6.6"
+    what = "gan cpu-deepspeed deepspeed-0.16.8"
+    line = ProgressLine(what, "! OTHER_FAILURE (stored)", "e149c29f78 zero-param-already-reduced", where=cell)
+    assert (
+        line.fitted("[1/2] ", 200)
+        == f"[1/2] {cell} {what}: ! OTHER_FAILURE (stored) e149c29f78 zero-param-already-reduced"
+    )
+    wide = line.fitted("[1/2, 1 running] ", 145)
+    assert wide == f"[1/2, 1 running] {cell} {what}: ! OTHER_FAILURE (stored) e149c29f78 zero-…"
+    assert len(wide) == 145
+    narrow = line.fitted("[1/2, 1 running] ", 120)  # the CI line: the cell id gives way, "(stored)" stays
+    assert narrow == f"[1/2, 1 running] torch-2.13.0+cpu_deep…16.8_lightning-2.6.6 {what}: ! OTHER_FAILURE (stored)"
+    assert len(narrow) == 120

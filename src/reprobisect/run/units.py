@@ -29,7 +29,7 @@ from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 from reprobisect.util.stop import in_parallel
 
-__all__ = ["RunStats", "gpu_count", "job_cpus", "run_units"]
+__all__ = ["ProgressLine", "RunStats", "gpu_count", "job_cpus", "run_units"]
 
 
 @dataclasses.dataclass
@@ -42,7 +42,8 @@ class RunStats:
 
 
 class _Progress:
-    """One line per finished unit: ``[done/total, n running] what: outcome``, cut to the console's width."""
+    """One line per finished unit: ``[done/total, n running] what: outcome (stored) signature``, at most the
+    console's width. The verdict is never cut: the signature goes first, then the middle of what ran."""
 
     def __init__(self, total: int, echo: Echo) -> None:
         self.total, self.done, self.running, self.echo = total, 0, 0, echo
@@ -52,12 +53,12 @@ class _Progress:
         with self.lock:
             self.running += 1
 
-    def finish(self, text: str) -> None:
+    def finish(self, line: ProgressLine) -> None:
         with self.lock:
             self.running -= 1
             self.done += 1
             running = f", {self.running} running" if self.running else ""
-            self.echo(cut(f"[{self.done}/{self.total}{running}] {text}", WIDTH))
+            self.echo(line.fitted(f"[{self.done}/{self.total}{running}] ", WIDTH))
 
 
 def run_units(
@@ -201,13 +202,53 @@ def _applicable(patched: list[Unit], done: Mapping[int, Record], plain: list[Uni
     return kept
 
 
-def _describe(record: Record, unit: Unit, reused: bool, *, with_cell: bool) -> str:
+@dataclasses.dataclass(frozen=True)
+class ProgressLine:
+    """A finished unit as its progress line says it: where (the cell, when there are several), what ran, the
+    verdict, the signature."""
+
+    what: str
+    verdict: str
+    label: str = ""
+    where: str = ""
+
+    def fitted(self, prefix: str, width: int) -> str:
+        """``prefix where what: verdict label`` in ``width`` characters. Cut first: the label, then the middle of
+        ``where`` (a long cell id), then the end of ``what``; the verdict (outcome, stored or seconds) is kept
+        whole, the width notwithstanding.
+        Why: a cut that took "(stored)" off the end made a reused record read as a new run (CI, 2026-12-05)."""
+        verdict = f": {cut(self.verdict, 10**6)}"  # never cut
+        room = max(0, width - len(prefix) - len(verdict))
+        what = cut(self.what, max(1, room))
+        where = _cut_middle(cut(self.where, 10**6), room - len(what) - 1) if self.where else ""
+        head = f"{prefix}{where} {what}" if where else f"{prefix}{what}"
+        rest = width - len(head) - len(verdict) - 1
+        label = cut(self.label, rest) if self.label and rest >= 12 else ""  # shorter than that says nothing
+        return f"{head}{verdict}" + (f" {label}" if label else "")
+
+
+def _cut_middle(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, its middle replaced by "…" (a cell id's ends say the most)."""
+    if len(text) <= width:
+        return text
+    if width < 3:
+        return ""
+    keep = width - 1
+    return text[: keep - keep // 2] + "…" + text[len(text) - keep // 2 :]
+
+
+def _describe(record: Record, unit: Unit, reused: bool, *, with_cell: bool) -> ProgressLine:
     sig = record.signature
-    label = f" {sig.id} {known_name(record) or sig.text}" if sig else ""
-    stored = " (stored)" if reused else f" [{record.wall_seconds:.1f} s]"
+    label = f"{sig.id} {known_name(record) or sig.text}" if sig else ""
+    stored = "(stored)" if reused else f"[{record.wall_seconds:.1f} s]"
     where = f"{unit.cell.id} " if with_cell else ""
     outcome = Outcome(record.outcome)
-    return f"{where}{unit.repro.name} {unit.form.name} {unit.fix.name}: {outcome.glyph} {outcome.value}{stored}{label}"
+    return ProgressLine(
+        where=where.strip(),
+        what=f"{unit.repro.name} {unit.form.name} {unit.fix.name}",
+        verdict=f"{outcome.glyph} {outcome.value} {stored}",
+        label=label,
+    )
 
 
 def gpu_count() -> int:
