@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import itertools
 import json
 import multiprocessing
 import os
@@ -28,8 +30,9 @@ from reprobisect.config.load import Config
 from reprobisect.config.scripts import script_name
 from reprobisect.errors import ConfigError, NotInterestingError
 from reprobisect.minimize.candidates import CellRun, Cells, Target, Tester, Verdict, read_log, text_key
-from reprobisect.minimize.groups import setting_groups
+from reprobisect.minimize.groups import Group, setting_groups
 from reprobisect.minimize.reduce import Budget, prune_unused, reduce_statements
+from reprobisect.minimize.rewrite import flattened, rewrites
 from reprobisect.minimize.statements import Script, Size, parse_script, size_of, tidy
 from reprobisect.minimize.static import undefined_names
 from reprobisect.model.outcome import Outcome
@@ -40,6 +43,7 @@ from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import inside, write_atomic
+from reprobisect.util.stop import in_parallel
 
 __all__ = ["MinimizeRequest", "MinimizeResult", "minimize", "progress_summary"]
 
@@ -143,8 +147,7 @@ def minimize(
     def spent() -> str | None:
         return request.budget.spent(started, _executed(tester.log) - runs_before)
 
-    def judged(removed: frozenset[int]) -> bool:
-        text = script.text(removed)
+    def judged_text(text: str) -> bool:
         known = tester.known(text)
         if known is not None:
             return known.interesting
@@ -152,47 +155,73 @@ def minimize(
             return False
         return tester.run(text).interesting
 
-    def interesting(removed: frozenset[int]) -> bool:
-        """``judged`` on ``removed`` with what is then unused (when that is on)."""
-        if os.getpid() == parent:
-            return judged(expand(removed))
-        # A worker picire forked: it stops it with SIGTERM once another worker found a smaller script. The run in
-        # flight is stopped as Ctrl-C stops it (its process group ends) and the worker leaves without a word.
-        try:
-            signal.signal(signal.SIGTERM, _raise_interrupt)
-            return judged(expand(removed))
-        except KeyboardInterrupt:
-            os._exit(143)
-
     parent = os.getpid()
-    prunes = False  # set by the starting point: drop what is unused beside every candidate
 
-    def expand(removed: frozenset[int]) -> frozenset[int]:
-        return prune_unused(script, removed) if prunes else removed
+    def reducer(
+        script: Script, prunes: bool
+    ) -> tuple[Callable[[frozenset[int]], bool], Callable[[frozenset[int]], frozenset[int]]]:
+        """``interesting(removed)`` for one script's statements, and the expansion it applies (the unused too)."""
+
+        def expand(removed: frozenset[int]) -> frozenset[int]:
+            return prune_unused(script, removed) if prunes else removed
+
+        def interesting(removed: frozenset[int]) -> bool:
+            if os.getpid() == parent:
+                return judged_text(script.text(expand(removed)))
+            # A worker picire forked: it stops it with SIGTERM once another worker found a smaller script. The run
+            # in flight is stopped as Ctrl-C stops it (its process group ends) and the worker leaves without a word.
+            try:
+                signal.signal(signal.SIGTERM, _raise_interrupt)
+                return judged_text(script.text(expand(removed)))
+            except KeyboardInterrupt:
+                os._exit(143)
+
+        return interesting, expand
 
     level_file = folder / "level.json"
 
     def on_level(depth: int, units: int, passes: int) -> None:
         write_atomic(level_file, json.dumps({"depth": depth, "units": units, "pass": passes}), what="the level")
 
-    stopped, passes, removed = "", 0, frozenset[int]()
+    def pinned_in(script: Script, text: str) -> frozenset[int]:
+        verdict = tester.known(text)
+        if not request.keep_traceback or verdict is None:
+            return frozenset()
+        return script.enclosing(_failure_lines(folder, verdict, cells.filename))
+
+    stopped, passes = "", 0
+    best = source
     interrupted = False
+    given = _given_options(request.script_args)
     with _progress_lines(tester.log, level_file, size_of(source), runs_before, echo):
         try:
             ran = _executed_lines(tester, folder, source)
-            initial, prunes = _starting_point(script, ran, pinned, judged, echo)
-            initial = _unwrap_failure_path(script, initial, pinned, lambda removed: judged(expand(removed)), echo)
-            reduction = reduce_statements(
-                script,
-                interesting,
-                jobs=request.jobs,
-                initial=initial,
-                pinned=pinned,
-                spent=spent,
-                on_level=on_level,
-                groups=lambda removed: setting_groups(script, expand(removed), pinned),
-            )
-            stopped, passes, removed = reduction.stopped, reduction.passes, reduction.removed
+            removed, prunes = _starting_point(script, ran, pinned, lambda r: judged_text(script.text(r)), echo)
+            best = script.text(removed)
+            for round_number in itertools.count(1):
+                rewritten = _rewrite_round(best, judged_text, request.jobs, spent, echo, given)
+                if round_number > 1 and rewritten == best:
+                    break
+                best = rewritten
+                script = parse_script(best)
+                interesting, expand = reducer(script, prunes)
+                pinned = pinned_in(script, best)
+                initial = _unwrap_failure_path(script, frozenset(), pinned, interesting, echo)
+                reduction = reduce_statements(
+                    script,
+                    interesting,
+                    jobs=request.jobs,
+                    initial=initial,
+                    pinned=pinned,
+                    spent=spent,
+                    on_level=on_level,
+                    groups=functools.partial(_groups, script, expand, pinned),
+                )
+                passes += reduction.passes
+                stopped, best = reduction.stopped, script.text(expand(reduction.removed))
+                if spent():
+                    break
+            stopped = spent() or "a whole round (rewrites, then every level) changed nothing more"
         except KeyboardInterrupt:
             # `timeout -s INT` signals the process and then its group: a second SIGINT a moment after the first
             # must not cut the saving of the best so far short (it did on the H200: no result written). Further
@@ -200,7 +229,8 @@ def minimize(
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             _stop_children()
             interrupted, stopped = True, "interrupted (Ctrl-C): the best so far"
-    best = script.text(expand(removed)) if not interrupted else _best_on_disk(tester, source)
+    if interrupted or not judged_text(best):  # a budget spent mid-round leaves the last interesting text on disk
+        best = _best_on_disk(tester, source)
     final, verdict = best, tester.known(best) or original_verdict
     if not interrupted:
         final, verdict = _tidied(tester, best, verdict, echo)
@@ -285,6 +315,89 @@ def _unwrap_failure_path(
     if around:
         echo(f"  the failure's path: {kept} of {len(around)} statements around the failing line unwrapped")
     return removed
+
+
+def _groups(
+    script: Script, expand: Callable[[frozenset[int]], frozenset[int]], pinned: frozenset[int], removed: frozenset[int]
+) -> list[Group]:
+    return setting_groups(script, expand(removed), pinned)
+
+
+def _rewrite_round(
+    text: str,
+    judged: Callable[[str], bool],
+    jobs: int,
+    spent: Callable[[], str | None],
+    echo: Echo,
+    given: frozenset[str],
+) -> str:
+    """``text`` with the rewrites (``rewrite``) that keep it interesting: first all of them at once, the script
+    flattened (one candidate); then one at a time, ``jobs`` tried at once, the smallest interesting one kept and
+    the other interesting ones of its batch tried together on top of it; a rewrite that was not interesting is not
+    tried again this round. Each candidate goes without what it left unused."""
+    flat, done = flattened(text, given)
+    if done:
+        flat = _without_unused(flat)
+        ok = judged(flat)
+        echo(
+            f"  flattened ({len(done)} rewrites: {_kinds(done)}): {size_of(flat)}, "
+            + ("still interesting" if ok else "not interesting; one rewrite at a time")
+        )
+        if ok:
+            text = flat
+    failed: set[str] = set()
+    kept = 0
+    while spent() is None:
+        batch = [r for r in rewrites(text, given) if r.what not in failed][: max(1, jobs)]
+        if not batch:
+            break
+        texts = [_without_unused(r.text) for r in batch]
+        answers = in_parallel(judged, texts, max(1, jobs))
+        failed.update(r.what for r, ok in zip(batch, answers, strict=True) if not ok)
+        good = sorted((size_of(t).tokens, r.what, t) for r, t, ok in zip(batch, texts, answers, strict=True) if ok)
+        if not good:
+            continue
+        text, kept = good[0][2], kept + 1
+        failed.add(good[0][1])
+        together = _composed(text, [what for _, what, _ in good[1:]], given)
+        if together is not None and judged(together):
+            text, kept = together, kept + len(good) - 1
+            failed.update(what for _, what, _ in good[1:])
+    if kept:
+        echo(f"  rewrites one at a time: {kept} kept, {size_of(text)}")
+    return text
+
+
+def _composed(text: str, whats: list[str], given: frozenset[str]) -> str | None:
+    """``text`` with the rewrites named ``whats`` made one after another (those that still apply), or None."""
+    applied = 0
+    for what in whats:
+        step = next((r for r in rewrites(text, given) if r.what == what), None)
+        if step is not None:
+            text, applied = step.text, applied + 1
+    return _without_unused(text) if applied else None
+
+
+def _without_unused(text: str) -> str:
+    """``text`` without the imports and top-level definitions nothing uses any more."""
+    try:
+        script = parse_script(text)
+    except SyntaxError:
+        return text
+    return script.text(prune_unused(script, frozenset()))
+
+
+def _kinds(done: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for what in done:
+        kind = what.split(" ", 1)[0]
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items())
+
+
+def _given_options(script_args: tuple[str, ...]) -> frozenset[str]:
+    """The options the run passes the script (``--lr``, ``--lr=0.5``): their defaults are not what runs."""
+    return frozenset(arg.split("=", 1)[0] for arg in script_args if arg.startswith("-"))
 
 
 def _read(script: Path) -> str:
