@@ -75,7 +75,7 @@ PASTED = textwrap.dedent(
 def _output(source: str) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(source, "<script>", "exec"), {"__name__": "__main__"})  # noqa: S102 - the test's own scripts
+        exec(compile(source, "<script>", "exec"), {"__name__": "__main__"})
     return out.getvalue()
 
 
@@ -159,7 +159,7 @@ def test_non_ascii_and_tabs_keep_their_columns() -> None:
 
 
 @settings(max_examples=40, deadline=None)  # ~0.15 s an example: pyflakes over each rewrite of a 247-line script
-@given(st.sampled_from(SOURCES + [PASTED]), st.data())
+@given(st.sampled_from([*SOURCES, PASTED]), st.data())
 def test_rewrites_of_a_damaged_script_compile_and_define_what_it_defined(source: str, data: st.DataObject) -> None:
     """Any script, lines cut out of it at random: no exception, and every rewrite compiles and leaves no name
     undefined that the text defined."""
