@@ -33,6 +33,7 @@ from reprobisect.minimize.candidates import CellRun, Cells, Target, Tester, Verd
 from reprobisect.minimize.groups import Group, setting_groups
 from reprobisect.minimize.reduce import Budget, prune_unused, reduce_statements
 from reprobisect.minimize.rewrite import flattened, rewrites
+from reprobisect.minimize.slicing import failure_slice
 from reprobisect.minimize.statements import Script, Size, parse_script, size_of, tidy
 from reprobisect.minimize.static import undefined_names
 from reprobisect.model.outcome import Outcome
@@ -183,11 +184,12 @@ def minimize(
     def on_level(depth: int, units: int, passes: int) -> None:
         write_atomic(level_file, json.dumps({"depth": depth, "units": units, "pass": passes}), what="the level")
 
-    def pinned_in(script: Script, text: str) -> frozenset[int]:
+    def failing_lines(text: str) -> tuple[int, ...]:
         verdict = tester.known(text)
-        if not request.keep_traceback or verdict is None:
-            return frozenset()
-        return script.enclosing(_failure_lines(folder, verdict, cells.filename))
+        return _failure_lines(folder, verdict, cells.filename) if verdict is not None else ()
+
+    def pinned_in(script: Script, text: str) -> frozenset[int]:
+        return script.enclosing(failing_lines(text)) if request.keep_traceback else frozenset()
 
     stopped, passes = "", 0
     best = source
@@ -200,6 +202,7 @@ def minimize(
             best = script.text(removed)
             for round_number in itertools.count(1):
                 rewritten = _rewrite_round(best, judged_text, request.jobs, spent, echo, given)
+                rewritten = _sliced(rewritten, judged_text, failing_lines(rewritten), request.jobs, echo)
                 if round_number > 1 and rewritten == best:
                     break
                 best = rewritten
@@ -366,6 +369,25 @@ def _rewrite_round(
     if kept:
         echo(f"  rewrites one at a time: {kept} kept, {size_of(text)}")
     return text
+
+
+def _sliced(text: str, judged: Callable[[str], bool], lines: tuple[int, ...], jobs: int, echo: Echo) -> str:
+    """``text`` cut to the failure's slice (``slicing``) when that stays interesting: the slice with the statements
+    around the failing line unwrapped, and the slice alone, tried at once; the smaller interesting one wins."""
+    if not lines:
+        return text
+    tries = {failure_slice(text, lines, unwrap=True), failure_slice(text, lines)} - {None}
+    texts = sorted({_without_unused(t) for t in tries if t is not None} - {text}, key=lambda t: size_of(t).tokens)
+    if not texts:
+        return text
+    answers = in_parallel(judged, texts, max(1, min(jobs, len(texts))))
+    good = [t for t, ok in zip(texts, answers, strict=True) if ok]
+    echo(
+        f"  the failure's slice: {size_of(good[0])}, still interesting"
+        if good
+        else f"  the failure's slice: {size_of(texts[0])}, not interesting"
+    )
+    return good[0] if good else text
 
 
 def _composed(text: str, whats: list[str], given: frozenset[str]) -> str | None:
