@@ -199,3 +199,10 @@ def test_unread_assignments_and_options_go_together_and_an_emptied_block_keeps_p
     assert "--seed" not in gone.text and "--lr" in gone.text  # random.seed is not args.seed
     assert "started" not in gone.text and "    pass\n" in gone.text and "unused" not in gone.text
     assert _output(gone.text) == _output(source) == "0.1\n"
+
+
+def test_an_unread_result_of_the_scripts_own_function_stays() -> None:
+    source = "def train():\n    print('trained')\n    return 1\n\n\nhistory = train()\nstarted = len('x')\n"
+    [gone] = [r for r in rewrites(source) if r.what == "unread assignments and options"]
+    assert "history = train()" in gone.text and "started" not in gone.text
+    assert _output(gone.text) == "trained\n"

@@ -68,15 +68,18 @@ def rewrites(source: str, given_options: Iterable[str] = ()) -> list[Rewrite]:
     return sorted(found.values(), key=lambda r: (size_of(r.text).tokens, r.what))
 
 
-def flattened(source: str, given_options: Iterable[str] = ()) -> tuple[str, list[str]]:
+def flattened(
+    source: str, given_options: Iterable[str] = (), *, skip: Iterable[str] = ("keyword",)
+) -> tuple[str, list[str]]:
     """``source`` with rewrite after rewrite applied, the first of each round (values before inlining), while any
-    applies: one candidate that tries them all at once. Keywords are left: a name passed as a keyword is as often
-    needed as not. Returns the text and what was done, in order."""
+    applies: one candidate that tries them all at once. The kinds in ``skip`` are left (by default the keywords: a
+    name passed as a keyword is as often needed as not). Returns the text and what was done, in order."""
     done: list[str] = []
     seen = {source}
+    skipped = set(skip)
     for _ in range(_MAX_STEPS):
         options = rewrites(source, given_options)
-        safe = (r for r in sorted(options, key=_flatten_order) if not r.what.startswith("keyword "))
+        safe = (r for r in sorted(options, key=_flatten_order) if r.what.split(" ", 1)[0] not in skipped)
         step = next((r for r in safe if r.text not in seen), None)
         if step is None:
             break
@@ -432,9 +435,10 @@ def _unread(tree: ast.Module, text: _Source) -> Iterator[tuple[str, list[_Edit]]
         for n in ast.walk(tree)
     ):
         return  # vars(args) or getattr(args, name) reads options by name: none is known unread
+    functions = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
     edits = []
     for block in _blocks(tree):
-        unread = [s for s in block if _is_unread(s, read, options) and _own_lines(s, text)]
+        unread = [s for s in block if _is_unread(s, read, options) and _own_lines(s, text) and not _calls(s, functions)]
         for statement in unread:
             start, end = text.whole_lines(statement.lineno, statement.end_lineno or statement.lineno)
             emptied = len(unread) == len(block) and statement is block[0]  # a block needs one statement
@@ -442,6 +446,19 @@ def _unread(tree: ast.Module, text: _Source) -> Iterator[tuple[str, list[_Edit]]
     if not edits:
         return
     yield "unread assignments and options", edits
+
+
+def _calls(statement: ast.stmt, functions: set[str]) -> bool:
+    """The statement calls one of the script's own functions: what it does is more than its value
+    (``history = train(...)`` trains, whoever reads ``history``)."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name | ast.Attribute) and _called_name(n.func) in functions
+        for n in ast.walk(statement)
+    )
+
+
+def _called_name(func: ast.expr) -> str:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
 
 
 def _is_unread(statement: ast.stmt, read: set[str], options: set[str]) -> bool:

@@ -335,19 +335,23 @@ def _rewrite_round(
     given: frozenset[str],
 ) -> str:
     """``text`` with the rewrites (``rewrite``) that keep it interesting: first all of them at once, the script
-    flattened (one candidate); then one at a time, ``jobs`` tried at once, the smallest interesting one kept and
+    flattened (one candidate; if that is not interesting, once more without removing unread assignments); then one
+    at a time, ``jobs`` tried at once, the smallest interesting one kept and
     the other interesting ones of its batch tried together on top of it; a rewrite that was not interesting is not
     tried again this round. Each candidate goes without what it left unused."""
-    flat, done = flattened(text, given)
-    if done:
+    for skip in (("keyword",), ("keyword", "unread")):  # the unread go second: a value can matter for its effect
+        flat, done = flattened(text, given, skip=skip)
+        if not done:
+            break
         flat = _without_unused(flat)
         ok = judged(flat)
         echo(
             f"  flattened ({len(done)} rewrites: {_kinds(done)}): {size_of(flat)}, "
-            + ("still interesting" if ok else "not interesting; one rewrite at a time")
+            + ("still interesting" if ok else "not interesting")
         )
         if ok:
             text = flat
+            break
     failed: set[str] = set()
     kept = 0
     while spent() is None:
