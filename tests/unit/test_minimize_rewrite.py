@@ -83,7 +83,7 @@ def test_each_rewrite_keeps_what_the_script_prints() -> None:
     expected = _output(PASTED)
     found = rewrites(PASTED)
     whats = {r.what for r in found}
-    assert {"inline main", "inline train", "inline step", "option lr", "option check", "value tol"} <= whats
+    assert {"inline main", "inline train", "inline step", "option lr", "option check", "value main.tol"} <= whats
     assert "inline from_args" not in whats  # it uses cls
     for rewrite in found:
         if rewrite.what.startswith("keyword "):
@@ -206,3 +206,51 @@ def test_an_unread_result_of_the_scripts_own_function_stays() -> None:
     [gone] = [r for r in rewrites(source) if r.what == "unread assignments and options"]
     assert "history = train()" in gone.text and "started" not in gone.text
     assert _output(gone.text) == "trained\n"
+
+
+def test_a_value_is_the_variable_of_its_own_scope_only() -> None:
+    """``latent = 8`` at module level is not the ``latent`` parameter of a method: the module's reads get 8, the
+    method's keep its parameter; a local of the same name in another function is another variable."""
+    source = textwrap.dedent(
+        """
+        class Net:
+            def __init__(self, latent=3):
+                self.size = latent
+
+        def other():
+            latent = 5
+            return latent
+
+        latent = 8
+        print(Net(latent).size, other(), latent, [latent for _ in range(1)])
+        """
+    )
+    [value] = [r for r in rewrites(source) if r.what == "value latent"]
+    assert "self.size = latent" in value.text and "Net(8).size" in value.text and "[8 for _ in range(1)]" in value.text
+    assert _output(value.text) == _output(source) == "8 5 8 [8]\n"
+
+
+def test_arithmetic_identities_go_and_the_value_stays() -> None:
+    source = "x = 3\nprint(x * 1.0, 1 * x, x + 0, 0 + x, x - 0, x / 1, (x * 1) * 1, x * 2, x - 1)\n"
+    [same] = [r for r in rewrites(source) if r.what == "identities"]
+    assert same.text == "x = 3\nprint(x, x, x, x, x, x, x, x * 2, x - 1)\n"
+    assert _output(same.text) == "3 3 3 3 3 3 3 6 2\n"  # x * 1.0 was 3.0: a value's type may change, its number not
+
+
+def test_arguments_that_pass_the_default_go() -> None:
+    source = textwrap.dedent(
+        """
+        class Net:
+            def __init__(self, latent=8, dim=4):
+                self.shape = (latent, dim)
+
+        def f(a, b=2, *, c=3):
+            return a + b + c
+
+        print(Net(8).shape, Net(8, 5).shape, Net(dim=4, latent=2).shape, f(1, 2, c=3), f(1, 3))
+        """
+    )
+    [gone] = [r for r in rewrites(source) if r.what == "default arguments"]
+    assert "Net().shape" in gone.text and "Net(8, 5)" in gone.text and "Net(latent=2)" in gone.text
+    assert "f(1)" in gone.text and "f(1, 3)" in gone.text
+    assert _output(gone.text) == _output(source)

@@ -90,7 +90,7 @@ def flattened(
 
 
 def _flatten_order(rewrite: Rewrite) -> tuple[int, str]:
-    kinds = ("option ", "field ", "value ", "unread ", "keyword ", "inline ")
+    kinds = ("option ", "field ", "value ", "unread ", "identities", "default ", "keyword ", "inline ")
     return next((i for i, kind in enumerate(kinds) if rewrite.what.startswith(kind)), len(kinds)), rewrite.what
 
 
@@ -155,6 +155,8 @@ def _all_edits(tree: ast.Module, text: _Source, given: frozenset[str]) -> Iterat
     yield from _assigned_values(tree, text, parents)
     yield from _name_keywords(tree, text, parents)
     yield from _unread(tree, text)
+    yield from _identities(tree, text)
+    yield from _default_arguments(tree, text)
     yield from _inlines(tree, text, parents)
 
 
@@ -302,67 +304,102 @@ def _builds(call: ast.Call, name: str, cls: ast.ClassDef) -> bool:
     return isinstance(func, ast.Name) and func.id == "cls" and any(call in set(ast.walk(m)) for m in cls.body)
 
 
-def _stores(tree: ast.Module) -> dict[str, int]:
-    """How often each name is bound anywhere in the module (assignments, loop targets, parameters, imports,
-    definitions): a name bound once has one value wherever it is read."""
-    counts: dict[str, int] = {}
-
-    def add(name: str) -> None:
-        counts[name] = counts.get(name, 0) + 1
-
-    fields = {  # a class body's names are its attributes: no function or module code reads them by name
-        id(s.target)
-        for c in ast.walk(tree)
-        if isinstance(c, ast.ClassDef)
-        for s in c.body
-        if isinstance(s, ast.AnnAssign)
-    }
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
-            if id(node) not in fields:
-                add(node.id)
-        elif isinstance(node, ast.arg):
-            add(node.arg)
-        elif isinstance(node, ast.alias):
-            add((node.asname or node.name).split(".")[0])
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            add(node.name)
-        elif isinstance(node, ast.Global | ast.Nonlocal):
-            for name in node.names:
-                counts[name] = counts.get(name, 0) + 2
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            add(node.name)
-    return counts
-
-
 def _assigned_values(
     tree: ast.Module, text: _Source, parents: dict[ast.AST, ast.AST]
 ) -> Iterator[tuple[str, list[_Edit]]]:
-    """``tol = 0.02`` or ``lr = cfg.lr`` (a name bound once, to a literal, a name or an attribute of one) goes, and
-    each read of the name reads the value."""
-    stores = _stores(tree)
+    """``tol = 0.02`` or ``lr = cfg.lr`` (a name bound once in its scope, to a constant, a name or an attribute of
+    one) goes, and each read of that name in that scope (and in the functions inside it that do not bind it) reads
+    the value. A parameter of the same name elsewhere is another variable."""
+    scopes = _Scopes(tree, parents)
+    declared = {name for n in ast.walk(tree) if isinstance(n, ast.Global | ast.Nonlocal) for name in n.names}
     for node in ast.walk(tree):
         if not (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
             and isinstance(node.targets[0], ast.Name)
-            and stores.get(node.targets[0].id) == 1
+            and node.targets[0].id not in declared
             and (_constant(node.value) or _chain(node.value))
             and _own_lines(node, text)
         ):
             continue
-        name = node.targets[0].id
-        reads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
-        if not reads:
+        name, scope = node.targets[0].id, scopes.of(node)
+        if scopes.binding_count(scope, name) != 1:
+            continue
+        reads = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and scopes.resolve(n) is scope
+        ]
+        if not reads or (isinstance(node.value, ast.Name) and node.value.id == name):
             continue
         value = _atomic(text.segment(node.value), node.value)
+        owner = getattr(scope, "name", "")
         yield (
-            f"value {name}",
+            f"value {owner + '.' if owner else ''}{name}",
             [
                 _Edit(*text.whole_lines(node.lineno, node.end_lineno or node.lineno), ""),
                 *(_Edit(*text.span(r), value) for r in reads),
             ],
         )
+
+
+_SCOPES: tuple[type[ast.AST], ...] = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_SCOPES = (*_SCOPES, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+class _Scopes:
+    """Which scope binds a name where it is read (Python's rules, less ``global``/``nonlocal``, which the callers
+    leave alone): the function, lambda, comprehension, class body or module around it."""
+
+    def __init__(self, tree: ast.Module, parents: dict[ast.AST, ast.AST]) -> None:
+        self.parents = parents
+        self.bound: dict[int, dict[str, int]] = {}
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+                names = [node.id]
+            elif isinstance(node, ast.arg):
+                names = [node.arg]
+            elif isinstance(node, ast.alias):
+                names = [(node.asname or node.name).split(".")[0]]
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.ExceptHandler):
+                names = [node.name] if node.name else []
+            if not names:
+                continue
+            # a definition's name and a parameter belong to the scope around the definition / to the function
+            scope = self.of(node) if not isinstance(node, ast.arg) else self._function_of(node)
+            counts = self.bound.setdefault(id(scope), {})
+            for name in names:
+                counts[name] = counts.get(name, 0) + 1
+
+    def of(self, node: ast.AST) -> ast.AST:
+        """The scope a statement or expression is evaluated in."""
+        while node in self.parents:
+            node = self.parents[node]
+            if isinstance(node, _SCOPES):
+                return node
+        return node
+
+    def _function_of(self, arg: ast.arg) -> ast.AST:
+        node: ast.AST = arg
+        while node in self.parents and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            node = self.parents[node]
+        return node
+
+    def binding_count(self, scope: ast.AST, name: str) -> int:
+        return self.bound.get(id(scope), {}).get(name, 0)
+
+    def resolve(self, load: ast.Name) -> ast.AST | None:
+        """The scope whose binding of ``load.id`` this read sees (None: a builtin or undefined)."""
+        scope = self.of(load)
+        first = True
+        while True:
+            skip = isinstance(scope, ast.ClassDef) and not first  # a method does not see its class's names
+            if not skip and self.binding_count(scope, load.id):
+                return scope
+            if scope not in self.parents:
+                return None
+            scope, first = self.of(scope), False
 
 
 def _constant(node: ast.AST) -> bool:
@@ -407,15 +444,12 @@ def _name_keywords(
         if not isinstance(call, ast.Call):
             continue
         parts: list[ast.AST] = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
-        for index, part in enumerate(parts):
-            if not (isinstance(part, ast.keyword) and isinstance(part.value, ast.Name) and part.value.id in assigned):
-                continue
-            start, end = text.span(part)
-            if index + 1 < len(parts):
-                end = text.span(parts[index + 1])[0]
-            elif index > 0:
-                start = text.span(parts[index - 1])[1]
-            by_name.setdefault(part.value.id, []).append(_Edit(start, end, ""))
+        passing: dict[str, set[int]] = {}
+        for part in parts:
+            if isinstance(part, ast.keyword) and isinstance(part.value, ast.Name) and part.value.id in assigned:
+                passing.setdefault(part.value.id, set()).add(id(part))
+        for name, drop in passing.items():
+            by_name.setdefault(name, []).extend(_dropped_parts(parts, drop, text))
     for name, edits in sorted(by_name.items()):
         yield f"keyword ={name}", edits
 
@@ -484,6 +518,111 @@ def _blocks(tree: ast.Module) -> Iterator[list[ast.stmt]]:
             block = getattr(node, field, None)
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
                 yield block
+
+
+def _identities(tree: ast.Module, text: _Source) -> Iterator[tuple[str, list[_Edit]]]:
+    """``x * 1.0``, ``1 * x``, ``x + 0``, ``x - 0``, ``x / 1`` become ``x``, all at once (outermost first where
+    they nest): the arithmetic a script wrote for its reader, not for the bug."""
+    edits: list[_Edit] = []
+    taken: list[tuple[int, int]] = []
+    for node in ast.walk(tree):  # breadth first: an outer operation before the ones inside it
+        if not isinstance(node, ast.BinOp):
+            continue
+        kept = _identity_operand(node)
+        if kept is None:
+            continue
+        while isinstance(kept, ast.BinOp) and _identity_operand(kept) is not None:  # (x * 1) * 1
+            kept = _identity_operand(kept)
+        assert kept is not None
+        start, end = text.span(node)
+        if any(a <= start and end <= b for a, b in taken):
+            continue
+        taken.append((start, end))
+        edits.append(_Edit(start, end, _atomic(text.segment(kept), kept)))
+    if edits:
+        yield "identities", edits
+
+
+def _identity_operand(node: ast.BinOp) -> ast.expr | None:
+    def is_number(operand: ast.expr, value: int) -> bool:
+        return isinstance(operand, ast.Constant) and type(operand.value) in (int, float) and operand.value == value
+
+    if isinstance(node.op, ast.Mult):
+        if is_number(node.right, 1):
+            return node.left
+        if is_number(node.left, 1):
+            return node.right
+    if isinstance(node.op, ast.Add | ast.Sub) and is_number(node.right, 0):
+        return node.left
+    if isinstance(node.op, ast.Add) and is_number(node.left, 0):
+        return node.right
+    if isinstance(node.op, ast.Div | ast.Pow) and is_number(node.right, 1):
+        return node.left
+    return None
+
+
+def _default_arguments(tree: ast.Module, text: _Source) -> Iterator[tuple[str, list[_Edit]]]:
+    """Arguments that pass what the parameter's default would (``Generator(8)`` where ``latent=8``), in calls of
+    the script's own functions and classes, gone at once: trailing positional ones, and keywords anywhere."""
+    signatures: dict[str, tuple[list[str], dict[str, str]]] = {}
+    counts: dict[str, int] = {}
+    for node in tree.body:
+        function = node
+        if isinstance(node, ast.ClassDef):
+            inits = [m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"]
+            function = inits[0] if inits else None  # type: ignore[assignment]
+        if isinstance(function, ast.FunctionDef) and isinstance(node, ast.FunctionDef | ast.ClassDef):
+            counts[node.name] = counts.get(node.name, 0) + 1
+            params = [a.arg for a in function.args.args][1 if isinstance(node, ast.ClassDef) else 0 :]
+            positional = function.args.args[len(function.args.args) - len(function.args.defaults) :]
+            defaults = {a.arg: text.segment(d) for a, d in zip(positional, function.args.defaults, strict=True)}
+            defaults |= {
+                a.arg: text.segment(d)
+                for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults, strict=True)
+                if d
+            }
+            signatures[node.name] = (params, defaults)
+    edits: list[_Edit] = []
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and counts.get(call.func.id) == 1):
+            continue
+        params, defaults = signatures[call.func.id]
+        if any(isinstance(a, ast.Starred) for a in call.args) or len(call.args) > len(params):
+            continue
+        parts: list[ast.AST] = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
+        drop: set[int] = set()
+        for index in range(len(call.args) - 1, -1, -1):  # trailing positionals equal to their defaults
+            if defaults.get(params[index]) != text.segment(call.args[index]) or any(
+                k.arg is None for k in call.keywords
+            ):
+                break
+            drop.add(id(call.args[index]))
+        drop |= {id(k) for k in call.keywords if k.arg is not None and defaults.get(k.arg) == text.segment(k.value)}
+        edits += _dropped_parts(parts, drop, text)
+    if edits:
+        yield "default arguments", edits
+
+
+def _dropped_parts(parts: list[ast.AST], drop: set[int], text: _Source) -> list[_Edit]:
+    """Edits that remove the arguments of a call whose ids are in ``drop``, each run of neighbours with its commas
+    at once (a run's edits would overlap otherwise)."""
+    edits = []
+    index = 0
+    while index < len(parts):
+        if id(parts[index]) not in drop:
+            index += 1
+            continue
+        last = index
+        while last + 1 < len(parts) and id(parts[last + 1]) in drop:
+            last += 1
+        if last + 1 < len(parts):
+            edits.append(_Edit(text.span(parts[index])[0], text.span(parts[last + 1])[0], ""))
+        elif index > 0:
+            edits.append(_Edit(text.span(parts[index - 1])[1], text.span(parts[last])[1], ""))
+        else:
+            edits.append(_Edit(text.span(parts[index])[0], text.span(parts[last])[1], ""))
+        index = last + 1
+    return edits
 
 
 # -- inlining ---------------------------------------------------------------------------------------------------

@@ -2,11 +2,13 @@
 release from the good one.
 
 The original is run first in both cells: it must fail in the bad one (its signature becomes the target) and not
-fail that way in the good one, or there is nothing to keep and the command says why. Then statements are removed
-level by level (``reduce``), each candidate judged by real runs in the sandbox (``candidates``), up to ``jobs`` at
-a time; the cells are built once and every verdict is kept on disk, so a second minimization of the same script
-starts where the first stopped. The result is the smallest interesting candidate, tidied of comment lines when
-that keeps it interesting, with its diff, sizes, verdicts and the commands that re-check it (``outputs``).
+fail that way in the good one, or there is nothing to keep and the command says why. What never ran goes first;
+then, round after round, the script is rewritten (``rewrite``: inlined, its settings' values put where they are
+read), cut to the failure's slice (``slicing``) and its statements removed level by level (``reduce``), each
+candidate judged by real runs in the sandbox (``candidates``), up to ``jobs`` at a time; the cells are built once
+and every verdict is kept on disk, so a second minimization of the same script starts where the first stopped.
+The result is the smallest interesting candidate, tidied of comment lines when that keeps it interesting, with its
+diff, sizes, verdicts and the commands that re-check it (``outputs``).
 """
 
 from __future__ import annotations
@@ -376,22 +378,28 @@ def _rewrite_round(
 
 
 def _sliced(text: str, judged: Callable[[str], bool], lines: tuple[int, ...], jobs: int, echo: Echo) -> str:
-    """``text`` cut to the failure's slice (``slicing``) when that stays interesting: the slice with the statements
-    around the failing line unwrapped, and the slice alone, tried at once; the smaller interesting one wins."""
+    """``text`` cut to the failure's slice (``slicing``) when that stays interesting: first the slice with the
+    statements around the failing line unwrapped, with and without calls on modules counting as effects (tried at
+    once, the smaller interesting one wins); then the plain slice."""
     if not lines:
         return text
-    tries = {failure_slice(text, lines, unwrap=True), failure_slice(text, lines)} - {None}
-    texts = sorted({_without_unused(t) for t in tries if t is not None} - {text}, key=lambda t: size_of(t).tokens)
-    if not texts:
-        return text
-    answers = in_parallel(judged, texts, max(1, min(jobs, len(texts))))
-    good = [t for t, ok in zip(texts, answers, strict=True) if ok]
-    echo(
-        f"  the failure's slice: {size_of(good[0])}, still interesting"
-        if good
-        else f"  the failure's slice: {size_of(texts[0])}, not interesting"
+    waves = (
+        [failure_slice(text, lines, unwrap=True, module_calls=False), failure_slice(text, lines, unwrap=True)],
+        [failure_slice(text, lines)],
     )
-    return good[0] if good else text
+    tried: set[str] = {text}
+    for wave in waves:
+        texts = sorted({_without_unused(t) for t in wave if t is not None} - tried, key=lambda t: size_of(t).tokens)
+        if not texts:
+            continue
+        tried.update(texts)
+        answers = in_parallel(judged, texts, max(1, min(jobs, len(texts))))
+        good = [t for t, ok in zip(texts, answers, strict=True) if ok]
+        if good:
+            echo(f"  the failure's slice: {size_of(good[0])}, still interesting")
+            return good[0]
+        echo(f"  the failure's slice: {size_of(texts[0])}, not interesting")
+    return text
 
 
 def _composed(text: str, whats: list[str], given: frozenset[str]) -> str | None:

@@ -18,28 +18,33 @@ from collections.abc import Iterable, Iterator
 __all__ = ["failure_slice"]
 
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers")
+_MAX_DEPTH = 20  # rounds of unwrapping, one nesting level or more each
 
 
-def failure_slice(source: str, lines: Iterable[int], *, unwrap: bool = False) -> str | None:
+def failure_slice(source: str, lines: Iterable[int], *, unwrap: bool = False, module_calls: bool = True) -> str | None:
     """``source`` with only the statements that the statements on ``lines`` (the failure's path through the
     script) depend on, their enclosing statements, and what acts on the objects they need; with ``unwrap``, the
     loops, ``if``s and ``with``s around the failing lines unwrapped too (their bodies one indent less) and the slice
-    taken again, so what only the loop needed (a loader, a dataset) goes as well. None when nothing goes or
-    ``source`` does not parse."""
-    cut = _slice(source, lines)
+    taken again, so what only the loop needed (a loader, a dataset) goes as well. Without ``module_calls``, a call on
+    an imported module (``torch.manual_seed(0)``, ``deepspeed.init_distributed()``) does not count as acting on a
+    needed object: the slice is smaller, and more often wrong. None when nothing goes or ``source`` does not parse."""
+    cut = _slice(source, lines, module_calls=module_calls)
     text, origins = cut if cut is not None else (source, list(range(1, source.count("\n") + 2)))
     if unwrap:
         wanted = set(lines)
-        unwrapped = _unwrap_around(text, [i + 1 for i, o in enumerate(origins) if o in wanted])
-        if unwrapped is not None:
+        for _ in range(_MAX_DEPTH):  # an ``if step == 0`` unwrapped first lets the loop that binds ``step`` go next
+            unwrapped = _unwrap_around(text, [i + 1 for i, o in enumerate(origins) if o in wanted])
+            if unwrapped is None:
+                break
             text, kept = unwrapped
             origins = [origins[k - 1] for k in kept]
-            again = _slice(text, [i + 1 for i, o in enumerate(origins) if o in wanted])
+        if text != (cut[0] if cut is not None else source):
+            again = _slice(text, [i + 1 for i, o in enumerate(origins) if o in wanted], module_calls=module_calls)
             text = again[0] if again is not None else text
     return text if text != source else None
 
 
-def _slice(source: str, lines: Iterable[int]) -> tuple[str, list[int]] | None:
+def _slice(source: str, lines: Iterable[int], *, module_calls: bool = True) -> tuple[str, list[int]] | None:
     """The slice's text and, for each of its lines, the line of ``source`` it was."""
     try:
         tree = ast.parse(source)
@@ -52,6 +57,11 @@ def _slice(source: str, lines: Iterable[int]) -> tuple[str, list[int]] | None:
     if not kept:
         return None
     needed: set[str] = set()
+    modules = (
+        set()
+        if module_calls
+        else {n for s in _statements(tree) if isinstance(s, ast.Import | ast.ImportFrom) for n in _binds(s)}
+    )
     definitions = [s for s in _statements(tree) if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
     changed = True
     while changed:
@@ -64,7 +74,7 @@ def _slice(source: str, lines: Iterable[int]) -> tuple[str, list[int]] | None:
         for statement in kept:
             needed |= _reads(statement)
         for statement in simple + definitions:
-            if statement not in kept and _needed(statement, needed):
+            if statement not in kept and _needed(statement, needed, modules):
                 kept.add(statement)
                 changed = True
     drop = [s for s in _statements(tree) if s not in kept and all(a in kept for a in _ancestors(s, parents))]
@@ -225,8 +235,8 @@ def _base(node: ast.AST, *, attribute_only: bool) -> set[str]:
     return {node.id} if isinstance(node, ast.Name) else set()
 
 
-def _needed(statement: ast.stmt, needed: set[str]) -> bool:
-    return bool((_binds(statement) | _acts_on(statement)) & needed)
+def _needed(statement: ast.stmt, needed: set[str], modules: set[str]) -> bool:
+    return bool((_binds(statement) | (_acts_on(statement) - modules)) & needed)
 
 
 def _without(source: str, tree: ast.Module, drop: set[ast.stmt]) -> tuple[str, list[int]] | None:

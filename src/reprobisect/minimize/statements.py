@@ -1,9 +1,10 @@
 """A script as a tree of removable statements, and the text of that script with some of them left out.
 
-Minimization only deletes: a candidate is the original's own lines without the lines of some statements (a block
-left empty gets ``pass``), so the result reads as its author wrote it and its diff against the original is
-deletions. Statements are the units because a statement's lines are a whole: dropping one never leaves half an
-expression behind, which a line-based reducer would do on every other try. The tree (a block's statements are the
+The statement reducer only deletes: its candidate is the script's own lines without the lines of some statements
+(a block left empty gets ``pass``), so what it leaves reads as its author wrote it (the rewrites that deletion
+cannot make, an inlined function or an option's default, are ``rewrite``'s, between rounds of deletion).
+Statements are the units because a statement's lines are a whole: dropping one never leaves half an expression
+behind, which a line-based reducer would do on every other try. The tree (a block's statements are the
 children of its compound statement) lets a reducer work level by level, as hierarchical delta debugging does:
 first which top-level statements matter, then which statements inside the functions and loops that are left.
 
