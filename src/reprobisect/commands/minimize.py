@@ -164,8 +164,8 @@ def run_from_args(args: argparse.Namespace) -> int:
 def _print(result: MinimizeResult) -> None:
     o, m = result.original, result.minimized
     print(
-        f"\n{o.lines} → {m.lines} lines ({o.lines / max(1, m.lines):.1f}× fewer), {o.tokens} → {m.tokens} tokens "
-        f"({o.tokens / max(1, m.tokens):.1f}× fewer) in {result.runs} runs, {result.seconds:.0f} s; "
+        f"\n{o.lines} → {m.lines} lines ({o.lines / max(1, m.lines):.2f}× fewer), {o.tokens} → {m.tokens} tokens "
+        f"({o.tokens / max(1, m.tokens):.2f}× fewer) in {result.runs} runs, {result.seconds:.0f} s; "
         f"stopped: {result.stopped}"
     )
     print(f"The minimized script: {result.verdict.why}")
