@@ -26,8 +26,8 @@ from reprobisect.nightly.regressions import masked
 from reprobisect.nightly.run import _write_outputs
 from reprobisect.report.frame import load_records, records_frame
 from reprobisect.report.summary import markdown_summary
+from reprobisect.report.terminal import runs_table, signature_legend
 from reprobisect.report.views import ReportData
-from reprobisect.run.console import runs_table, signature_legend
 from reprobisect.run.execute import RunSpec, execute
 from reprobisect.util.files import write_atomic
 from tests.conftest import make_repro, night_news
