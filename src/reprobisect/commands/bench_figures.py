@@ -38,7 +38,7 @@ from reprobisect.run.sandbox import Confinement
 from reprobisect.util.cmd import output_tail, run_tool
 from reprobisect.util.echo import Echo
 
-__all__ = ["BenchResult", "run_bench"]
+__all__ = ["BenchResult", "format_bench", "run_bench"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
