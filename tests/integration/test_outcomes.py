@@ -13,8 +13,8 @@ import pytest
 from reprobisect.cells.envs import CellEnv
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
+from reprobisect.model.store import Store
 from reprobisect.run.execute import RunSpec, execute
-from reprobisect.run.store import Store
 from tests.conftest import make_repro
 
 
@@ -254,7 +254,7 @@ from pathlib import Path
 from reprobisect.model.cell import Cell
 from reprobisect.cells.envs import CellEnv
 from reprobisect.run.execute import RunSpec, execute
-from reprobisect.run.store import Store
+from reprobisect.model.store import Store
 from tests.conftest import make_repro
 path = Path({str(tmp_path)!r}) / "cell"
 (path / "bin").mkdir(parents=True)

@@ -41,7 +41,7 @@ from reprobisect.model.cell import Cell
 from reprobisect.cells.envs import CellEnv
 from reprobisect.run.execute import RunSpec, execute
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.store import Store
+from reprobisect.model.store import Store
 cfg = json.loads(sys.argv[1])
 cell = Cell(python="3", torch="none", torch_source="pinned", packages={{}})
 env = CellEnv(cell=cell, path=Path(cfg["cell"]), reused=True, build_seconds=0.0)

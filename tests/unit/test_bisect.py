@@ -174,8 +174,8 @@ def test_run_bisect_with_jobs_runs_a_wave_as_one_matrix_run(tmp_path, monkeypatc
 
     from reprobisect.bisect import probes
     from reprobisect.config.load import load_config
+    from reprobisect.model.store import Store
     from reprobisect.run.context import RunContext
-    from reprobisect.run.store import Store
 
     releases = [f"0.16.{i}" for i in range(9)]
     monkeypatch.setattr(probes, "releases_between", lambda *a, **k: releases)

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from reprobisect.model.record import Record
 from reprobisect.model.signature import Signature
-from reprobisect.run.console import WIDTH, cut, heartbeat, next_step, runs_table, signature_legend
+from reprobisect.report.terminal import next_step, runs_table, signature_legend
+from reprobisect.util.console import WIDTH, cut, heartbeat
 
 RELEASES = Path(__file__).parents[1] / "resources" / "records" / "releases" / "records" / "gan"
 

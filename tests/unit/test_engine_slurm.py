@@ -13,10 +13,10 @@ from reprobisect.commands.main import _parse
 from reprobisect.commands.options import executor
 from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, _gpus, slurm_arg
 from reprobisect.errors import ConfigError
+from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import MatrixRequest
-from reprobisect.run.store import Store
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ import pytest
 
 from reprobisect.errors import StorageError
 from reprobisect.model.record import Record
+from reprobisect.model.store import Store
 from reprobisect.report.frame import SkippedFileWarning, load_records
-from reprobisect.run.store import Store
 from reprobisect.util.files import atomic_path, inside, write_atomic
 
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"

@@ -22,7 +22,7 @@ from reprobisect.report.frame import (
     write_frame,
 )
 from reprobisect.report.summary import markdown_summary
-from reprobisect.run.console import runs_table
+from reprobisect.report.terminal import runs_table
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 CELL_0164 = "torch-2.13.0+cpu_deepspeed-0.16.4_lightning-2.6.6"

@@ -27,13 +27,13 @@ from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
 from reprobisect.model.cell import Cell, run_cell
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
+from reprobisect.model.store import Store
 from reprobisect.run import plan, prepare, units
 from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import MatrixRequest, listed_cells, plan_cells
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.store import Store
 from reprobisect.run.units import ProgressLine, RunStats, job_cpus
 from reprobisect.util.stop import in_parallel
 from tests.conftest import SCRIPTS

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from reprobisect.errors import StorageError
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import SCHEMA_VERSION, Record
-from reprobisect.run.store import Store
+from reprobisect.model.store import Store
 from reprobisect.util.files import inside
 
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"

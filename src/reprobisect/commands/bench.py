@@ -10,11 +10,11 @@ from pathlib import Path
 
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.cells.base import BaseInterpreter, base_interpreter
+from reprobisect.commands.bench_figures import format_bench, run_bench
 from reprobisect.commands.options import Subparsers, add_common, pins, prepare
 from reprobisect.config.load import Config, load_config
-from reprobisect.run.bench_figures import format_bench, run_bench
+from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
-from reprobisect.run.store import Store
 
 __all__ = ["run_from_args", "setup_arguments"]
 

@@ -31,10 +31,10 @@ from reprobisect.config.scripts import (
 )
 from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, slurm_arg
 from reprobisect.errors import ConfigError
+from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
 from reprobisect.run.executor import MatrixExecutor
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.store import Store
 
 __all__ = [
     "Subparsers",

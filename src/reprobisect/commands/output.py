@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from reprobisect.model.record import Record
 from reprobisect.report.frame import flaky_runs
-from reprobisect.run.console import WIDTH, cut, runs_table, signature_legend
+from reprobisect.report.terminal import runs_table, signature_legend
+from reprobisect.util.console import WIDTH, cut
 
 __all__ = ["print_runs"]
 

@@ -25,7 +25,7 @@ from reprobisect.commands.output import print_runs
 from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import load_config
 from reprobisect.report.summary import markdown_summary
-from reprobisect.run.console import next_step
+from reprobisect.report.terminal import next_step
 from reprobisect.run.reproduce import ReproRequest, reproduce
 from reprobisect.util.files import write_atomic
 

@@ -35,11 +35,11 @@ from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError, EngineError, HarnessError, NothingToDoError, RecordError
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
+from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec, unrun_record
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import MatrixRequest, Unit, listed_cells, plan_matrix, to_cell
-from reprobisect.run.store import Store
 from reprobisect.run.units import RunStats
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo

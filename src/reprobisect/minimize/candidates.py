@@ -31,11 +31,11 @@ from reprobisect.minimize.statements import Size, size_of
 from reprobisect.minimize.static import why_not_runnable
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
+from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.store import Store
 from reprobisect.run.units import RunStats
 from reprobisect.util.files import write_atomic
 

@@ -1,2 +1,3 @@
-"""The words of the harness as typed objects: repro, form, fix, cell, outcome, signature, record, and the one rule
-that folds repeats into a verdict. Imports nothing but errors."""
+"""The words of the harness as typed objects: repro, form, fix, cell, outcome, signature, record, the one rule
+that folds repeats into a verdict, and the store that keeps records and logs on disk. Imports nothing but errors,
+and util's atomic write for the store."""

@@ -16,9 +16,10 @@ from typing import Literal
 
 from reprobisect.errors import ConfigError
 from reprobisect.model.outcome import Outcome
+from reprobisect.model.record import Record
 from reprobisect.model.signature import Signature, crash_signature, exit_signature, signature_from_log
 
-__all__ = ["Classification", "KnownSignature", "classify", "find_known", "known_signatures"]
+__all__ = ["Classification", "KnownSignature", "classify", "find_known", "known_name", "known_signatures"]
 
 _SIGNAL_EXIT_BASE = 128  # a shell reports "killed by signal N" as exit status 128 + N
 _UNCAUGHT_EXIT = 1  # Python's status after an uncaught exception: only then did the last traceback end the run
@@ -93,6 +94,17 @@ def _reproduced_on(raw: object, index: int) -> dict[str, str]:
 def find_known(signature: Signature) -> KnownSignature | None:
     """The first known signature that matches, or None."""
     return next((known for known in known_signatures() if known.matches(signature)), None)
+
+
+def known_name(record: Record) -> str | None:
+    """The record's known signature, or the one today's table gives it (records older than an entry have none)."""
+    if record.known_signature or not record.signature:
+        return record.known_signature
+    try:
+        known = find_known(record.signature)
+    except (KeyError, TypeError, ValueError, re.error):
+        return None
+    return known.name if known is not None else None
 
 
 def expected_matches(expected: str | None, signature: Signature, known: KnownSignature | None) -> bool:

@@ -31,6 +31,7 @@ from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
 from reprobisect.errors import FAIL_EXIT, ConfigError
 from reprobisect.model.record import Record
+from reprobisect.model.store import Store
 from reprobisect.nightly.issue_text import NightNews, issue_body, title_of
 from reprobisect.nightly.regressions import masked, regressed_keys
 from reprobisect.nightly.state import (
@@ -53,7 +54,6 @@ from reprobisect.run.executor import MatrixExecutor
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.store import Store
 from reprobisect.run.units import RunStats
 from reprobisect.util.clock import utc_now
 from reprobisect.util.echo import Echo

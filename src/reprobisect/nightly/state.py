@@ -22,8 +22,8 @@ from typing import Any
 
 from reprobisect.errors import ConfigError, StorageError
 from reprobisect.model.record import Record
+from reprobisect.model.store import Store
 from reprobisect.report.archive import ARCHIVE
-from reprobisect.run.store import Store
 from reprobisect.util.files import inside, write_atomic
 
 __all__ = [

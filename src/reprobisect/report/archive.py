@@ -1,7 +1,7 @@
 """An evidence folder's records and raw logs in one archive, ``records.tar.xz``, read in memory and never extracted.
 
 A records root keeps what a reader checks as files (the rendered report, summaries, a README) and what a machine
-wrote in bulk — ``records/`` and ``logs/`` exactly as the store writes them (``run.store``), and the folder's own
+wrote in bulk — ``records/`` and ``logs/`` exactly as the store writes them (``model.store``), and the folder's own
 ``*.log`` files — as members of one xz-compressed tar at the root, under the same relative paths. The report reads
 the members as it reads the files: a record at ``records/…`` of the archive is a record of that root, and a
 record's ``log_path`` names the member its log tail comes from.

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reprobisect.cells.base import BaseInterpreter
-from reprobisect.run.store import Store
+from reprobisect.model.store import Store
 from reprobisect.util.echo import Echo
 
 __all__ = ["RunContext"]

@@ -26,12 +26,12 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.signature import Signature, normalize_message
+from reprobisect.model.store import Store
 from reprobisect.run.events import RankReport, read_events
 from reprobisect.run.measured import measured_environment
 from reprobisect.run.ports import free_port
 from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
-from reprobisect.run.store import Store
 from reprobisect.util.clock import utc_now
 from reprobisect.util.cmd import run_tool
 

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 from reprobisect.config.load import Config
 from reprobisect.model.record import Record
-from reprobisect.run.console import plural
 from reprobisect.run.context import RunContext
 from reprobisect.run.plan import MatrixPlan, MatrixRequest, plan_matrix
 from reprobisect.run.prepare import bound_op_cache, prepare, unbuilt_records
 from reprobisect.run.units import RunStats, run_units
+from reprobisect.util.console import plural
 from reprobisect.util.echo import Echo
 
 __all__ = ["run_matrix"]

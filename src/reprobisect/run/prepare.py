@@ -20,12 +20,12 @@ from reprobisect.errors import ConfigError, EnvBuildError, ToolError
 from reprobisect.model.cell import SYSTEM, Cell
 from reprobisect.model.record import Record
 from reprobisect.model.signature import PATCH_ERROR
-from reprobisect.run.console import heartbeat
+from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
 from reprobisect.run.execute import unrun_record
 from reprobisect.run.plan import MatrixPlan, Unit
 from reprobisect.run.sandbox import Sandbox
-from reprobisect.run.store import Store
+from reprobisect.util.console import heartbeat
 from reprobisect.util.echo import Echo
 from reprobisect.util.redact import redact
 from reprobisect.util.stop import in_parallel

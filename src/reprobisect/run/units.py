@@ -17,15 +17,16 @@ from packaging.utils import canonicalize_name
 
 from reprobisect.cells.patches import patched_paths
 from reprobisect.errors import ToolError
+from reprobisect.model.classify import known_name
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.repro import Backend
-from reprobisect.run.console import WIDTH, cut, known_name, plural
 from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec, execute
 from reprobisect.run.plan import MatrixRequest, Unit
 from reprobisect.run.prepare import Prepared
 from reprobisect.util.cmd import run_tool
+from reprobisect.util.console import WIDTH, cut, plural
 from reprobisect.util.echo import Echo
 from reprobisect.util.stop import in_parallel
 

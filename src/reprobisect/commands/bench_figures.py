@@ -31,14 +31,14 @@ from reprobisect.cells.pinning import install_requirement, resolve_cell
 from reprobisect.config.load import Config
 from reprobisect.errors import EnvBuildError
 from reprobisect.model.cell import Cell
+from reprobisect.model.store import Store
 from reprobisect.run.execute import RunSpec, child_environ, execute
 from reprobisect.run.runner import ChildSpec, run_child
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.store import Store
 from reprobisect.util.cmd import output_tail, run_tool
 from reprobisect.util.echo import Echo
 
-__all__ = ["BenchResult", "run_bench"]
+__all__ = ["BenchResult", "format_bench", "run_bench"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

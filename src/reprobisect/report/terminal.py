@@ -8,81 +8,24 @@ cuts long text with "…" (the full text is in the legend and in the Markdown su
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import re
 import textwrap
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from reprobisect.model.classify import KnownSignature, find_known, known_signatures
+from reprobisect.model.classify import KnownSignature, known_name, known_signatures
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.signature import PATCH_ERROR
+from reprobisect.util.console import WIDTH, cut
 from reprobisect.util.neutral import printable
 
-__all__ = [
-    "HEARTBEAT_SECONDS",
-    "WIDTH",
-    "NextStep",
-    "cut",
-    "heartbeat",
-    "known_name",
-    "next_step",
-    "plural",
-    "runs_table",
-    "signature_legend",
-]
+__all__ = ["NextStep", "next_step", "runs_table", "signature_legend"]
 
-WIDTH = 120
 _SIGNATURE_CELL = 48  # an unknown signature's text is cut here; the legend below the table has it whole
 _GAP = "  "
 _HEADERS = ("fix", "outcome", "signature", "died at", "ms/step", "wall s")
-HEARTBEAT_SECONDS = 15.0
-
-
-@contextlib.contextmanager
-def heartbeat(echo: Callable[[str], None], what: str, every: float = HEARTBEAT_SECONDS) -> Iterator[None]:
-    """While the block runs, say every ``every`` s that ``what`` is still going: no phase is silent for long."""
-    done = threading.Event()
-    start = time.perf_counter()
-
-    def beat() -> None:
-        while not done.wait(every):
-            echo(f"  … {what}, {time.perf_counter() - start:.0f} s")
-
-    thread = threading.Thread(target=beat, daemon=True, name="reprobisect-heartbeat")
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-
-
-def cut(text: str, width: int) -> str:
-    """``text`` printable on one line, at most ``width`` characters, "…" marking a cut."""
-    flat = " ".join(printable(text).split())
-    return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
-
-
-def plural(n: int, noun: str) -> str:
-    """``1 cell``, ``3 cells``: a count as a progress line says it."""
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def known_name(record: Record) -> str | None:
-    """The record's known signature, or the one today's table gives it (records older than an entry have none)."""
-    if record.known_signature or not record.signature:
-        return record.known_signature
-    try:
-        known = find_known(record.signature)
-    except (KeyError, TypeError, ValueError, re.error):
-        return None
-    return known.name if known is not None else None
 
 
 def _signature_cell(record: Record) -> str:
