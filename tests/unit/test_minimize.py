@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -429,11 +430,14 @@ print("lr", cfg.lr)
 """
 
 
+_STDOUT = threading.Lock()  # the groups are judged in threads, and redirect_stdout is one per process
+
+
 def _prints_lr(text: str) -> bool:
     """Interesting: the script runs and still prints the learning rate it was given."""
     out = io.StringIO()
     try:
-        with contextlib.redirect_stdout(out):
+        with _STDOUT, contextlib.redirect_stdout(out):
             exec(compile(text, "<candidate>", "exec"), {"__name__": "__main__"})
     except Exception:
         return False
