@@ -38,6 +38,7 @@ from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.units import RunStats
 from reprobisect.util.files import write_atomic
+from reprobisect.util.stop import in_parallel
 
 __all__ = ["CellRun", "Cells", "LogEntry", "Target", "Tester", "Verdict", "judge", "read_log", "text_key"]
 
@@ -243,17 +244,26 @@ class Tester:
             return None
         return self.keep(Verdict(key=text_key(text), interesting=False, why=why, size=size_of(text), at=time.time()))
 
-    def run(self, text: str) -> Verdict:
+    def run(self, text: str, *, at_once: bool = False) -> Verdict:
         """Run ``text`` in the bad cell and, when that hits the target, in the good one; keep and return the
-        verdict."""
+        verdict. ``at_once``: both cells at the same time (for a candidate likely to be interesting, tried while
+        a core would otherwise wait: its verdict comes in one run's time, not two)."""
         key = text_key(text)
         path = self.candidates / key / self.cells.filename
         if not path.is_file():
             write_atomic(path, text, what="a candidate script")
+        good_pins = self.cells.good
+        if at_once and good_pins is not None:
+            bad, good_run = in_parallel(lambda pins: self.run_in(path, pins, key), [self.cells.bad, good_pins], 2)
+            both: tuple[CellRun, ...] = (bad, good_run)  # the good run counts even where the bad cell said no
+            interesting, why = judge(self.target, bad, good_run)
+            return self.keep(
+                Verdict(key=key, interesting=interesting, why=why, size=size_of(text), runs=both, at=time.time())
+            )
         bad = self.run_in(path, self.cells.bad, key)
-        good = None
-        if self.cells.good is not None and self.target.hit(bad):
-            good = self.run_in(path, self.cells.good, key)
+        good: CellRun | None = None
+        if good_pins is not None and self.target.hit(bad):
+            good = self.run_in(path, good_pins, key)
         interesting, why = judge(self.target, bad, good)
         runs = (bad,) if good is None else (bad, good)
         return self.keep(

@@ -150,27 +150,27 @@ def minimize(
     def spent() -> str | None:
         return request.budget.spent(started, _executed(tester.log) - runs_before)
 
-    def judged_text(text: str) -> bool:
+    def judged_text(text: str, alone: bool = False) -> bool:
+        """Is ``text`` interesting (known, refused unrun, or run)? ``alone``: nothing else runs meanwhile, so both
+        cells run at once when there are cores for two."""
         known = tester.known(text)
         if known is not None:
             return known.interesting
         if tester.refused(text) is not None or spent():
             return False
-        return tester.run(text).interesting
+        return tester.run(text, at_once=alone and request.jobs > 1).interesting
 
     parent = os.getpid()
 
-    def reducer(
-        script: Script, prunes: bool
-    ) -> tuple[Callable[[frozenset[int]], bool], Callable[[frozenset[int]], frozenset[int]]]:
+    def reducer(script: Script, prunes: bool) -> tuple[Callable[..., bool], Callable[[frozenset[int]], frozenset[int]]]:
         """``interesting(removed)`` for one script's statements, and the expansion it applies (the unused too)."""
 
         def expand(removed: frozenset[int]) -> frozenset[int]:
             return prune_unused(script, removed) if prunes else removed
 
-        def interesting(removed: frozenset[int]) -> bool:
+        def interesting(removed: frozenset[int], alone: bool = False) -> bool:
             if os.getpid() == parent:
-                return judged_text(script.text(expand(removed)))
+                return judged_text(script.text(expand(removed)), alone)
             # A worker picire forked: it stops it with SIGTERM once another worker found a smaller script. The run
             # in flight is stopped as Ctrl-C stops it (its process group ends) and the worker leaves without a word.
             try:
@@ -200,7 +200,7 @@ def minimize(
     with _progress_lines(tester.log, level_file, size_of(source), runs_before, echo):
         try:
             ran = _executed_lines(tester, folder, source)
-            removed, prunes = _starting_point(script, ran, pinned, lambda r: judged_text(script.text(r)), echo)
+            removed, prunes = _starting_point(script, ran, pinned, lambda r: judged_text(script.text(r), True), echo)
             best = script.text(removed)
             for round_number in itertools.count(1):
                 rewritten = _rewrite_round(best, judged_text, request.jobs, spent, echo, given)
@@ -211,7 +211,9 @@ def minimize(
                 script = parse_script(best)
                 interesting, expand = reducer(script, prunes)
                 pinned = pinned_in(script, best)
-                initial = _unwrap_failure_path(script, frozenset(), pinned, interesting, echo)
+                initial = _unwrap_failure_path(
+                    script, frozenset(), pinned, functools.partial(interesting, alone=True), echo
+                )
                 reduction = reduce_statements(
                     script,
                     interesting,
@@ -330,7 +332,7 @@ def _groups(
 
 def _rewrite_round(
     text: str,
-    judged: Callable[[str], bool],
+    judged: Callable[..., bool],
     jobs: int,
     spent: Callable[[], str | None],
     echo: Echo,
@@ -346,7 +348,7 @@ def _rewrite_round(
         if not done:
             break
         flat = _without_unused(flat)
-        ok = judged(flat)
+        ok = judged(flat, True)
         echo(
             f"  flattened ({len(done)} rewrites: {_kinds(done)}): {size_of(flat)}, "
             + ("still interesting" if ok else "not interesting")
@@ -361,7 +363,7 @@ def _rewrite_round(
         if not batch:
             break
         texts = [_without_unused(r.text) for r in batch]
-        answers = in_parallel(judged, texts, max(1, jobs))
+        answers = [judged(texts[0], True)] if len(texts) == 1 else in_parallel(judged, texts, max(1, jobs))
         failed.update(r.what for r, ok in zip(batch, answers, strict=True) if not ok)
         good = sorted((size_of(t).tokens, r.what, t) for r, t, ok in zip(batch, texts, answers, strict=True) if ok)
         if not good:
@@ -369,7 +371,7 @@ def _rewrite_round(
         text, kept = good[0][2], kept + 1
         failed.add(good[0][1])
         together = _composed(text, [what for _, what, _ in good[1:]], given)
-        if together is not None and judged(together):
+        if together is not None and judged(together, True):
             text, kept = together, kept + len(good) - 1
             failed.update(what for _, what, _ in good[1:])
     if kept:
@@ -377,7 +379,7 @@ def _rewrite_round(
     return text
 
 
-def _sliced(text: str, judged: Callable[[str], bool], lines: tuple[int, ...], jobs: int, echo: Echo) -> str:
+def _sliced(text: str, judged: Callable[..., bool], lines: tuple[int, ...], jobs: int, echo: Echo) -> str:
     """``text`` cut to the failure's slice (``slicing``) when that stays interesting: first the slice with the
     statements around the failing line unwrapped, with and without calls on modules counting as effects (tried at
     once, the smaller interesting one wins); then the plain slice."""
@@ -393,7 +395,9 @@ def _sliced(text: str, judged: Callable[[str], bool], lines: tuple[int, ...], jo
         if not texts:
             continue
         tried.update(texts)
-        answers = in_parallel(judged, texts, max(1, min(jobs, len(texts))))
+        answers = (
+            [judged(texts[0], True)] if len(texts) == 1 else in_parallel(judged, texts, max(1, min(jobs, len(texts))))
+        )
         good = [t for t, ok in zip(texts, answers, strict=True) if ok]
         if good:
             echo(f"  the failure's slice: {size_of(good[0])}, still interesting")
@@ -498,7 +502,11 @@ def _check_original(
     key = text_key(source)
     path = probe.candidates / key / cells.filename
     write_atomic(path, source, what="the original script")
-    bad = probe.run_in(path, cells.bad, key)
+    early_good: CellRun | None = None
+    if cells.good is not None and cells.jobs > 1:  # both cells at once: the original is expected to tell them apart
+        bad, early_good = in_parallel(lambda pins: probe.run_in(path, pins, key), [cells.bad, cells.good], 2)
+    else:
+        bad = probe.run_in(path, cells.bad, key)
     echo(f"  bad cell:  {_said(bad)}")
     if bad.outcome in (Outcome.PASS.value, Outcome.ENV_ERROR.value, Outcome.TIMEOUT.value) or (
         cells.expect and bad.outcome != Outcome.REPRODUCED.value
@@ -517,7 +525,7 @@ def _check_original(
     )
     good: CellRun | None = None
     if cells.good is not None:
-        good = probe.run_in(path, cells.good, key)
+        good = early_good or probe.run_in(path, cells.good, key)
         echo(f"  good cell: {_said(good)}")
         if good.outcome in (Outcome.ENV_ERROR.value, Outcome.TIMEOUT.value) or target.hit(good):
             msg = (
