@@ -2,7 +2,7 @@
 
 Deleting statements stops where the script's own plumbing holds the failing lines up: the function that wraps
 them is called from ``train``, which ``main`` calls; ``cfg.lr`` comes from a dataclass that ``from_args`` fills
-from ``argparse``. A maintainer cutting such a script down does four things a deletion cannot, and so does this:
+from ``argparse``. A maintainer cutting such a script down makes changes a deletion cannot, and so does this:
 
 - **inline** a function (or a method that does not use ``self``) called once: its parameters become assignments
   at the call and its body takes the call's place, its last ``return`` the assignment's value;
@@ -11,7 +11,10 @@ from ``argparse``. A maintainer cutting such a script down does four things a de
 - **a field set once**: ``cfg.lr`` becomes ``0.1`` where the only construction of the dataclass passes
   ``lr=0.1``;
 - **an assignment used as its value**: ``tol = 0.02`` or ``lr = cfg.lr`` goes and its uses read the value;
-- **a keyword that passes a name**, every ``device=device``, goes at once, so the name can go after it.
+- **a keyword that passes a name**, every ``device=device``, goes at once, so the name can go after it;
+- **what nothing reads**: assignments to names nothing reads and option declarations whose value nothing reads
+  (never one that calls the script's own function: ``history = train(...)`` trains);
+- **arithmetic identities** (``x * 1.0``) and **arguments equal to the parameter's default** go.
 
 Each rewrite is a candidate like any other, judged by real runs; none is trusted. Texts are edited where the
 AST says the code is, so the rest of the script keeps its lines, its comments and its strings.
@@ -21,14 +24,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import io
-import tokenize
-from collections.abc import Iterable, Iterator
+import functools
+from collections.abc import Callable, Iterable, Iterator
 
-from reprobisect.minimize.statements import size_of
+from reprobisect.minimize.statements import owns_its_lines, size_of, string_lines
 from reprobisect.minimize.static import undefined_names
 
-__all__ = ["Rewrite", "flattened", "rewrites"]
+__all__ = ["Rewrite", "blocks", "flattened", "rewrites"]
 
 _MAX_STEPS = 200  # rewrites composed into one flattened candidate, at most
 
@@ -103,7 +105,7 @@ class _Source:
         self.starts = [0]
         for line in self.lines:
             self.starts.append(self.starts[-1] + len(line))
-        self.in_string = _string_lines(source)
+        self.in_string = string_lines(source)
 
     def offset(self, line: int, col: int) -> int:
         text = self.lines[line - 1] if line - 1 < len(self.lines) else ""
@@ -134,18 +136,6 @@ class _Source:
             out += [self.source[at : edit.start], edit.new]
             at = edit.end
         return "".join([*out, self.source[at:]])
-
-
-def _string_lines(source: str) -> frozenset[int]:
-    """Lines that continue a string started on an earlier line: re-indenting them would change the string."""
-    lines: set[int] = set()
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type == tokenize.STRING or token.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
-                lines.update(range(token.start[0] + 1, token.end[0] + 1))
-    except (tokenize.TokenError, SyntaxError):
-        pass
-    return frozenset(lines)
 
 
 def _all_edits(tree: ast.Module, text: _Source, given: frozenset[str]) -> Iterator[tuple[str, list[_Edit]]]:
@@ -216,17 +206,22 @@ def _option_defaults(tree: ast.Module, text: _Source, given: frozenset[str]) -> 
     for dest, value in sorted(options.items()):
         if value is None:
             continue
-        reads = [
-            n
-            for n in ast.walk(tree)
-            if isinstance(n, ast.Attribute)
-            and n.attr == dest
-            and isinstance(n.ctx, ast.Load)
-            and isinstance(n.value, ast.Name)
-            and n.value.id in holders
-        ]
+        reads = _attribute_reads(tree, dest, lambda owner, node: owner in holders)
         if reads:
             yield f"option {dest}", [_Edit(*text.span(n), value) for n in reads]
+
+
+def _attribute_reads(tree: ast.Module, attr: str, on: Callable[[str, ast.AST], bool]) -> list[ast.Attribute]:
+    """Every read of ``NAME.attr`` where ``on(NAME, node)`` says the name holds what ``attr`` belongs to."""
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute)
+        and n.attr == attr
+        and isinstance(n.ctx, ast.Load)
+        and isinstance(n.value, ast.Name)
+        and on(n.value.id, n)
+    ]
 
 
 def _argument_holders(tree: ast.Module) -> frozenset[str]:
@@ -264,15 +259,7 @@ def _field_values(tree: ast.Module, text: _Source) -> Iterator[tuple[str, list[_
             if field in stored or not _literal(value):
                 continue
             assert value is not None
-            reads = [
-                n
-                for n in ast.walk(tree)
-                if isinstance(n, ast.Attribute)
-                and n.attr == field
-                and isinstance(n.ctx, ast.Load)
-                and isinstance(n.value, ast.Name)
-                and (n.value.id in holders or (n.value.id == "self" and _inside_class(n, cls)))
-            ]
+            reads = _attribute_reads(tree, field, functools.partial(_on_instance, holders, cls))
             if reads:
                 yield (
                     f"field {name}.{field}",
@@ -291,6 +278,11 @@ def _instance_names(tree: ast.Module, name: str) -> frozenset[str]:
             if isinstance(func, ast.Name) and func.id == name:
                 found.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return frozenset(found)
+
+
+def _on_instance(holders: frozenset[str], cls: ast.ClassDef, owner: str, node: ast.AST) -> bool:
+    """``owner.field`` reads an instance: a name bound to one, or ``self`` inside the class."""
+    return owner in holders or (owner == "self" and _inside_class(node, cls))
 
 
 def _inside_class(node: ast.AST, cls: ast.ClassDef) -> bool:
@@ -420,11 +412,7 @@ def _chain(node: ast.AST) -> bool:
 
 
 def _own_lines(statement: ast.stmt, text: _Source) -> bool:
-    """The statement has its lines to itself (no ``;`` neighbour), so removing those lines removes it alone."""
-    first, last = statement.lineno, statement.end_lineno or statement.lineno
-    head = text.lines[first - 1].encode("utf-8")[: statement.col_offset].decode("utf-8", errors="replace")
-    tail = text.lines[last - 1].encode("utf-8")[statement.end_col_offset or 0 :].decode("utf-8", errors="replace")
-    return not head.strip() and (not tail.strip() or tail.strip().startswith("#"))
+    return owns_its_lines(statement, text.lines)
 
 
 def _name_keywords(
@@ -471,7 +459,7 @@ def _unread(tree: ast.Module, text: _Source) -> Iterator[tuple[str, list[_Edit]]
         return  # vars(args) or getattr(args, name) reads options by name: none is known unread
     functions = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
     edits = []
-    for block in _blocks(tree):
+    for block in blocks(tree):
         unread = [s for s in block if _is_unread(s, read, options) and _own_lines(s, text) and not _calls(s, functions)]
         for statement in unread:
             start, end = text.whole_lines(statement.lineno, statement.end_lineno or statement.lineno)
@@ -511,7 +499,7 @@ def _is_unread(statement: ast.stmt, read: set[str], options: set[str]) -> bool:
     return False
 
 
-def _blocks(tree: ast.Module) -> Iterator[list[ast.stmt]]:
+def blocks(tree: ast.AST) -> Iterator[list[ast.stmt]]:
     """Every list of statements: a module's, a body, an ``else``, a ``finally``, a handler's."""
     for node in ast.walk(tree):
         for field in ("body", "orelse", "finalbody"):

@@ -11,9 +11,10 @@ other, judged by real runs, and the statement reducer goes on from whichever tex
 from __future__ import annotations
 
 import ast
-import io
-import tokenize
 from collections.abc import Iterable, Iterator
+
+from reprobisect.minimize.rewrite import blocks
+from reprobisect.minimize.statements import owns_its_lines, string_lines
 
 __all__ = ["failure_slice"]
 
@@ -99,12 +100,12 @@ def _unwrap_around(source: str, lines: list[int]) -> tuple[str, list[int]] | Non
         if isinstance(s, ast.For | ast.AsyncFor | ast.While | ast.If | ast.With | ast.AsyncWith)
         and not getattr(s, "orelse", None)
         and any(s.body[0].lineno <= line <= (s.end_lineno or s.lineno) for line in lines)
-        and not any(_shares_a_line(b, text) for b in s.body)
+        and all(owns_its_lines(b, text) for b in s.body)
         and not (_loop_names(s) & _read_in(s.body))  # its body reads what the loop binds: it needs the loop
     ]
     if not wrappers:
         return None
-    in_string = _string_lines(source)
+    in_string = string_lines(source)
     headers: set[int] = set()
     dedent = [0] * (len(text) + 2)
     for wrapper in wrappers:
@@ -138,18 +139,6 @@ def _loop_names(statement: ast.stmt) -> set[str]:
 
 def _read_in(body: list[ast.stmt]) -> set[str]:
     return {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _string_lines(source: str) -> frozenset[int]:
-    """Lines that continue a string started on an earlier line: moving them would change the string."""
-    found: set[int] = set()
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type == tokenize.STRING or token.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
-                found.update(range(token.start[0] + 1, token.end[0] + 1))
-    except (tokenize.TokenError, SyntaxError):
-        pass
-    return frozenset(found)
 
 
 def _statements(tree: ast.AST) -> Iterator[ast.stmt]:
@@ -243,11 +232,11 @@ def _without(source: str, tree: ast.Module, drop: set[ast.stmt]) -> tuple[str, l
     """``source`` without the lines of ``drop`` (a block left empty gets ``pass``), and the line each line of
     the result was; None when a dropped statement shares a line with another."""
     lines = source.splitlines(keepends=True)
-    if any(_shares_a_line(s, lines) for s in drop):
+    if any(not owns_its_lines(s, lines) for s in drop):
         return None
     gone: set[int] = set()
     passes: dict[int, str] = {}
-    for block in _blocks(tree):
+    for block in blocks(tree):
         dropped = [s for s in block if s in drop]
         for statement in dropped:
             first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
@@ -265,19 +254,3 @@ def _without(source: str, tree: ast.Module, drop: set[ast.stmt]) -> tuple[str, l
             continue
         origins.append(number)
     return "".join(out), origins
-
-
-def _shares_a_line(statement: ast.stmt, lines: list[str]) -> bool:
-    """A statement on a line with another (``a = 1; b = 2``, ``if x: y``): its lines are not its own to remove."""
-    head = lines[statement.lineno - 1].encode("utf-8")[: statement.col_offset].decode("utf-8", errors="replace")
-    last = lines[(statement.end_lineno or statement.lineno) - 1]
-    tail = last.encode("utf-8")[statement.end_col_offset or 0 :].decode("utf-8", errors="replace").strip()
-    return bool(head.strip()) or bool(tail and not tail.startswith("#"))
-
-
-def _blocks(tree: ast.AST) -> Iterator[list[ast.stmt]]:
-    for node in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                yield block

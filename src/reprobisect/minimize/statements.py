@@ -28,7 +28,7 @@ import re
 import tokenize
 from collections.abc import Iterable, Sequence
 
-__all__ = ["Script", "Size", "Unit", "parse_script", "size_of", "tidy"]
+__all__ = ["Script", "Size", "Unit", "owns_its_lines", "parse_script", "size_of", "string_lines", "tidy"]
 
 _TRAILER = re.compile(r",?\s*(#.*)?")  # what may follow an element on its last line
 # Compound statements whose body can stand without them (a function's or a class's cannot: it is a definition).
@@ -396,6 +396,28 @@ def _line_groups(statements: list[ast.stmt]) -> list[list[ast.stmt]]:
         else:
             groups.append([statement])
     return groups
+
+
+def owns_its_lines(statement: ast.stmt, lines: Sequence[str]) -> bool:
+    """The statement has its lines to itself (no ``a = 1; b = 2`` neighbour, no ``if x: y`` header on its line), so
+    removing or moving those lines touches it alone. ``lines``: the source's lines, as the AST numbers them."""
+    head = lines[statement.lineno - 1].encode("utf-8")[: statement.col_offset].decode("utf-8", errors="replace")
+    last = lines[(statement.end_lineno or statement.lineno) - 1]
+    tail = last.encode("utf-8")[statement.end_col_offset or 0 :].decode("utf-8", errors="replace").strip()
+    return not head.strip() and (not tail or tail.startswith("#"))
+
+
+def string_lines(source: str) -> frozenset[int]:
+    """Lines that continue a string started on an earlier line: moving or re-indenting them would change the
+    string (empty when the source does not tokenize)."""
+    found: set[int] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.STRING or token.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
+                found.update(range(token.start[0] + 1, token.end[0] + 1))
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return frozenset(found)
 
 
 def size_of(source: str) -> Size:
