@@ -204,7 +204,10 @@ def minimize(
             best = script.text(removed)
             for round_number in itertools.count(1):
                 rewritten = _rewrite_round(best, judged_text, request.jobs, spent, echo, given)
-                rewritten = _sliced(rewritten, judged_text, failing_lines(rewritten), request.jobs, echo)
+                sliced = _sliced(rewritten, judged_text, failing_lines(rewritten), request.jobs, echo)
+                if sliced != rewritten:  # what the slice left often flattens further (a value, an identity)
+                    sliced = _rewrite_round(sliced, judged_text, request.jobs, spent, echo, given, one_at_a_time=False)
+                rewritten = sliced
                 if round_number > 1 and rewritten == best:
                     break
                 best = rewritten
@@ -337,10 +340,12 @@ def _rewrite_round(
     spent: Callable[[], str | None],
     echo: Echo,
     given: frozenset[str],
+    *,
+    one_at_a_time: bool = True,
 ) -> str:
     """``text`` with the rewrites (``rewrite``) that keep it interesting: first all of them at once, the script
-    flattened (one candidate; if that is not interesting, once more without removing unread assignments); then one
-    at a time, ``jobs`` tried at once, the smallest interesting one kept and
+    flattened (one candidate; if that is not interesting, once more without removing unread assignments); then
+    (unless not ``one_at_a_time``) one at a time, ``jobs`` tried at once, the smallest interesting one kept and
     the other interesting ones of its batch tried together on top of it; a rewrite that was not interesting is not
     tried again this round. Each candidate goes without what it left unused."""
     for skip in (("keyword",), ("keyword", "unread")):  # the unread go second: a value can matter for its effect
@@ -358,7 +363,7 @@ def _rewrite_round(
             break
     failed: set[str] = set()
     kept = 0
-    while spent() is None:
+    while one_at_a_time and spent() is None:
         batch = [r for r in rewrites(text, given) if r.what not in failed][: max(1, jobs)]
         if not batch:
             break
