@@ -53,21 +53,30 @@ class _Edit:
 def rewrites(source: str, given_options: Iterable[str] = ()) -> list[Rewrite]:
     """Every single rewrite of ``source`` that compiles and leaves no name undefined that was defined, smallest
     first; ``given_options`` are the options the run passes (their defaults are not the values used)."""
+    found = {r.what: r for r in _valid(source, frozenset(given_options))}
+    return sorted(found.values(), key=lambda r: (size_of(r.text).tokens, r.what))
+
+
+def _valid(source: str, given: frozenset[str], skip: frozenset[str] = frozenset()) -> Iterator[Rewrite]:
+    """The rewrites of ``source`` one by one, in ``_all_edits``' order (values before inlining), each checked as it
+    comes: a caller that needs the first pays for the first."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return []
+        return
     before = undefined_names(source)
     if before is None:
-        return []
+        return
     text = _Source(source)
-    found: dict[str, Rewrite] = {}
-    for what, edits in _all_edits(tree, text, frozenset(given_options)):
+    seen: set[str] = set()
+    for what, edits in _all_edits(tree, text, given):
+        if what in seen or what.split(" ", 1)[0] in skip:
+            continue
         new = text.apply(edits)
         after = undefined_names(new) if new != source else None
-        if after is not None and after <= before and what not in found:
-            found[what] = Rewrite(what=what, text=new)
-    return sorted(found.values(), key=lambda r: (size_of(r.text).tokens, r.what))
+        if after is not None and after <= before:
+            seen.add(what)
+            yield Rewrite(what=what, text=new)
 
 
 def flattened(
@@ -78,22 +87,15 @@ def flattened(
     name passed as a keyword is as often needed as not). Returns the text and what was done, in order."""
     done: list[str] = []
     seen = {source}
-    skipped = set(skip)
+    given, skipped = frozenset(given_options), frozenset(skip)
     for _ in range(_MAX_STEPS):
-        options = rewrites(source, given_options)
-        safe = (r for r in sorted(options, key=_flatten_order) if r.what.split(" ", 1)[0] not in skipped)
-        step = next((r for r in safe if r.text not in seen), None)
+        step = next((r for r in _valid(source, given, skipped) if r.text not in seen), None)
         if step is None:
             break
         source = step.text
         seen.add(source)
         done.append(step.what)
     return source, done
-
-
-def _flatten_order(rewrite: Rewrite) -> tuple[int, str]:
-    kinds = ("option ", "field ", "value ", "unread ", "identities", "default ", "keyword ", "inline ")
-    return next((i for i, kind in enumerate(kinds) if rewrite.what.startswith(kind)), len(kinds)), rewrite.what
 
 
 class _Source:
@@ -140,13 +142,14 @@ class _Source:
 
 def _all_edits(tree: ast.Module, text: _Source, given: frozenset[str]) -> Iterator[tuple[str, list[_Edit]]]:
     parents = _parents(tree)
+    # values first (an option's default before the field it fills), inlining last: the order flattening takes
     yield from _option_defaults(tree, text, given)
     yield from _field_values(tree, text)
     yield from _assigned_values(tree, text, parents)
-    yield from _name_keywords(tree, text, parents)
     yield from _unread(tree, text)
     yield from _identities(tree, text)
     yield from _default_arguments(tree, text)
+    yield from _name_keywords(tree, text, parents)
     yield from _inlines(tree, text, parents)
 
 

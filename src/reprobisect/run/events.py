@@ -200,11 +200,15 @@ def _lines(event: Mapping[str, Any]) -> set[int] | None:
     if not isinstance(ranges, list):
         return None
     numbers: set[int] = set()
+    total = 0  # the ranges' lengths added up, overlaps counted twice: the bound holds whatever the overlaps
     for pair in ranges:
         if not (isinstance(pair, list) and len(pair) == 2):
             return None
         first, last = (_count(n, _MAX_LINE_NUMBER) for n in pair)
-        if first is None or last is None or first > last or len(numbers) + last - first >= _MAX_LINE_NUMBER:
+        if first is None or last is None or first > last:
+            return None
+        total += last - first + 1
+        if total > _MAX_LINE_NUMBER:
             return None
         numbers.update(range(first, last + 1))
     return numbers
