@@ -11,6 +11,9 @@ readable in the sandbox, and an edit to it is part of every run's key.
 
     step(i)                    a context manager: one ``step`` event with its time and whether it finished
     event(name, **fields)      any other event (``config``, ``setup``)
+    setup_done()               the ``setup`` event: seconds from the process's start to its first step
+    engine_config(engine, ...) a plain-DeepSpeed repro's ``config`` event: its engine's ZeRO stage and half types
+    local_ranks(nprocs)        ``--nprocs N`` by hand: this script on N local gloo ranks, unless a launcher started them
     trainer_events(t0, ...)    a Lightning Trainer callback: ``config`` and ``setup`` at the first batch, then steps
     GanTrainingCheck           the report's GAN loop watched from outside: step events per batch, inputs, losses
                                (from the report's SummaryWriter calls), loss scales; then the ddp reference, the
@@ -56,6 +59,24 @@ def setup_done():
     event("setup", seconds=_process_seconds())
 
 
+def engine_config(engine, *, dtype, **fields):
+    """The ``config`` event of a plain-DeepSpeed repro: the run's dtype, what its engine does (ZeRO stage, fp16,
+    bf16), the repro's own ``fields`` (``fixes``, ``device``...), the versions."""
+    import deepspeed
+    import torch
+
+    event(
+        "config",
+        dtype=dtype,
+        zero_stage=engine.zero_optimization_stage(),
+        fp16=engine.fp16_enabled(),
+        bf16=engine.bfloat16_enabled(),
+        **fields,
+        deepspeed=deepspeed.__version__,
+        torch=torch.__version__,
+    )
+
+
 def _sync():
     import torch
 
@@ -74,6 +95,44 @@ def step(i):
         ok = True
     finally:
         event("step", step=i, seconds=time.perf_counter() - t, ok=ok)
+
+
+def local_ranks(nprocs):
+    """``--nprocs N`` of a script run by hand: start the script on N local ranks (gloo on the CPU; rank 0 keeps stdout)
+    and exit with their exit code. Returns at once where N is 1 or the ranks are already started (by this function,
+    the harness's ``--nproc`` or torchrun)."""
+    import subprocess
+
+    started = os.environ.get("REPRO_LOCAL_CHILD") == "1" or int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if nprocs <= 1 or started:
+        return
+    script = os.path.abspath(sys.modules["__main__"].__file__)
+    procs = []
+    for r in range(nprocs):
+        env = dict(
+            os.environ,
+            RANK=str(r),
+            LOCAL_RANK=str(r),
+            WORLD_SIZE=str(nprocs),
+            LOCAL_WORLD_SIZE=str(nprocs),
+            REPRO_LOCAL_CHILD="1",
+        )
+        env.setdefault("MASTER_ADDR", "127.0.0.1")
+        env.setdefault("MASTER_PORT", "29500")
+        stdout = None if r == 0 else subprocess.DEVNULL
+        procs.append(subprocess.Popen([sys.executable, script, *sys.argv[1:]], env=env, stdout=stdout))
+    rc = 0
+    while any(p.poll() is None for p in procs):
+        if any(p.poll() not in (None, 0) for p in procs):  # one rank failed: do not wait on the others' collectives
+            time.sleep(2)
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+        time.sleep(0.2)
+    for p in procs:
+        p.wait()
+        rc = rc or p.returncode
+    sys.exit(rc)
 
 
 def trainer_events(t0, *, optimizer, fixes):

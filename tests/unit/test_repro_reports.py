@@ -203,3 +203,102 @@ def test_zero3_every_fix_runs_the_reports_code() -> None:
             flags = {a for a in fix.args_for(form.name) if a.startswith("--")}
             assert flags <= {"--optimizer", "--precision"}, (form.name, fix.name, flags)
             assert fix.name != "none" or not flags
+
+
+# The pure-DeepSpeed analogues (form cpu-deepspeed, and the #8072 repro's forms): each file is the report's loop on plain
+# DeepSpeed with no fix in it; its ``_fixes`` sibling is that code with the fixes as flags.
+ANALOGUES = {
+    ROOT / "repros" / "gan_deepspeed_zero1.py": ROOT / "repros" / "gan_deepspeed_zero1_fixes.py",
+    ROOT / "repros" / "boring_deepspeed_zero3.py": ROOT / "repros" / "boring_deepspeed_zero3_fixes.py",
+}
+FLAG = re.compile(r"""add_argument\(\s*["'](--[a-z0-9-]+)["']""")
+
+
+def _analogue_forms() -> list[tuple[str, str, Path]]:
+    config = load_config(ROOT / "matrix.yaml")
+    return [
+        (repro.name, form.name, form.script)
+        for repro in config.repros.values()
+        for form in repro.forms.values()
+        if form.script in ANALOGUES
+    ]
+
+
+def _code(path: Path) -> list[str]:
+    """A script's lines after its module docstring."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    closing = next(i for i, line in enumerate(lines) if i > lines.index(next(x for x in lines if x.startswith('"""')))
+                   and line.rstrip().endswith('"""'))  # fmt: skip
+    return lines[closing + 1 :]
+
+
+def test_the_analogues_run_as_they_are_for_none_and_the_patches_and_their_siblings_for_flags() -> None:
+    config = load_config(ROOT / "matrix.yaml")
+    forms = _analogue_forms()
+    assert {(repro, form) for repro, form, _ in forms} == {
+        ("gan", "cpu-deepspeed"),
+        ("zero3", "cpu-deepspeed"),
+        ("zero3-mixed-dtype", "cpu-deepspeed"),
+        ("zero3-mixed-dtype", "cuda"),
+    }
+    for repro_name, form_name, script in forms:
+        repro = config.repros[repro_name]
+        form = repro.forms[form_name]
+        assert form.fix_script == ANALOGUES[script], (repro_name, form_name)
+        for fix in repro.fixes.values():
+            expected = ANALOGUES[script] if fix.args_for(form_name) else script
+            assert form.script_for(fix) == expected, (repro_name, form_name, fix.name)
+            assert fix.name != "none" or form.script_for(fix) == script
+
+
+@pytest.mark.parametrize("plain", sorted(ANALOGUES), ids=lambda p: p.name)
+def test_an_analogue_has_no_fix_flag_and_its_sibling_adds_exactly_the_fixes_flags(plain: Path) -> None:
+    config = load_config(ROOT / "matrix.yaml")
+    own, sibling = set(FLAG.findall(plain.read_text())), set(FLAG.findall(ANALOGUES[plain].read_text()))
+    passed_by_forms, passed_by_fixes = set(), set()
+    for repro_name, form_name, script in _analogue_forms():
+        if script != plain:
+            continue
+        repro = config.repros[repro_name]
+        passed_by_forms |= {a for a in repro.forms[form_name].args if a.startswith("--")}
+        for fix in repro.fixes.values():
+            passed_by_fixes |= {a for a in fix.args_for(form_name) if a.startswith("--")}
+    assert passed_by_forms <= own  # every form's own arguments run the report's loop as it is
+    assert own <= sibling
+    # the sibling's extra flags are exactly the fixes' (a fix may also pass a form's own argument: zero3's bf16)
+    assert sibling - own == passed_by_fixes - own
+
+
+def _headers(lines: list[str], j: int) -> list[str]:
+    """The block headers line ``j`` is under (an ``else:`` brings its ``if``), innermost first."""
+    found, indent = [], len(lines[j]) - len(lines[j].lstrip())
+    for line in reversed(lines[:j]):
+        depth = len(line) - len(line.lstrip())
+        if line.strip() and depth < indent:
+            found.append(line)
+            if not line.strip().startswith(("else", "elif")):
+                indent = depth
+    return found
+
+
+@pytest.mark.parametrize("plain", sorted(ANALOGUES), ids=lambda p: p.name)
+def test_an_analogues_sibling_differs_from_it_only_where_a_flag_is_named(plain: Path) -> None:
+    fixes = ANALOGUES[plain]
+    flags = set(FLAG.findall(fixes.read_text())) - set(FLAG.findall(plain.read_text()))
+    named = re.compile("|".join(rf"{re.escape(f)}\b|args\.{f[2:].replace('-', '_')}\b" for f in sorted(flags)))
+    ours, theirs = _code(plain), _code(fixes)
+    removed = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=ours, b=theirs, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        removed += i2 - i1
+        # each changed stretch names the flag it is for (on a line of it, in its comment or docstring, or in the
+        # ``if`` it is under), or is the config event's list of the fixes applied
+        stretch = theirs[j1:j2]
+        if stretch == ["        fixes=fixes(args),"]:
+            continue
+        headers = _headers(theirs, j1)[:2] if j1 < j2 else []
+        assert any(named.search(line) for line in stretch + headers), stretch
+    # the report's loop is the sibling's with the flags off: few of its lines change (GAN: the forwards, the
+    # backwards, the loss, the ZeRO settings, the set-up under --single-engine's else; ZeRO-3: the optimizer)
+    assert removed <= {"gan_deepspeed_zero1.py": 30, "boring_deepspeed_zero3.py": 5}[plain.name], removed  # 27, 3 today
