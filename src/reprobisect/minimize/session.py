@@ -587,7 +587,7 @@ def _tidied(tester: Tester, best: str, verdict: Verdict, echo: Echo) -> tuple[st
     if tidy_text == best or not tidy_text.strip():
         return best, verdict
     known = tester.known(tidy_text)
-    checked = known if known is not None else tester.run(tidy_text)
+    checked = known if known is not None else tester.run(tidy_text, at_once=tester.cells.jobs > 1)
     if checked.interesting:
         return tidy_text, checked
     echo(f"  without its comment lines the script is no longer interesting ({checked.why}): kept them")
