@@ -253,22 +253,24 @@ class Tester:
         if not path.is_file():
             write_atomic(path, text, what="a candidate script")
         good_pins = self.cells.good
-        if at_once and good_pins is not None:
-            bad, good_run = in_parallel(lambda pins: self.run_in(path, pins, key), [self.cells.bad, good_pins], 2)
-            both: tuple[CellRun, ...] = (bad, good_run)  # the good run counts even where the bad cell said no
-            interesting, why = judge(self.target, bad, good_run)
-            return self.keep(
-                Verdict(key=key, interesting=interesting, why=why, size=size_of(text), runs=both, at=time.time())
-            )
-        bad = self.run_in(path, self.cells.bad, key)
         good: CellRun | None = None
-        if good_pins is not None and self.target.hit(bad):
-            good = self.run_in(path, good_pins, key)
+        if at_once and good_pins is not None:  # the good run counts even where the bad cell says no
+            bad, good = self.run_both(path, key)
+        else:
+            bad = self.run_in(path, self.cells.bad, key)
+            if good_pins is not None and self.target.hit(bad):
+                good = self.run_in(path, good_pins, key)
         interesting, why = judge(self.target, bad, good)
         runs = (bad,) if good is None else (bad, good)
         return self.keep(
             Verdict(key=key, interesting=interesting, why=why, size=size_of(text), runs=runs, at=time.time())
         )
+
+    def run_both(self, script: Path, key: str) -> tuple[CellRun, CellRun]:
+        """``script`` in the bad and the good cell at the same time (there must be a good cell)."""
+        assert self.cells.good is not None
+        bad, good = in_parallel(lambda pins: self.run_in(script, pins, key), [self.cells.bad, self.cells.good], 2)
+        return bad, good
 
     def run_in(self, script: Path, pins: Mapping[str, str], key: str, *, traced: bool = False) -> CellRun:
         """One matrix run of ``script`` in the cell ``pins`` name (reused from the store when it ran before);

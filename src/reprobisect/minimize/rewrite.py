@@ -27,10 +27,10 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator
 
-from reprobisect.minimize.statements import owns_its_lines, size_of, string_lines
+from reprobisect.minimize.statements import blocks, owns_its_lines, size_of, string_lines
 from reprobisect.minimize.static import undefined_names
 
-__all__ = ["Rewrite", "blocks", "flattened", "rewrites"]
+__all__ = ["Rewrite", "flattened", "rewrite_named", "rewrites"]
 
 _MAX_STEPS = 200  # rewrites composed into one flattened candidate, at most
 
@@ -53,13 +53,20 @@ class _Edit:
 def rewrites(source: str, given_options: Iterable[str] = ()) -> list[Rewrite]:
     """Every single rewrite of ``source`` that compiles and leaves no name undefined that was defined, smallest
     first; ``given_options`` are the options the run passes (their defaults are not the values used)."""
-    found = {r.what: r for r in _valid(source, frozenset(given_options))}
-    return sorted(found.values(), key=lambda r: (size_of(r.text).tokens, r.what))
+    return sorted(_valid(source, frozenset(given_options)), key=lambda r: (size_of(r.text).tokens, r.what))
 
 
-def _valid(source: str, given: frozenset[str], skip: frozenset[str] = frozenset()) -> Iterator[Rewrite]:
+def rewrite_named(source: str, what: str, given_options: Iterable[str] = ()) -> Rewrite | None:
+    """The rewrite of ``source`` that ``what`` names (one found on an earlier text), if it still applies; only it is
+    checked."""
+    return next(_valid(source, frozenset(given_options), only=what), None)
+
+
+def _valid(
+    source: str, given: frozenset[str], skip: frozenset[str] = frozenset(), only: str | None = None
+) -> Iterator[Rewrite]:
     """The rewrites of ``source`` one by one, in ``_all_edits``' order (values before inlining), each checked as it
-    comes: a caller that needs the first pays for the first."""
+    comes: a caller that needs the first pays for the first. ``only``: the one of that name."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -70,7 +77,7 @@ def _valid(source: str, given: frozenset[str], skip: frozenset[str] = frozenset(
     text = _Source(source)
     seen: set[str] = set()
     for what, edits in _all_edits(tree, text, given):
-        if what in seen or what.split(" ", 1)[0] in skip:
+        if what in seen or what.split(" ", 1)[0] in skip or (only is not None and what != only):
             continue
         new = text.apply(edits)
         after = undefined_names(new) if new != source else None
@@ -149,7 +156,7 @@ def _all_edits(tree: ast.Module, text: _Source, given: frozenset[str]) -> Iterat
     yield from _unread(tree, text)
     yield from _identities(tree, text)
     yield from _default_arguments(tree, text)
-    yield from _name_keywords(tree, text, parents)
+    yield from _name_keywords(tree, text)
     yield from _inlines(tree, text, parents)
 
 
@@ -418,9 +425,7 @@ def _own_lines(statement: ast.stmt, text: _Source) -> bool:
     return owns_its_lines(statement, text.lines)
 
 
-def _name_keywords(
-    tree: ast.Module, text: _Source, parents: dict[ast.AST, ast.AST]
-) -> Iterator[tuple[str, list[_Edit]]]:
+def _name_keywords(tree: ast.Module, text: _Source) -> Iterator[tuple[str, list[_Edit]]]:
     """Every ``device=device`` (a keyword whose value is a variable the script assigns) of one name, gone
     together: the variable can go after it."""
     assigned = {
@@ -500,15 +505,6 @@ def _is_unread(statement: ast.stmt, read: set[str], options: set[str]) -> bool:
             dests |= {f.lstrip("-").replace("-", "_") for f in flags}
             return bool(flags) and all(f.startswith("-") for f in flags) and not (dests & options)
     return False
-
-
-def blocks(tree: ast.AST) -> Iterator[list[ast.stmt]]:
-    """Every list of statements: a module's, a body, an ``else``, a ``finally``, a handler's."""
-    for node in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                yield block
 
 
 def _identities(tree: ast.Module, text: _Source) -> Iterator[tuple[str, list[_Edit]]]:

@@ -34,7 +34,7 @@ from reprobisect.errors import ConfigError, NotInterestingError
 from reprobisect.minimize.candidates import CellRun, Cells, Target, Tester, Verdict, read_log, text_key
 from reprobisect.minimize.groups import Group, setting_groups
 from reprobisect.minimize.reduce import Budget, prune_unused, reduce_statements
-from reprobisect.minimize.rewrite import flattened, rewrites
+from reprobisect.minimize.rewrite import flattened, rewrite_named, rewrites
 from reprobisect.minimize.slicing import failure_slice
 from reprobisect.minimize.statements import Script, Size, parse_script, size_of, tidy
 from reprobisect.minimize.static import undefined_names
@@ -363,12 +363,15 @@ def _rewrite_round(
             break
     failed: set[str] = set()
     kept = 0
+    options, of = [], ""  # the rewrites of ``of``: listed again only when the text changed
     while one_at_a_time and spent() is None:
-        batch = [r for r in rewrites(text, given) if r.what not in failed][: max(1, jobs)]
+        if of != text:
+            options, of = rewrites(text, given), text
+        batch = [r for r in options if r.what not in failed][: max(1, jobs)]
         if not batch:
             break
         texts = [_without_unused(r.text) for r in batch]
-        answers = [judged(texts[0], True)] if len(texts) == 1 else in_parallel(judged, texts, max(1, jobs))
+        answers = _judge_all(judged, texts, jobs)
         failed.update(r.what for r, ok in zip(batch, answers, strict=True) if not ok)
         good = sorted((size_of(t).tokens, r.what, t) for r, t, ok in zip(batch, texts, answers, strict=True) if ok)
         if not good:
@@ -400,9 +403,7 @@ def _sliced(text: str, judged: Callable[..., bool], lines: tuple[int, ...], jobs
         if not texts:
             continue
         tried.update(texts)
-        answers = (
-            [judged(texts[0], True)] if len(texts) == 1 else in_parallel(judged, texts, max(1, min(jobs, len(texts))))
-        )
+        answers = _judge_all(judged, texts, jobs)
         good = [t for t, ok in zip(texts, answers, strict=True) if ok]
         if good:
             echo(f"  the failure's slice: {size_of(good[0])}, still interesting")
@@ -411,11 +412,18 @@ def _sliced(text: str, judged: Callable[..., bool], lines: tuple[int, ...], jobs
     return text
 
 
+def _judge_all(judged: Callable[..., bool], texts: list[str], jobs: int) -> list[bool]:
+    """``judged`` on each of ``texts``, ``jobs`` at a time; one text alone is judged in both cells at once."""
+    if len(texts) == 1:
+        return [judged(texts[0], True)]
+    return in_parallel(judged, texts, max(1, min(jobs, len(texts))))
+
+
 def _composed(text: str, whats: list[str], given: frozenset[str]) -> str | None:
     """``text`` with the rewrites named ``whats`` made one after another (those that still apply), or None."""
     applied = 0
     for what in whats:
-        step = next((r for r in rewrites(text, given) if r.what == what), None)
+        step = rewrite_named(text, what, given)
         if step is not None:
             text, applied = step.text, applied + 1
     return _without_unused(text) if applied else None
@@ -509,7 +517,7 @@ def _check_original(
     write_atomic(path, source, what="the original script")
     early_good: CellRun | None = None
     if cells.good is not None and cells.jobs > 1:  # both cells at once: the original is expected to tell them apart
-        bad, early_good = in_parallel(lambda pins: probe.run_in(path, pins, key), [cells.bad, cells.good], 2)
+        bad, early_good = probe.run_both(path, key)
     else:
         bad = probe.run_in(path, cells.bad, key)
     echo(f"  bad cell:  {_said(bad)}")

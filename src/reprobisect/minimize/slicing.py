@@ -13,8 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 
-from reprobisect.minimize.rewrite import blocks
-from reprobisect.minimize.statements import owns_its_lines, string_lines
+from reprobisect.minimize.statements import blocks, owns_its_lines, string_lines
 
 __all__ = ["failure_slice"]
 
@@ -29,17 +28,18 @@ def failure_slice(source: str, lines: Iterable[int], *, unwrap: bool = False, mo
     taken again, so what only the loop needed (a loader, a dataset) goes as well. Without ``module_calls``, a call on
     an imported module (``torch.manual_seed(0)``, ``deepspeed.init_distributed()``) does not count as acting on a
     needed object: the slice is smaller, and more often wrong. None when nothing goes or ``source`` does not parse."""
-    cut = _slice(source, lines, module_calls=module_calls)
+    wanted = frozenset(lines)
+    cut = _slice(source, wanted, module_calls=module_calls)
     text, origins = cut if cut is not None else (source, list(range(1, source.count("\n") + 2)))
     if unwrap:
-        wanted = set(lines)
+        before = text
         for _ in range(_MAX_DEPTH):  # an ``if step == 0`` unwrapped first lets the loop that binds ``step`` go next
             unwrapped = _unwrap_around(text, [i + 1 for i, o in enumerate(origins) if o in wanted])
             if unwrapped is None:
                 break
             text, kept = unwrapped
             origins = [origins[k - 1] for k in kept]
-        if text != (cut[0] if cut is not None else source):
+        if text != before:
             again = _slice(text, [i + 1 for i, o in enumerate(origins) if o in wanted], module_calls=module_calls)
             text = again[0] if again is not None else text
     return text if text != source else None

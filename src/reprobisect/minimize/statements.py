@@ -26,9 +26,9 @@ import functools
 import io
 import re
 import tokenize
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
-__all__ = ["Script", "Size", "Unit", "owns_its_lines", "parse_script", "size_of", "string_lines", "tidy"]
+__all__ = ["Script", "Size", "Unit", "blocks", "owns_its_lines", "parse_script", "size_of", "string_lines", "tidy"]
 
 _TRAILER = re.compile(r",?\s*(#.*)?")  # what may follow an element on its last line
 # Compound statements whose body can stand without them (a function's or a class's cannot: it is a definition).
@@ -396,6 +396,15 @@ def _line_groups(statements: list[ast.stmt]) -> list[list[ast.stmt]]:
         else:
             groups.append([statement])
     return groups
+
+
+def blocks(tree: ast.AST) -> Iterator[list[ast.stmt]]:
+    """Every list of statements in ``tree``: a module's, a body, an ``else``, a ``finally``, a handler's body."""
+    for node in ast.walk(tree):
+        for field in _BLOCK_FIELDS:
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block
 
 
 def owns_its_lines(statement: ast.stmt, lines: Sequence[str]) -> bool:
