@@ -230,10 +230,44 @@ def test_the_heartbeat_hears_a_long_run_with_growing_times(tmp_path: Path) -> No
     assert len(beats) >= 2 and beats == sorted(beats) and all(0 < b < result.wall_seconds + 0.01 for b in beats)
 
 
-def test_the_child_is_pinned_to_the_asked_cores(tmp_path: Path) -> None:
+_PINNED_LATER = """
+import json, os, subprocess, sys, threading, time
+print(json.dumps({"at": "start", "cores": sorted(os.sched_getaffinity(0))}), flush=True)
+child = subprocess.Popen([sys.executable, "-c", "import sys, time, os; sys.stdin.read(); print(sorted(os.sched_getaffinity(0)))"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+seen = {}
+go = threading.Event()
+def worker():
+    go.wait()
+    seen["thread"] = sorted(os.sched_getaffinity(0))
+thread = threading.Thread(target=worker)
+thread.start()
+print('@@repro {"event": "step", "step": 0, "seconds": 0.1}', flush=True)
+time.sleep(1.0)
+go.set()
+thread.join()
+out, _ = child.communicate("")
+print(json.dumps({"at": "steps", "cores": sorted(os.sched_getaffinity(0)), "thread": seen["thread"],
+                  "child": json.loads(out)}), flush=True)
+"""
+
+
+def test_a_child_starts_on_every_core_and_is_pinned_from_its_first_step(tmp_path: Path) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    core = allowed[-1]
+    result = run_child(_spec(tmp_path, [PY, "-c", _PINNED_LATER], cpus=(core,)))
+    assert result.exit_code == 0, result.log_path.read_text()
+    lines = [json.loads(line) for line in result.log_path.read_text().splitlines() if line.startswith("{")]
+    start, steps = lines
+    assert start["cores"] == allowed  # imports and set-up are not confined to the run's one core
+    # the main thread, a thread and a process that were already running when the first step came: all pinned
+    assert steps == {"at": "steps", "cores": [core], "thread": [core], "child": [core]}
+
+
+def test_a_child_that_reports_no_step_is_never_pinned(tmp_path: Path) -> None:
     core = min(os.sched_getaffinity(0))
     result = run_child(_spec(tmp_path, [PY, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"], cpus=(core,)))
-    assert json.loads(result.log_path.read_text()) == [core]
+    assert json.loads(result.log_path.read_text()) == sorted(os.sched_getaffinity(0))
 
 
 def test_a_log_that_cannot_be_created_is_an_error_and_nothing_starts(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from typing import IO, BinaryIO
 
 from reprobisect.errors import StorageError
 from reprobisect.model.signature import EVENT_MARK
+from reprobisect.run.affinity import STEP_MARK, pin_tree
 from reprobisect.util.clock import utc_now
 from reprobisect.util.redact import URL_CREDENTIALS
 from reprobisect.util.stop import POLL_SECONDS, stop_requested
@@ -117,7 +118,8 @@ class ChildSpec:
     # Called with the seconds elapsed every ``heartbeat_every`` s while the child runs: a long run is never silent.
     heartbeat: Callable[[float], None] | None = None
     heartbeat_every: float = 15.0
-    # Cores the child (and all it starts) is pinned to; () leaves it to the scheduler. See matrixrun.job_cpus.
+    # Cores the child and all it started are pinned to once it reports its first step (run/affinity.py: start-up
+    # runs on every core, the timed steps on the run's own); () leaves it to the scheduler. See units.job_cpus.
     cpus: tuple[int, ...] = ()
     # The child is run/child/waiter.py (inside a sandbox): it reports the run's own wait status on a pipe.
     waited: bool = False
@@ -134,6 +136,8 @@ class ChildResult:
     started_at: str
     finished_at: str
     log_path: Path
+    spawned: float = 0.0  # seconds since the epoch (time.time, the clock a run's own profile uses): started
+    exited: float = 0.0  # and waited for (its output read)
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
@@ -246,9 +250,30 @@ class _CappedLog:
         self.log.write(bytes(self.buffer))
         self.log.flush()
 
-    def pump(self, stream: IO[bytes]) -> None:
+    def pump(self, stream: IO[bytes], watch: Callable[[bytes], None] | None = None) -> None:
         for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
             self.feed(chunk)
+            if watch is not None:
+                watch(chunk)
+
+
+class _PinAtFirstStep:
+    """Watches a child's output and pins its process tree to ``cpus`` once the first step event appears (a mark
+    split between two reads is found too: the end of the last read is kept)."""
+
+    def __init__(self, pid: int, cpus: tuple[int, ...]) -> None:
+        self.pid, self.cpus = pid, cpus
+        self.done = not cpus
+        self.carry = b""
+
+    def __call__(self, chunk: bytes) -> None:
+        if self.done:
+            return
+        seen = self.carry + chunk
+        if STEP_MARK in seen:
+            self.done = True
+            pin_tree(self.pid, self.cpus)
+        self.carry = seen[-len(STEP_MARK) :]
 
 
 def run_child(spec: ChildSpec) -> ChildResult:
@@ -265,6 +290,7 @@ def run_child(spec: ChildSpec) -> ChildResult:
         raise StorageError(msg) from exc
     started_at = utc_now()
     start = time.perf_counter()
+    spawned = time.time()
     timed_out = False
     with log_file as log, _status_pipe(spec.waited) as (status_read, status_write):
         process = subprocess.Popen(
@@ -278,11 +304,9 @@ def run_child(spec: ChildSpec) -> ChildResult:
             pass_fds=(status_write,) if spec.waited else (),
         )
         assert process.stdout is not None
-        if spec.cpus:
-            with contextlib.suppress(OSError, AttributeError):  # not Linux, or a core that went away: unpinned
-                os.sched_setaffinity(process.pid, spec.cpus)
         capped = _CappedLog(log, spec.log_head_bytes, spec.log_tail_bytes)
-        reader = threading.Thread(target=capped.pump, args=(process.stdout,), daemon=True)
+        pin = _PinAtFirstStep(process.pid, spec.cpus)
+        reader = threading.Thread(target=capped.pump, args=(process.stdout, pin), daemon=True)
         reader.start()
         try:
             _wait(process, spec, start)
@@ -306,6 +330,8 @@ def run_child(spec: ChildSpec) -> ChildResult:
         started_at=started_at,
         finished_at=utc_now(),
         log_path=spec.log_path,
+        spawned=spawned,
+        exited=spawned + wall,
     )
 
 
