@@ -9,13 +9,21 @@ the result and where its files are (``out/minimize/NAME/``: ``minimized.py``, ``
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import signal
 from pathlib import Path
 
 from reprobisect.cells.base import base_interpreter
-from reprobisect.commands.options import Subparsers, add_backend, add_common, add_timeout, confinement, pins, prepare
+from reprobisect.commands.options import (
+    Subparsers,
+    add_backend,
+    add_common,
+    add_timeout,
+    confinement,
+    pins,
+    prepare,
+    run_environ,
+)
 from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import check_pin, load_config
 from reprobisect.config.scripts import env_settings
@@ -152,7 +160,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         request,
         base=base_interpreter(args.base_python),
         envs_dir=args.envs,
-        environ=os.environ,
+        environ=run_environ(args),
     )
     write_outputs(result, request, source)
     _print(result)

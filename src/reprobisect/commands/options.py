@@ -34,6 +34,7 @@ from reprobisect.errors import ConfigError
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
 from reprobisect.run.executor import MatrixExecutor
+from reprobisect.run.phases import PROFILE_ENV
 from reprobisect.run.sandbox import Confinement
 
 __all__ = [
@@ -303,6 +304,12 @@ def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] |
         default="on",
         help="off: each sandboxed run has only a loopback of its own (gloo and one-host NCCL still work)",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="time each run's phases (sandbox start, imports, CUDA init, ops, script, exit report, teardown, record), "
+        "print them after each run and keep them in its record (config.profile)",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
 
 
@@ -426,9 +433,14 @@ def prepare(args: argparse.Namespace, *, wheelhouse: bool = True) -> None:
         use_wheelhouse(args.wheelhouse)
 
 
+def run_environ(args: argparse.Namespace) -> Mapping[str, str]:
+    """The environment runs start from: this process's, with ``--profile``'s switch for the runs' phase clock."""
+    return {**os.environ, PROFILE_ENV: "1"} if getattr(args, "profile", False) else os.environ
+
+
 def run_context(args: argparse.Namespace) -> RunContext:
     """Where a command's runs happen, from ``add_common``'s options: ``--base-python``, ``--out`` (the records),
-    ``--envs`` (the cells) and this process's environment."""
+    ``--envs`` (the cells) and this process's environment (``run_environ``)."""
     return RunContext(
-        base=base_interpreter(args.base_python), store=Store(args.out), envs_dir=args.envs, environ=os.environ
+        base=base_interpreter(args.base_python), store=Store(args.out), envs_dir=args.envs, environ=run_environ(args)
     )

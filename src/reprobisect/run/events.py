@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reprobisect.model.record import StepTime
+from reprobisect.run.phases import ChildClock
 from reprobisect.run.runner import EVENT_MARK, parse_event
 
 __all__ = ["ExitReport", "RankReport", "RunEvents", "read_events"]
@@ -61,6 +62,8 @@ class RunEvents:
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
     # the script's lines that ran (REPROBISECT_TRACE_LINES=1; every rank's together), None when not traced
     lines: frozenset[int] | None = None
+    # where the run's own time went (REPROBISECT_PROFILE=1, run/child/phase_clock.py), None when not profiled
+    clock: ChildClock | None = None
 
 
 def _text(value: object) -> str | None:
@@ -191,6 +194,38 @@ def _exit(event: Mapping[str, Any]) -> ExitReport:
     )
 
 
+_MAX_EPOCH = 1e11  # seconds since 1970: about the year 5138
+
+
+def _instant(value: object) -> float | None:
+    """Seconds since the epoch, a number between the epoch and ``_MAX_EPOCH``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and 0 < value < _MAX_EPOCH else None
+
+
+def _clock(event: Mapping[str, Any]) -> ChildClock | None:
+    """A ``profile`` event: four instants and four durations, every one a number in its range."""
+    started, script_started, script_ended, reported = (
+        _instant(event.get(k)) for k in ("started", "script_started", "script_ended", "reported")
+    )
+    imports, cuda_init, atexit, report = (_seconds(event.get(k)) for k in ("imports", "cuda_init", "atexit", "report"))
+    if started is None or script_started is None or script_ended is None or reported is None:
+        return None
+    if imports is None or cuda_init is None or atexit is None or report is None:
+        return None
+    return ChildClock(
+        started=started,
+        script_started=script_started,
+        script_ended=script_ended,
+        reported=reported,
+        imports=imports,
+        cuda_init=cuda_init,
+        atexit=atexit,
+        report=report,
+    )
+
+
 _MAX_LINE_NUMBER = 1_000_000
 
 
@@ -230,6 +265,7 @@ def read_events(log: str) -> RunEvents:
     tests: dict[str, str] = {}
     training: dict[str, Any] | None = None
     ran: set[int] | None = None
+    clock: ChildClock | None = None
     for line in log.splitlines():
         _, mark, payload = line.partition(EVENT_MARK)
         if not mark:
@@ -254,6 +290,8 @@ def read_events(log: str) -> RunEvents:
             tests[test[0]] = test[1]
         elif kind == "lines" and (numbers := _lines(event)) is not None:
             ran = (ran or set()) | numbers
+        elif kind == "profile" and (parsed_clock := _clock(event)) is not None:
+            clock = parsed_clock
         else:
             ignored += 1
     return RunEvents(
@@ -267,4 +305,5 @@ def read_events(log: str) -> RunEvents:
         tests=tests,
         training=training or {},
         lines=frozenset(ran) if ran is not None else None,
+        clock=clock,
     )

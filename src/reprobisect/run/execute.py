@@ -12,6 +12,7 @@ import shutil
 import stat
 import statistics
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from reprobisect.model.signature import Signature, normalize_message
 from reprobisect.model.store import Store
 from reprobisect.run.events import RankReport, read_events
 from reprobisect.run.measured import measured_environment
+from reprobisect.run.phases import PROFILE_ENV, HarnessClock, describe_phases, run_phases
 from reprobisect.run.ports import free_port
 from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
@@ -147,6 +149,8 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
     ops = cache_root(spec.env.path.parent, environ)
     if ops is not None:
         env["REPROBISECT_OP_CACHE"] = str(ops)
+    if environ.get(PROFILE_ENV) == "1":
+        env[PROFILE_ENV] = "1"
     env.update(spec.form.env)
     env.update(spec.fix.env)
     env.update(spec.extra_env)
@@ -294,6 +298,7 @@ def execute(
     echo: Callable[[str], None] | None = None,
 ) -> Record:
     """Run ``spec`` once, write its record atomically, and return it (``echo`` hears a line every 15 s)."""
+    began = time.time()
     run_id = uuid.uuid4().hex[:12]
     log_path = store.log_path(spec.repro.name, spec.cell_id, spec.form.name, spec.fix.name, spec.repeat, run_id)
     argv: tuple[str, ...] = (str(spec.env.python), str(BOOTSTRAP), str(spec.script), *spec.args)
@@ -340,6 +345,11 @@ def execute(
         **({"claimed": where.claimed} if where.claimed else {}),  # the run's differing word on where it ran
     }
     versions, versions_source = _checked_versions(claimed.versions, spec)
+    if env.get(PROFILE_ENV) == "1":
+        clock = HarnessClock(began=began, spawned=result.spawned, exited=result.exited, recorded=time.time())
+        config["profile"] = run_phases(clock, events.clock, events.ops)
+        if echo is not None:
+            echo(f"  profile {spec.form.name} {spec.fix.name}: {describe_phases(config['profile'])}")
     record = Record(
         run_id=run_id,
         spec_key=spec.key,

@@ -13,7 +13,9 @@ it imports nothing but the standard library. It:
    script ``import instruments``, the repros' shared module;
 5. with ``REPROBISECT_TRACE_LINES=1``, records which lines of the script ran and prints them at exit as one
    ``@@repro {"event": "lines", "ranges": [[first, last], ...]}`` line (``reprobisect minimize`` cuts what never
-   ran before the failure). Only the script's own frames are traced: other code pays one call per function call.
+   ran before the failure). Only the script's own frames are traced: other code pays one call per function call;
+6. with ``REPROBISECT_PROFILE=1``, times the run's imports, CUDA initialisation, script and exit report and prints
+   them at exit as one ``@@repro {"event": "profile", ...}`` line (``phase_clock.py`` beside this file; ``--profile``).
 
 The repro's exit status and traceback are left untouched: the harness classifies them.
 """
@@ -113,7 +115,9 @@ def _report_lines(ran):
     print(MARK + json.dumps({"event": "lines", "ranges": _ranges(ran)}), flush=True)
 
 
-def _report():
+def _report(profile=None):
+    if profile is not None:
+        profile.report_start()
     payload = {"event": "exit", "python": platform.python_version(), "platform": platform.platform()}
     payload["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     try:
@@ -126,6 +130,22 @@ def _report():
         payload["gpu_error"] = repr(exc)
     sys.stdout.flush()
     print(MARK + json.dumps(payload), flush=True)
+    if profile is not None:
+        profile.print_event()
+
+
+def _child_module(name):
+    """A namespace of one of the files beside this one (this folder is no package of the cell's)."""
+    return runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), name))
+
+
+def _profile():
+    """The run's profile (``REPROBISECT_PROFILE=1``), installed before anything else is imported; else None."""
+    if os.environ.get("REPROBISECT_PROFILE") != "1":
+        return None
+    profile = _child_module("phase_clock.py")["Profile"]()
+    profile.install()
+    return profile
 
 
 def main():
@@ -136,13 +156,14 @@ def main():
     # A harness started in the background by a shell inherits SIGINT ignored, and so would this child:
     # restore Python's handler, so the timeout's SIGINT shows where the repro was stuck.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    atexit.register(_report)
+    profile = _profile()
+    atexit.register(_report, profile)
     shim = os.environ.get("REPROBISECT_SHIM")
     if shim:
         runpy.run_path(shim)["install"]()
     op_cache = os.environ.get("REPROBISECT_OP_CACHE")
     if op_cache:  # just-in-time ops from the cache every cell shares (op_cache.py beside this file)
-        runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "op_cache.py"))["install"](op_cache)
+        _child_module("op_cache.py")["install"](op_cache)
     sys.argv = [script, *sys.argv[2:]]
     sys.path[0] = os.path.dirname(script)
     instruments = os.environ.get("REPROBISECT_INSTRUMENTS")
@@ -150,7 +171,13 @@ def main():
         sys.path.append(instruments)
     if os.environ.get("REPROBISECT_TRACE_LINES") == "1":
         atexit.register(_report_lines, _trace_lines(script))  # runs before _report: atexit is last in, first out
-    runpy.run_path(script, run_name="__main__")
+    if profile is not None:
+        profile.script_start()
+    try:
+        runpy.run_path(script, run_name="__main__")
+    finally:
+        if profile is not None:
+            profile.script_end()
     return 0
 
 
