@@ -23,10 +23,10 @@ from reprobisect.model.signature import PATCH_ERROR
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
 from reprobisect.run.execute import unrun_record
+from reprobisect.run.op_prebuild import cell_ops, prebuild_ops
 from reprobisect.run.plan import MatrixPlan, Unit
 from reprobisect.run.sandbox import Sandbox
 from reprobisect.util.console import heartbeat
-from reprobisect.util.echo import Echo
 from reprobisect.util.redact import redact
 from reprobisect.util.stop import in_parallel
 
@@ -75,7 +75,7 @@ def bound_op_cache(ctx: RunContext) -> None:
 
 def prepare(units: list[Unit], ctx: RunContext, *, jobs: int, sandbox: Sandbox | None) -> Prepared:
     """Build every cell the units need (``jobs`` at a time), then their patch overlays and pytest folders."""
-    envs = _build_envs(units, ctx.envs_dir, ctx.echo, jobs)
+    envs = _build_envs(units, ctx, jobs)
     overlays, patch_failures = _prepare_overlays(units, envs)
     tools, tool_failures = _prepare_tools(units, envs, ctx.envs_dir)
     return Prepared(
@@ -123,8 +123,10 @@ def _unrun(unit: Unit, cell: Cell, kind: str, reason: str, store: Store) -> Reco
     )
 
 
-def _build_envs(units: list[Unit], envs_dir: Path, echo: Echo, jobs: int = 1) -> dict[str, CellEnv | EnvBuildError]:
-    """One env per distinct cell, ``jobs`` built at a time (uv and pip both lock their caches)."""
+def _build_envs(units: list[Unit], ctx: RunContext, jobs: int = 1) -> dict[str, CellEnv | EnvBuildError]:
+    """One env per distinct cell, ``jobs`` built at a time (uv and pip both lock their caches), each with the
+    just-in-time ops its runs load built before any of them starts (``run/op_prebuild.py``)."""
+    envs_dir, echo = ctx.envs_dir, ctx.echo
     first = {unit.cell.id: unit for unit in reversed(units)}
     ordered = [first[cell_id] for cell_id in dict.fromkeys(u.cell.id for u in units)]
 
@@ -139,10 +141,30 @@ def _build_envs(units: list[Unit], envs_dir: Path, echo: Echo, jobs: int = 1) ->
             echo(f"cell {unit.cell.id}: build failed, its runs are ENV_ERROR: {redact(str(exc).splitlines()[0])}")
             return exc
         echo(f"cell {unit.cell.id}: {'reused' if env.reused else 'built'} in {env.build_seconds:.1f} s")
+        _prebuild_ops(env, [u for u in units if u.cell.id == unit.cell.id], ctx)
         return env
 
     built = in_parallel(build, ordered, max(1, jobs))  # a Ctrl-C stops the running builds, starts no other
     return {unit.cell.id: env for unit, env in zip(ordered, built, strict=True)}
+
+
+def _prebuild_ops(env: CellEnv, units: list[Unit], ctx: RunContext) -> None:
+    """Build the ops ``units`` will load in ``env`` now, so that no timed run compiles one; say what it cost."""
+    runs = []
+    for unit in units:
+        try:
+            runs.append((unit.form.script_for(unit.fix).read_text(encoding="utf-8", errors="replace"), unit.form.env))
+        except OSError:
+            continue  # the run will say what is wrong with its script
+    for form_env, names in cell_ops(env, runs).items():
+        with heartbeat(ctx.echo, f"building ops {', '.join(names)} for cell {env.cell.id}"):
+            done = prebuild_ops(env, names, dict(form_env), ctx.environ)
+        if done is None or done.reused:
+            continue
+        if done.failure is not None:
+            ctx.echo(f"cell {env.cell.id}: ops {', '.join(names)} did not build ({done.failure}); the runs will try")
+        else:
+            ctx.echo(f"cell {env.cell.id}: ops {', '.join(names)} ready in {done.seconds:.1f} s, before its runs")
 
 
 def _packages(cell: Cell) -> str:
