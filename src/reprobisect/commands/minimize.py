@@ -21,8 +21,8 @@ from reprobisect.config.load import check_pin, load_config
 from reprobisect.config.scripts import env_settings
 from reprobisect.errors import INTERRUPTED_EXIT, ConfigError
 from reprobisect.minimize.outputs import recheck_commands, write_outputs
+from reprobisect.minimize.pipeline import MinimizeRequest, MinimizeResult, minimize
 from reprobisect.minimize.reduce import Budget
-from reprobisect.minimize.session import MinimizeRequest, MinimizeResult, minimize
 
 __all__ = ["parse_budget", "parse_cell_pins", "run_from_args", "setup_arguments"]
 

@@ -1,0 +1,65 @@
+"""What a minimization is asked to do (``MinimizeRequest``, from the command line) and what it answers
+(``MinimizeResult``, which ``outputs`` writes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from reprobisect.minimize.candidates import Cells, Target, Verdict
+from reprobisect.minimize.reduce import Budget
+from reprobisect.minimize.statements import Size
+from reprobisect.run.sandbox import Confinement
+
+__all__ = ["MinimizeRequest", "MinimizeResult"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MinimizeRequest:
+    """A minimization as asked for on the command line."""
+
+    script: Path
+    bad: Mapping[str, str]
+    good: Mapping[str, str] | None = None
+    pins: Mapping[str, str] = dataclasses.field(default_factory=dict)  # held in both cells (--torch, ...)
+    backend: Literal["auto", "cuda", "cpu"] = "auto"
+    form: str | None = None
+    script_args: tuple[str, ...] = ()
+    expect: str | None = None
+    shim: bool = False
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    timeout: float | None = None
+    cpus_per_run: int | None = None
+    confinement: Confinement = dataclasses.field(default_factory=Confinement)
+    jobs: int = 1
+    keep_traceback: bool = True  # never try removing the statements the original's failure passed through
+    budget: Budget = dataclasses.field(default_factory=Budget)
+    out: Path = Path("reports")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MinimizeResult:
+    """What a minimization found, and where it wrote it."""
+
+    folder: Path
+    cells: Cells
+    original: Size
+    minimized: Size
+    text: str
+    verdict: Verdict  # the minimized script's own
+    original_verdict: Verdict
+    target: Target
+    stopped: str
+    passes: int
+    candidates: int
+    refused: int  # candidates answered without a run (they do not compile, or use a name they lost)
+    runs: int  # runs executed (not taken from the store)
+    seconds: float
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped by Ctrl-C: the result is the best found so far."""
+        return self.stopped.startswith("interrupted")
