@@ -23,7 +23,8 @@ from reprobisect.errors import ConfigError
 from reprobisect.minimize.candidates import CellRun, Target, judge
 from reprobisect.minimize.groups import setting_groups
 from reprobisect.minimize.passes import starting_point, unwrap_failure_path
-from reprobisect.minimize.reduce import Budget, prune_unused, reduce_statements
+from reprobisect.minimize.reduce import prune_unused, reduce_statements
+from reprobisect.minimize.request import Budget
 from reprobisect.minimize.sections import section_markdown
 from reprobisect.minimize.statements import parse_script, size_of, tidy
 from reprobisect.minimize.static import undefined_names, why_not_runnable

@@ -1,20 +1,41 @@
-"""What a minimization is asked to do (``MinimizeRequest``, from the command line) and what it answers
-(``MinimizeResult``, which ``outputs`` writes).
+"""What a minimization is asked to do (``MinimizeRequest``, from the command line, with its ``Budget``) and what it
+answers (``MinimizeResult``, which ``outputs`` writes).
+
+Imports nothing that runs a minimization (pyflakes, picire): the command builds its request before it imports the
+pipeline, so a machine without them gets an error that names them, not an ImportError.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from reprobisect.minimize.candidates import Cells, Target, Verdict
-from reprobisect.minimize.reduce import Budget
-from reprobisect.minimize.statements import Size
 from reprobisect.run.sandbox import Confinement
 
-__all__ = ["MinimizeRequest", "MinimizeResult"]
+if TYPE_CHECKING:  # the result's types; importing them at run time would import pyflakes
+    from reprobisect.minimize.candidates import Cells, Target, Verdict
+    from reprobisect.minimize.statements import Size
+
+__all__ = ["Budget", "MinimizeRequest", "MinimizeResult"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """When to stop: after ``seconds`` of reducing or ``runs`` executed runs (None: no limit)."""
+
+    seconds: float | None = None
+    runs: int | None = None
+
+    def spent(self, started: float, runs: int) -> str | None:
+        """Why the budget is spent, or None."""
+        if self.seconds is not None and time.monotonic() - started >= self.seconds:
+            return f"the time budget ({self.seconds:g} s)"
+        if self.runs is not None and runs >= self.runs:
+            return f"the run budget ({self.runs} runs)"
+        return None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
