@@ -19,7 +19,7 @@ from typing import TypeAlias
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.wheelhouse import use_wheelhouse
 from reprobisect.config.expand import PINNED_AXES
-from reprobisect.config.load import Config, check_pin
+from reprobisect.config.load import Config, check_pin, default_config_path
 from reprobisect.config.scripts import (
     CliFixes,
     cli_fixes,
@@ -267,7 +267,12 @@ def add_envs(
 def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] | None = None) -> None:
     """The block every cell-building command ends with: files, the base interpreter, pins, wheelhouse,
     confinement, --debug. ``pin_help`` replaces the help of a pin whose meaning the command changes."""
-    parser.add_argument("--config", type=Path, default=Path("matrix.yaml"), help="the matrix file")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=default_config_path(),
+        help="the matrix file (default: ./matrix.yaml, else the one installed with the package)",
+    )
     parser.add_argument("--out", type=Path, default=Path("reports"), help="records, logs and summaries go here")
     add_envs(parser)
     parser.add_argument(
