@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from reprobisect.commands.minimize import parse_budget, parse_cell_pins
 from reprobisect.errors import ConfigError
-from reprobisect.minimize.candidates import CellRun, Target, judge
+from reprobisect.minimize.candidates import CellRun, FailureTarget, judge
 from reprobisect.minimize.groups import setting_groups
 from reprobisect.minimize.passes import starting_point, unwrap_failure_path
 from reprobisect.minimize.reduce import prune_unused, reduce_statements
@@ -202,7 +202,7 @@ def _run(outcome: str, signature: str | None = None) -> CellRun:
     )
 
 
-TARGET = Target(outcome="OTHER_FAILURE", signature="abc", text="AssertionError")
+TARGET = FailureTarget(outcome="OTHER_FAILURE", signature="abc", text="AssertionError")
 
 
 @pytest.mark.parametrize(
@@ -219,16 +219,21 @@ TARGET = Target(outcome="OTHER_FAILURE", signature="abc", text="AssertionError")
         (TARGET, _run("OTHER_FAILURE", "abc"), _run("TIMEOUT"), False),
         (TARGET, _run("OTHER_FAILURE", "abc"), _run("OTHER_FAILURE", "xyz"), False),  # good must pass
         (
-            Target(outcome="OTHER_FAILURE", signature="abc", text="", good_must_pass=False),
+            FailureTarget(outcome="OTHER_FAILURE", signature="abc", text="", good_must_pass=False),
             _run("OTHER_FAILURE", "abc"),
             _run("OTHER_FAILURE", "xyz"),
             True,
         ),
-        (Target(outcome="", signature=None, text="", expected=True), _run("REPRODUCED", "any"), _run("PASS"), True),
-        (Target(outcome="", signature=None, text="", expected=True), _run("OTHER_FAILURE", "abc"), None, False),
+        (
+            FailureTarget(outcome="", signature=None, text="", expected=True),
+            _run("REPRODUCED", "any"),
+            _run("PASS"),
+            True,
+        ),
+        (FailureTarget(outcome="", signature=None, text="", expected=True), _run("OTHER_FAILURE", "abc"), None, False),
     ],
 )
-def test_judge(target: Target, bad: CellRun, good: CellRun | None, interesting: bool) -> None:
+def test_judge(target: FailureTarget, bad: CellRun, good: CellRun | None, interesting: bool) -> None:
     assert judge(target, bad, good)[0] is interesting
 
 

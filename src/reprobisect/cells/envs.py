@@ -32,7 +32,7 @@ from packaging.utils import canonicalize_name
 
 from reprobisect.cells import built_wheels
 from reprobisect.cells.base import BaseInterpreter
-from reprobisect.cells.companions import matching_torchvision, unusable_torchvision
+from reprobisect.cells.companion_match import matching_torchvision, unusable_torchvision
 from reprobisect.cells.pinning import install_requirement
 from reprobisect.cells.resolver import installer
 from reprobisect.errors import EnvBuildError, ToolError

@@ -24,7 +24,7 @@ DESCRIPTION = "Command line: ``reprobisect repro gan``, ``reprobisect env``. nox
 
 # Each command and the module that adds and runs it, in the order ``reprobisect --help`` lists them.
 COMMANDS: dict[str, str] = {
-    "repro": "reprobisect.commands.repro",
+    "repro": "reprobisect.commands.run_repro",
     "triage": "reprobisect.commands.triage",
     "env": "reprobisect.commands.env",
     "matrix": "reprobisect.commands.matrix",

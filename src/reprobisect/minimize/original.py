@@ -15,7 +15,7 @@ from typing import Literal
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError, NotInterestingError
-from reprobisect.minimize.candidates import CellRun, Cells, Target, Tester, Verdict, text_key
+from reprobisect.minimize.candidates import CandidateVerdict, CellRun, Cells, FailureTarget, Tester, text_key
 from reprobisect.minimize.request import MinimizeRequest
 from reprobisect.minimize.statements import Script, parse_script, size_of
 from reprobisect.minimize.static import undefined_names
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 
-def failure_lines(folder: Path, verdict: Verdict, filename: str) -> tuple[int, ...]:
+def failure_lines(folder: Path, verdict: CandidateVerdict, filename: str) -> tuple[int, ...]:
     """The script's lines on the original's failing traceback in the bad cell (none when it has no traceback): a
     candidate without one of them cannot fail there the same way, so trying costs a run for nothing."""
     log = run_log(folder, verdict.runs[0]) if verdict.runs else None
@@ -146,9 +146,9 @@ def cells_for(
 
 def check_original(
     cells: Cells, folder: Path, source: str, undefined: frozenset[str], echo: Echo
-) -> tuple[Target, Verdict]:
+) -> tuple[FailureTarget, CandidateVerdict]:
     """The original's runs in both cells and the target they give; NotInterestingError when they do not differ."""
-    probe = Tester(cells, Target(outcome="", signature=None, text=""), folder, undefined)
+    probe = Tester(cells, FailureTarget(outcome="", signature=None, text=""), folder, undefined)
     key = text_key(source)
     path = probe.candidates / key / cells.filename
     write_atomic(path, source, what="the original script")
@@ -167,7 +167,7 @@ def check_original(
             f"minimize (log: {folder / bad.record})"
         )
         raise NotInterestingError(msg)
-    target = Target(
+    target = FailureTarget(
         outcome=bad.outcome,
         signature=bad.signature,
         text=f"{bad.outcome} {bad.signature_text or ''}".strip(),
@@ -186,7 +186,9 @@ def check_original(
         target = dataclasses.replace(target, good_must_pass=good.outcome == Outcome.PASS.value)
     tester = Tester(cells, target, folder, undefined)
     runs = (bad,) if good is None else (bad, good)
-    verdict = Verdict(key=key, interesting=True, why="the original", size=size_of(source), runs=runs, at=time.time())
+    verdict = CandidateVerdict(
+        key=key, interesting=True, why="the original", size=size_of(source), runs=runs, at=time.time()
+    )
     if tester.known(source) is None:
         tester.keep(verdict)  # the original's verdict, judged here rather than by Tester.run
     return target, verdict

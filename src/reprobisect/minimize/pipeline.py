@@ -28,7 +28,7 @@ from pathlib import Path
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.config.load import Config
 from reprobisect.config.scripts import script_name
-from reprobisect.minimize.candidates import Tester, Verdict, read_log
+from reprobisect.minimize.candidates import CandidateVerdict, Tester, read_log
 from reprobisect.minimize.original import (
     cells_for,
     check_original,
@@ -259,7 +259,7 @@ def _best_on_disk(tester: Tester, source: str) -> str:
     return best
 
 
-def _tidied(tester: Tester, best: str, verdict: Verdict, echo: Echo) -> tuple[str, Verdict]:
+def _tidied(tester: Tester, best: str, verdict: CandidateVerdict, echo: Echo) -> tuple[str, CandidateVerdict]:
     """``best`` without comment lines when that is still interesting (checked by a run), else ``best``."""
     tidy_text = tidy(best)
     if tidy_text == best or not tidy_text.strip():
@@ -273,7 +273,12 @@ def _tidied(tester: Tester, best: str, verdict: Verdict, echo: Echo) -> tuple[st
 
 
 def _result(
-    search: _Minimization, source: str, final: str, verdict: Verdict, original_verdict: Verdict, stopped: str
+    search: _Minimization,
+    source: str,
+    final: str,
+    verdict: CandidateVerdict,
+    original_verdict: CandidateVerdict,
+    stopped: str,
 ) -> MinimizeResult:
     """The figures of a finished (or interrupted) minimization, read from the progress log every process wrote."""
     tester = search.tester

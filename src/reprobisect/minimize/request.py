@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 from reprobisect.run.sandbox import Confinement
 
 if TYPE_CHECKING:  # the result's types; importing them at run time would import pyflakes
-    from reprobisect.minimize.candidates import Cells, Target, Verdict
+    from reprobisect.minimize.candidates import CandidateVerdict, Cells, FailureTarget
     from reprobisect.minimize.statements import Size
 
 __all__ = ["Budget", "MinimizeRequest", "MinimizeResult"]
@@ -70,9 +70,9 @@ class MinimizeResult:
     original: Size
     minimized: Size
     text: str
-    verdict: Verdict  # the minimized script's own
-    original_verdict: Verdict
-    target: Target
+    verdict: CandidateVerdict  # the minimized script's own
+    original_verdict: CandidateVerdict
+    target: FailureTarget
     stopped: str
     passes: int
     candidates: int

@@ -30,7 +30,7 @@ from reprobisect.util.echo import Echo
 from reprobisect.util.redact import redact
 from reprobisect.util.stop import in_parallel
 
-__all__ = ["Prepared", "bound_op_cache", "prepare", "unbuilt_records"]
+__all__ = ["Prepared", "bound_op_cache", "prepare_units", "unbuilt_records"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -73,7 +73,7 @@ def bound_op_cache(ctx: RunContext) -> None:
             ctx.echo(f"op cache over {DEFAULT_MAX_BYTES >> 30} GiB: removed {entry.name} (least recently used)")
 
 
-def prepare(units: list[Unit], ctx: RunContext, *, jobs: int, sandbox: Sandbox | None) -> Prepared:
+def prepare_units(units: list[Unit], ctx: RunContext, *, jobs: int, sandbox: Sandbox | None) -> Prepared:
     """Build every cell the units need (``jobs`` at a time), then their patch overlays and pytest folders."""
     envs = _build_envs(units, ctx.envs_dir, ctx.echo, jobs)
     overlays, patch_failures = _prepare_overlays(units, envs)
