@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from reprobisect.cells.base import base_interpreter
-from reprobisect.cells.companions import unusable_torchvision
+from reprobisect.cells.companion_match import unusable_torchvision
 from reprobisect.config.companions import torchvision_series
 from tests.conftest import base_python
 from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture

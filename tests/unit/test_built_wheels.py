@@ -180,7 +180,7 @@ def test_odd_names_in_the_folder_never_crash_the_listing(tmp_path: Path) -> None
     (root / os.fsdecode(b"not-utf8-\xff")).mkdir()
     (root / "a file.whl").write_text("x")
     (root / "link").symlink_to(tmp_path)
-    names = sorted(entry.name for entry in built_wheels.entries(root))
+    names = sorted(entry.name for entry in built_wheels.WHEELS.entries(root))
     assert "deepspeed-0.19.8-py3.11" in names and "link" not in names
     _, say = _said()
     assert lookup(root, "deepspeed", "0.19.8", "3.11.7", say=say) is not None
@@ -219,7 +219,7 @@ def test_a_build_that_is_not_the_pin_is_not_kept(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(built_wheels, "_pip_wheel", FakePip(meta_version="0.16.4"))
     root, log = tmp_path / "wheels", tmp_path / "build.log"
     assert build(root, "deepspeed", "0.19.8", python=sys.executable, python_version="3.11", log=log) is None
-    assert "not kept" in log.read_text() and built_wheels.entries(root) == []
+    assert "not kept" in log.read_text() and built_wheels.WHEELS.entries(root) == []
 
 
 def test_a_bad_entry_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -274,16 +274,16 @@ def test_the_size_bound_drops_the_least_recently_used(tmp_path: Path) -> None:
         lock = root / f"deepspeed-{version}-py3.11.flock"
         lock.touch()
         os.utime(lock, (1000 + i, 1000 + i))
-    one = built_wheels.entries(root)[0].size
-    removed = built_wheels.prune(root, max_bytes=2 * one + 10, keep_newer_than=0.0)
+    one = built_wheels.WHEELS.entries(root)[0].size
+    removed = built_wheels.WHEELS.prune(root, max_bytes=2 * one + 10, keep_newer_than=0.0)
     assert [e.name for e in removed] == ["deepspeed-0.16.0-py3.11"]
-    assert built_wheels.clear(root) > 0 and built_wheels.entries(root) == []
+    assert built_wheels.WHEELS.clear(root) > 0 and built_wheels.WHEELS.entries(root) == []
 
 
 def test_the_cache_can_be_moved_or_turned_off(tmp_path: Path) -> None:
-    assert built_wheels.cache_root(tmp_path, {}) == tmp_path.absolute() / "wheels"
-    assert built_wheels.cache_root(tmp_path, {"REPROBISECT_WHEEL_CACHE": str(tmp_path / "w")}) == tmp_path / "w"
-    assert built_wheels.cache_root(tmp_path, {"REPROBISECT_WHEEL_CACHE": "off"}) is None
+    assert built_wheels.WHEELS.root(tmp_path, {}) == tmp_path.absolute() / "wheels"
+    assert built_wheels.WHEELS.root(tmp_path, {"REPROBISECT_WHEEL_CACHE": str(tmp_path / "w")}) == tmp_path / "w"
+    assert built_wheels.WHEELS.root(tmp_path, {"REPROBISECT_WHEEL_CACHE": "off"}) is None
 
 
 # --- how a cell build uses them (uv faked) ------------------------------------------------------------------
@@ -368,4 +368,4 @@ def test_the_ops_command_shows_bounds_and_clears_the_kept_wheels_too(
     shown = capsys.readouterr().out
     assert "2 kept wheels" in shown and "'deepspeed-0.19.8-py3.11'" in shown and "'x\\nodd'" in shown
     assert ops_command.run_from_args(argparse.Namespace(envs=envs_dir, clear=True, max_gib=None)) == 0
-    assert "0 kept wheels" in capsys.readouterr().out and built_wheels.entries(envs_dir / "wheels") == []
+    assert "0 kept wheels" in capsys.readouterr().out and built_wheels.WHEELS.entries(envs_dir / "wheels") == []

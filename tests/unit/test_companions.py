@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reprobisect.cells.companions import needed_libraries, unusable_torchvision
+from reprobisect.cells.companion_match import needed_libraries, unusable_torchvision
 from reprobisect.config.companions import mismatch, torchvision_series
 from reprobisect.config.expand import MatrixSpec, expand, resolve_value
 from reprobisect.errors import ConfigError
@@ -125,7 +125,7 @@ def test_the_elf_reader_reads_what_a_library_needs(tmp_path: Path) -> None:
 
 @given(st.binary(max_size=600))
 def test_the_elf_reader_returns_none_or_a_list_on_any_bytes(data: bytes) -> None:
-    from reprobisect.cells.companions import _dt_needed  # the parser itself, on bytes, without files
+    from reprobisect.cells.companion_match import _dt_needed  # the parser itself, on bytes, without files
 
     try:
         result = _dt_needed(data)

@@ -184,3 +184,14 @@ def test_repro_runs_its_default_fixes_and_all_runs_every_fix(monkeypatch) -> Non
         )
     assert asked[0] == ("none", "one-backward-raw-d", "lightning-several-backward")
     assert asked[1] == tuple(config.repro("gan").fixes)
+
+
+def test_without_config_the_checkouts_matrix_else_the_installed_one(tmp_path: Path) -> None:
+    from reprobisect.config.load import default_config_path
+
+    (tmp_path / "matrix.yaml").write_text("repros: {}\n")
+    assert default_config_path(tmp_path) == Path("matrix.yaml")  # a matrix where the command runs wins
+    elsewhere = tmp_path / "empty"
+    elsewhere.mkdir()
+    # run from this checkout's src/ (tests, an editable install): the checkout's own file, its repros beside it
+    assert default_config_path(elsewhere) == (ROOT / "matrix.yaml").resolve()

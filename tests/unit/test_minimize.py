@@ -20,11 +20,12 @@ from hypothesis import strategies as st
 
 from reprobisect.commands.minimize import parse_budget, parse_cell_pins
 from reprobisect.errors import ConfigError
-from reprobisect.minimize.candidates import CellRun, Target, judge
+from reprobisect.minimize.candidates import CellRun, FailureTarget, judge
 from reprobisect.minimize.groups import setting_groups
-from reprobisect.minimize.outputs import section_markdown
-from reprobisect.minimize.reduce import Budget, prune_unused, reduce_statements
-from reprobisect.minimize.session import _starting_point, _unwrap_failure_path
+from reprobisect.minimize.passes import starting_point, unwrap_failure_path
+from reprobisect.minimize.reduce import prune_unused, reduce_statements
+from reprobisect.minimize.request import Budget
+from reprobisect.minimize.sections import section_markdown
 from reprobisect.minimize.statements import parse_script, size_of, tidy
 from reprobisect.minimize.static import undefined_names, why_not_runnable
 from reprobisect.model.signature import script_lines
@@ -201,7 +202,7 @@ def _run(outcome: str, signature: str | None = None) -> CellRun:
     )
 
 
-TARGET = Target(outcome="OTHER_FAILURE", signature="abc", text="AssertionError")
+TARGET = FailureTarget(outcome="OTHER_FAILURE", signature="abc", text="AssertionError")
 
 
 @pytest.mark.parametrize(
@@ -218,16 +219,21 @@ TARGET = Target(outcome="OTHER_FAILURE", signature="abc", text="AssertionError")
         (TARGET, _run("OTHER_FAILURE", "abc"), _run("TIMEOUT"), False),
         (TARGET, _run("OTHER_FAILURE", "abc"), _run("OTHER_FAILURE", "xyz"), False),  # good must pass
         (
-            Target(outcome="OTHER_FAILURE", signature="abc", text="", good_must_pass=False),
+            FailureTarget(outcome="OTHER_FAILURE", signature="abc", text="", good_must_pass=False),
             _run("OTHER_FAILURE", "abc"),
             _run("OTHER_FAILURE", "xyz"),
             True,
         ),
-        (Target(outcome="", signature=None, text="", expected=True), _run("REPRODUCED", "any"), _run("PASS"), True),
-        (Target(outcome="", signature=None, text="", expected=True), _run("OTHER_FAILURE", "abc"), None, False),
+        (
+            FailureTarget(outcome="", signature=None, text="", expected=True),
+            _run("REPRODUCED", "any"),
+            _run("PASS"),
+            True,
+        ),
+        (FailureTarget(outcome="", signature=None, text="", expected=True), _run("OTHER_FAILURE", "abc"), None, False),
     ],
 )
-def test_judge(target: Target, bad: CellRun, good: CellRun | None, interesting: bool) -> None:
+def test_judge(target: FailureTarget, bad: CellRun, good: CellRun | None, interesting: bool) -> None:
     assert judge(target, bad, good)[0] is interesting
 
 
@@ -539,10 +545,10 @@ def test_the_start_cuts_what_never_ran_then_unwraps_the_failures_path() -> None:
         text = script.text(removed)
         return "check(1)" in text and why_not_runnable(text, frozenset()) is None
 
-    start, prunes = _starting_point(script, ran, pinned, judged, said.append)
+    start, prunes = starting_point(script, ran, pinned, judged, said.append)
     assert prunes and "def unused" not in script.text(start) and "import json" not in script.text(start)
     assert "never" not in script.text(start) and "still interesting" in said[0]
-    unwrapped = _unwrap_failure_path(script, start, pinned, judged, said.append)
+    unwrapped = unwrap_failure_path(script, start, pinned, judged, said.append)
     text = script.text(unwrapped)
     # innermost first: the if goes, then the loop (its body no longer names `step`), the call stays
     assert tidy(text) == 'def check(x):\n    assert x < 0, "the bug"\n\ncheck(1)\n'

@@ -181,10 +181,10 @@ def test_the_harness_sees_finished_builds_and_bounds_the_size(tmp_path: Path) ->
         lock.write_text("")
         os.utime(lock, (time.time() - 7200 + index * 600, time.time() - 7200 + index * 600))
     assert [p.name.split("-")[0] for p in op_builds.finished(root)] == ["old", "mid"]
-    removed = op_builds.prune(root, max_bytes=3500)
-    assert [e.name for e in removed] == ["old"]
-    assert sorted(e.name for e in op_builds.entries(root)) == ["building", "mid"]
-    assert op_builds.clear(root) == 3000 and op_builds.entries(root) == []
+    removed = op_builds.OPS.prune(root, max_bytes=3500)
+    assert [e.name.split("-")[0] for e in removed] == ["old"]
+    assert sorted(e.name.split("-")[0] for e in op_builds.OPS.entries(root)) == ["building", "mid"]
+    assert op_builds.OPS.clear(root) == 3000 and op_builds.OPS.entries(root) == []
 
 
 def test_the_cache_can_be_moved_or_turned_off(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.envs import CellEnv
 from reprobisect.config.load import Config, check_name, load_config
-from reprobisect.config.scripts import script_repro
+from reprobisect.config.scripts import ReproOptions, script_repro
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
 from reprobisect.model.cell import Cell, run_cell
 from reprobisect.model.outcome import Outcome
@@ -397,7 +397,7 @@ def test_an_override_fix_runs_in_its_own_cell_but_reports_beside_its_row(tmp_pat
 
 def test_a_script_run_needs_no_repro_of_the_config(tmp_path: Path, fakes: Fakes) -> None:
     config = _config(tmp_path)
-    repro = script_repro(SCRIPTS / "passes.py", rerun=("nox", "-s", "triage", "--", "passes.py"))
+    repro = script_repro(SCRIPTS / "passes.py", ReproOptions(rerun=("nox", "-s", "triage", "--", "passes.py")))
     config = dataclasses.replace(config, repros={**config.repros, repro.name: repro})
     records, _, _ = _run(tmp_path, config, _request(repros=(repro.name,), select=("deepspeed=0.16.4",)))
     assert [(r.repro, r.form, r.fix) for r in records] == [("script-passes", "cpu-deepspeed", "none")]
@@ -425,7 +425,7 @@ def test_a_script_run_needs_no_repro_of_the_config(tmp_path: Path, fakes: Fakes)
 
 def test_script_repro_of_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
-        script_repro(tmp_path / "nope.py", expect=None, shim=False)
+        script_repro(tmp_path / "nope.py", ReproOptions(expect=None, shim=False))
 
 
 @given(st.text(min_size=1, max_size=120).filter(lambda s: "/" not in s and "\x00" not in s and s not in (".", "..")))
@@ -436,7 +436,7 @@ def test_a_script_repro_name_is_always_a_safe_name(stem: str) -> None:
             script.write_text("")
         except (OSError, UnicodeEncodeError):
             return
-        repro = script_repro(script, expect=None, shim=True)
+        repro = script_repro(script, ReproOptions(expect=None, shim=True))
     assert repro.name.startswith("script-") and len(repro.name) <= 64
     assert Path(repro.name).name == repro.name and ".." not in Path(repro.name).parts
     assert check_name("repro", repro.name.replace("..", "_"), "x")
@@ -573,7 +573,7 @@ def test_a_pasted_script_gets_a_one_process_distributed_env_on_cuda_too() -> Non
     """Issue #14: without torchrun's variables Lightning probes MPI, and on a GPU image with MPI installed a pasted
     Fabric/DeepSpeed script ended as ENV_ERROR "Local abort before MPI_INIT"."""
     script = SCRIPTS / "triage" / "fabric_deepspeed_pasted.py"
-    repro = script_repro(script, expect=None, shim=False)
+    repro = script_repro(script, ReproOptions(expect=None, shim=False))
     assert repro.forms["cuda"].distributed_env and repro.forms["cpu-deepspeed"].distributed_env
 
 

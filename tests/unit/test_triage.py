@@ -23,6 +23,7 @@ from reprobisect.config.scripts import (
     INSTRUMENTS_ENV,
     PYTEST_RUNNER,
     CliFixes,
+    ReproOptions,
     cli_fixes,
     instruments_of,
     pytest_repro,
@@ -121,7 +122,7 @@ def test_any_fix_options_give_fixes_or_a_config_error(args: list[str], env: list
 
 
 def test_a_fix_variable_reaches_the_run_after_the_forms(plain_env: object) -> None:
-    repro = script_repro(PASSES, fixes=cli_fixes(CliFixes(env=["e=DS_ACCELERATOR=cuda", "e=MY_FLAG=1"])))
+    repro = script_repro(PASSES, ReproOptions(fixes=cli_fixes(CliFixes(env=["e=DS_ACCELERATOR=cuda", "e=MY_FLAG=1"]))))
     form = repro.forms["cpu-deepspeed"]
     spec = RunSpec(repro=repro, form=form, fix=repro.fixes["e"], env=plain_env)  # type: ignore[arg-type]
     env = child_environ(spec, {})
@@ -147,7 +148,7 @@ def test_arguments_after_the_separator_are_refused_where_no_script_runs(capsys: 
 
 
 def test_a_script_repro_gets_its_arguments_in_every_form() -> None:
-    repro = script_repro(PASSES, args=("--steps", "2"), rerun=("nox", "-s", "triage", "--", "passes.py"))
+    repro = script_repro(PASSES, ReproOptions(args=("--steps", "2"), rerun=("nox", "-s", "triage", "--", "passes.py")))
     assert {form.args for form in repro.forms.values()} == {("--steps", "2")}
     words = repro.rerun_command(["--deepspeed", "0.16.4"], "cuda", repro.fixes["none"])
     assert words == [
@@ -374,7 +375,7 @@ THINGS = TREE / "pkgtests" / "sub" / "test_things.py"
 
 
 def test_a_pytest_repro_runs_from_above_the_test_tree() -> None:
-    repro = pytest_repro(f"{THINGS}::test_passes", keyword="passes", args=("-x",))
+    repro = pytest_repro(f"{THINGS}::test_passes", ReproOptions(args=("-x",)), keyword="passes")
     assert repro.name == "pytest-test_things-test_passes"
     form = repro.forms["cpu-deepspeed"]
     assert form.script == PYTEST_RUNNER and form.pytest and form.inputs == (TREE,)

@@ -1,7 +1,7 @@
 """The interpreter cells are made from, and what it holds: asked once, in one short subprocess.
 
 Apart from cells/envs.py (which builds cells from it) so that what resolves a cell's companions
-(cells/companions.py) can name it without importing the builder that imports the companions.
+(cells/companion_match.py) can name it without importing the builder that imports the companions.
 """
 
 from __future__ import annotations

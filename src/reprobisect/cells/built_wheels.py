@@ -32,9 +32,7 @@ used (the size bound drops the oldest first).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import email.parser
-import fcntl
 import os
 import re
 import shutil
@@ -42,54 +40,27 @@ import subprocess
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from reprobisect.cells.shared_cache import SharedCache
 from reprobisect.errors import ToolError
 from reprobisect.util.cmd import output_tail, run_tool
-from reprobisect.util.evict import to_evict
-from reprobisect.util.files import empty_folder
 
-__all__ = [
-    "DEFAULT_MAX_BYTES",
-    "WheelEntry",
-    "build",
-    "build_commit",
-    "cache_root",
-    "check_wheel",
-    "clear",
-    "entries",
-    "entry_name",
-    "git_commit",
-    "lookup",
-    "prune",
-]
+__all__ = ["DEFAULT_MAX_BYTES", "WHEELS", "build", "build_commit", "check_wheel", "entry_name", "git_commit", "lookup"]
 
 DEFAULT_MAX_BYTES = 1 << 30  # a DeepSpeed wheel is about 2 MB: every release several times over
-OFF = ("off", "none", "0")
 _SAFE = re.compile(r"[a-z0-9][a-z0-9.+!_-]{0,150}")  # what a folder name of ours can hold
 _MAX_MEMBERS = 20_000  # DeepSpeed's wheel has about 1,000 files; a zip bomb of names is refused
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class WheelEntry:
-    """One kept wheel."""
-
-    path: Path
-    name: str
-    size: int
-    last_used: float
-
-
-def cache_root(envs_dir: Path, environ: Mapping[str, str] = os.environ) -> Path | None:
-    """Where the kept wheels of the cells under ``envs_dir`` live; None when ``REPROBISECT_WHEEL_CACHE=off``."""
-    chosen = environ.get("REPROBISECT_WHEEL_CACHE", "").strip()
-    if chosen.lower() in OFF:
-        return None
-    return Path(chosen).absolute() if chosen else envs_dir.absolute() / "wheels"
+# A kept wheel is pruned under its lock: a builder may be replacing it (built again after a failed check).
+WHEELS = SharedCache(
+    env_var="REPROBISECT_WHEEL_CACHE", folder="wheels", default_max_bytes=DEFAULT_MAX_BYTES, remove_under_lock=True
+)
 
 
 def entry_name(name: str, version: str, python_version: str) -> str | None:
@@ -165,12 +136,11 @@ def lookup(root: Path, name: str, version: str, python_version: str, *, say: Cal
     wheel, why = _inspect(root / folder_name, name, version)
     if why is not None:
         say(f"kept wheel {wheel or root / folder_name}: {why}; removed, {name} {version} is installed from the index")
-        with _locked(root, folder_name):
+        with WHEELS.locked(root, folder_name):
             _remove(root / folder_name)
         return None
     if wheel is not None:
-        with contextlib.suppress(OSError):
-            (root / f"{folder_name}.flock").touch()  # its last use, for the size bound
+        WHEELS.touch(root, folder_name)  # its last use, for the size bound
     return wheel
 
 
@@ -193,15 +163,6 @@ def _remove(folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def _locked(root: Path, folder_name: str) -> Iterator[None]:
-    """The entry's lock: one builder at a time; the kernel frees it when its holder dies."""
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / f"{folder_name}.flock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
 def build(
     root: Path, name: str, version: str, *, python: str, python_version: str, log: Path, timeout: float = 1800
 ) -> Path | None:
@@ -211,7 +172,7 @@ def build(
     folder_name = entry_name(name, version, python_version)
     if folder_name is None:
         return None
-    with _locked(root, folder_name):
+    with WHEELS.locked(root, folder_name):
         kept, why = _inspect(root / folder_name, name, version)
         if why is None and kept is not None:
             return kept  # another harness built it while this one waited
@@ -253,7 +214,7 @@ def build_commit(
     folder_name = f"{canonicalize_name(name)}-git-{sha}-py{minor}"
     if not _SAFE.fullmatch(folder_name):
         return None, f"{name} {sha[:12]}: not a name a kept wheel can have"
-    with _locked(root, folder_name):
+    with WHEELS.locked(root, folder_name):
         kept, why = _inspect(root / folder_name, name, None)
         if why is None and kept is not None:
             _note(log, f"{name} {sha[:12]}: {kept} (built before, not built again)")
@@ -349,55 +310,3 @@ def _pip_wheel(python: str, name: str, version: str, dest: Path, log: Path, time
 def _note(log: Path, text: str) -> None:
     with contextlib.suppress(OSError), log.open("a") as handle:
         handle.write(f"# wheel cache: {text}\n")
-
-
-def _folders(root: Path) -> list[Path]:
-    try:
-        return [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")]
-    except OSError:
-        return []
-
-
-def _size(folder: Path) -> int:
-    total = 0
-    with contextlib.suppress(OSError):
-        for child in folder.iterdir():
-            with contextlib.suppress(OSError):
-                total += child.lstat().st_size
-    return total
-
-
-def _last_used(root: Path, folder: Path) -> float:
-    for path in (root / f"{folder.name}.flock", folder):
-        try:
-            return path.stat().st_mtime
-        except OSError:
-            continue
-    return 0.0
-
-
-def entries(root: Path) -> list[WheelEntry]:
-    """Every kept wheel under ``root``, least recently used first."""
-    found = [
-        WheelEntry(path=folder, name=folder.name, size=_size(folder), last_used=_last_used(root, folder))
-        for folder in _folders(root)
-    ]
-    return sorted(found, key=lambda e: e.last_used)
-
-
-def prune(root: Path, max_bytes: int = DEFAULT_MAX_BYTES, *, keep_newer_than: float = 3600.0) -> list[WheelEntry]:
-    """Remove least recently used wheels until at most ``max_bytes`` are kept; those used in the last
-    ``keep_newer_than`` seconds stay (another harness may be installing them). Returns what was removed."""
-    removed = to_evict(entries(root), max_bytes, keep_newer_than=keep_newer_than)
-    for entry in removed:
-        with _locked(root, entry.name):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        (root / f"{entry.name}.flock").unlink(missing_ok=True)
-    return removed
-
-
-def clear(root: Path) -> int:
-    """Remove every kept wheel; returns the bytes freed."""
-    freed = sum(entry.size for entry in entries(root))
-    empty_folder(root)
-    return freed

@@ -32,7 +32,7 @@ from packaging.utils import canonicalize_name
 
 from reprobisect.cells import built_wheels
 from reprobisect.cells.base import BaseInterpreter
-from reprobisect.cells.companions import matching_torchvision, unusable_torchvision
+from reprobisect.cells.companion_match import matching_torchvision, unusable_torchvision
 from reprobisect.cells.pinning import install_requirement
 from reprobisect.cells.resolver import installer
 from reprobisect.errors import EnvBuildError, ToolError
@@ -329,7 +329,7 @@ class _WheelCache:
     """The kept wheels of the cells under ``envs_dir`` as one cell build uses them (none when turned off)."""
 
     def __init__(self, envs_dir: Path, base: BaseInterpreter, log: Path) -> None:
-        self.root = built_wheels.cache_root(envs_dir)
+        self.root = built_wheels.WHEELS.root(envs_dir)
         self.base = base
         self.log = log
 
@@ -362,7 +362,7 @@ class _WheelCache:
         """Build and keep the wheel of ``name==spec``; None when it cannot (uv then builds it in the cell)."""
         if self.root is None:
             return None
-        built_wheels.prune(self.root)
+        built_wheels.WHEELS.prune(self.root)
         return built_wheels.build(
             self.root, name, spec, python=self.base.executable, python_version=self.base.version, log=self.log
         )

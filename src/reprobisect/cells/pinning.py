@@ -59,7 +59,7 @@ def resolve_cell(base: BaseInterpreter, pins: Mapping[str, str], *, uv: str = "u
     if empty:
         msg = f"pin {empty[0]}: empty; give a version, a specifier, 'latest' or 'system'"
         raise ConfigError(msg)
-    # ``match`` (torchvision) stays as it is: cells/companions.py makes it concrete once the torch is known
+    # ``match`` (torchvision) stays as it is: cells/companion_match.py makes it concrete once the torch is known
     exact = {
         name: spec
         for name, spec in others.items()

@@ -1,7 +1,7 @@
 """The installer a cell build uses, and uv's resolver: which releases install together, without installing.
 
 Apart from cells/pinning.py (a cell's pins made concrete) and cells/envs.py (its venv built), which both use it, so
-that what resolves a cell's companions (cells/companions.py) can ask the resolver too.
+that what resolves a cell's companions (cells/companion_match.py) can ask the resolver too.
 """
 
 from __future__ import annotations

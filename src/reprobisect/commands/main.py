@@ -1,51 +1,53 @@
 """The one entry point, ``reprobisect COMMAND ...`` (``python -m reprobisect``, the console script, nox).
 
-It builds the parser from each command module's ``setup_arguments`` and runs the chosen command's
-``run_from_args``. Here, and nowhere else, a harness error becomes one line on stderr and its own exit code,
-and Ctrl-C or SIGTERM becomes one line and exit 130: the command modules only raise.
+It builds the parser from the chosen command module's ``setup_arguments`` (every module's only for the list of
+commands or an unknown one) and runs its ``run_from_args``: a command imports only what it uses, so a machine that
+lacks what another command needs (minimize's pyflakes and picire, say) still runs this one. Here, and nowhere
+else, a harness error becomes one line on stderr and its own exit code, and Ctrl-C or SIGTERM becomes one line and
+exit 130: the command modules only raise.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from reprobisect.commands import (
-    bench,
-    bisect,
-    env,
-    matrix,
-    minimize,
-    nightly,
-    ops,
-    report,
-    repro,
-    triage,
-    wheelhouse,
-)
 from reprobisect.commands.options import Subparsers
 from reprobisect.errors import INTERRUPTED_EXIT, HarnessError
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
 
 DESCRIPTION = "Command line: ``reprobisect repro gan``, ``reprobisect env``. nox sessions call these."
 
-# In the order ``reprobisect --help`` lists them.
-_SETUPS: tuple[Callable[[Subparsers], None], ...] = (
-    repro.setup_arguments,
-    triage.setup_arguments,
-    env.setup_arguments,
-    matrix.setup_arguments,
-    nightly.setup_arguments,
-    bisect.setup_arguments,
-    minimize.setup_arguments,
-    report.setup_arguments,
-    wheelhouse.setup_arguments,
-    bench.setup_arguments,
-    ops.setup_arguments,
-)
+# Each command and the module that adds and runs it, in the order ``reprobisect --help`` lists them.
+COMMANDS: dict[str, str] = {
+    "repro": "reprobisect.commands.run_repro",
+    "triage": "reprobisect.commands.triage",
+    "env": "reprobisect.commands.env",
+    "matrix": "reprobisect.commands.matrix",
+    "nightly": "reprobisect.commands.nightly",
+    "bisect": "reprobisect.commands.bisect",
+    "minimize": "reprobisect.commands.minimize",
+    "report": "reprobisect.commands.report",
+    "wheelhouse": "reprobisect.commands.wheelhouse",
+    "bench": "reprobisect.commands.bench",
+    "ops": "reprobisect.commands.ops",
+}
+
+
+def _setups(words: Sequence[str]) -> list[Callable[[Subparsers], None]]:
+    """The ``setup_arguments`` of the command ``words`` name (the first word that is not an option: the top-level
+    parser has no option but ``--help``), or of every command when they name none or one that does not exist."""
+    chosen = next((word for word in words if not word.startswith("-")), None)
+    names = [chosen] if chosen in COMMANDS else list(COMMANDS)
+    setups = []
+    for name in names:
+        setup: Callable[[Subparsers], None] = importlib.import_module(COMMANDS[name]).setup_arguments
+        setups.append(setup)
+    return setups
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -59,7 +61,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="reprobisect", description=DESCRIPTION)
     parser.set_defaults(error_prefix="reprobisect")  # a command may name itself instead (report does)
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for setup in _SETUPS:
+    for setup in _setups(words):
         setup(subparsers)
     args, unknown = parser.parse_known_args(words)
     if unknown:

@@ -9,9 +9,13 @@ the result and where its files are (``out/minimize/NAME/``: ``minimized.py``, ``
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import signal
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.options import (
@@ -28,11 +32,15 @@ from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import check_pin, load_config
 from reprobisect.config.scripts import env_settings
 from reprobisect.errors import INTERRUPTED_EXIT, ConfigError
-from reprobisect.minimize.outputs import recheck_commands, write_outputs
-from reprobisect.minimize.reduce import Budget
-from reprobisect.minimize.session import MinimizeRequest, MinimizeResult, minimize
+from reprobisect.minimize.request import Budget, MinimizeRequest
 
-__all__ = ["parse_budget", "parse_cell_pins", "run_from_args", "setup_arguments"]
+if TYPE_CHECKING:
+    from reprobisect.minimize.request import MinimizeResult
+
+__all__ = ["parse_budget", "parse_cell_pins", "require_reducers", "run_from_args", "setup_arguments"]
+
+# What a minimization runs that no other command does (pyproject's dependencies): imported only once it starts.
+_REDUCERS = ("pyflakes", "picire")
 
 _BUDGET = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|runs?)?", re.IGNORECASE)
 
@@ -120,6 +128,7 @@ def parse_budget(values: list[str]) -> Budget:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Minimize, write the files, print the result; 130 when Ctrl-C stopped it (the best so far is written)."""
+    require_reducers()
     prepare(args)
     if args.jobs < 1:
         msg = f"--jobs {args.jobs}: must be at least 1"
@@ -154,6 +163,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         budget=parse_budget(args.budget),
         out=args.out,
     )
+    from reprobisect.minimize.outputs import write_outputs  # imports pyflakes and picire: only once minimizing
+    from reprobisect.minimize.pipeline import minimize
+
     source = args.script.read_text(encoding="utf-8")
     result = minimize(
         load_config(args.config),
@@ -169,7 +181,28 @@ def run_from_args(args: argparse.Namespace) -> int:
     return INTERRUPTED_EXIT if result.interrupted else 0
 
 
+def require_reducers(find: Callable[[str], object] = importlib.util.find_spec) -> None:
+    """ConfigError (exit 2) naming what a minimization needs and this Python lacks, and how to install it: every
+    other command runs without them (a GPU node that only triages), so they are looked for only here."""
+    missing = [name for name in _REDUCERS if not _importable(name, find)]
+    if missing:
+        msg = (
+            f"minimize needs {' and '.join(missing)}, not installed for {sys.executable}: "
+            f"{sys.executable} -m pip install {' '.join(missing)}"
+        )
+        raise ConfigError(msg)
+
+
+def _importable(name: str, find: Callable[[str], object]) -> bool:
+    try:
+        return find(name) is not None
+    except (ImportError, ValueError):  # a finder that refuses the name, or a module without a spec
+        return False
+
+
 def _print(result: MinimizeResult) -> None:
+    from reprobisect.minimize.outputs import recheck_commands  # as in run_from_args
+
     o, m = result.original, result.minimized
     print(
         f"\n{o.lines} → {m.lines} lines ({o.lines / max(1, m.lines):.2f}× fewer), {o.tokens} → {m.tokens} tokens "

@@ -4,10 +4,14 @@ sdists — shown, bounded or cleared."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from reprobisect.cells import built_wheels, op_builds
+from reprobisect.cells.built_wheels import WHEELS
+from reprobisect.cells.op_builds import OPS
+from reprobisect.cells.shared_cache import CacheEntry, SharedCache
 from reprobisect.commands.options import Subparsers, add_envs
 
 __all__ = ["run_from_args", "setup_arguments"]
@@ -29,42 +33,62 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Shown:
+    """How one cache's listing reads: what an entry is called and how its line starts."""
+
+    cache: SharedCache
+    off: str
+    removed: str
+    listed: str
+    label: Callable[[CacheEntry], str]
+
+
+def _op_label(entry: CacheEntry) -> str:
+    name, _, key = entry.name.rpartition("-")
+    return f"{name:<28} {key} "
+
+
+_SHOWN = (
+    _Shown(
+        cache=OPS,
+        off="the op cache is off (REPROBISECT_OP_CACHE=off): each cell compiles its ops into its own folder",
+        removed="builds",
+        listed="builds",
+        label=_op_label,
+    ),
+    _Shown(
+        cache=WHEELS,
+        off="kept wheels are off (REPROBISECT_WHEEL_CACHE=off): sdist-only packages build in each cell",
+        removed="wheels",
+        listed="kept wheels",
+        label=lambda entry: f"{entry.name!r:<40}",
+    ),
+)
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Print each cache's entries (name, size, last use), after clearing or bounding it when asked."""
-    _ops(args, op_builds.cache_root(args.envs))
-    _wheels(args, built_wheels.cache_root(args.envs))
+    for shown in _SHOWN:
+        _show(shown, shown.cache.root(args.envs), clear=args.clear, max_gib=args.max_gib)
     return 0
 
 
-def _ops(args: argparse.Namespace, root: Path | None) -> None:
+def _show(shown: _Shown, root: Path | None, *, clear: bool, max_gib: float | None) -> None:
+    """One cache's listing, the one printer both caches share."""
     if root is None:
-        print("the op cache is off (REPROBISECT_OP_CACHE=off): each cell compiles its ops into its own folder")
+        print(shown.off)
         return
-    if args.clear:
-        print(f"cleared {root}: {op_builds.clear(root) / 2**20:.1f} MiB freed")
-    elif args.max_gib is not None:
-        removed = op_builds.prune(root, int(args.max_gib * 2**30), keep_newer_than=0.0)
-        print(f"removed {len(removed)} builds ({sum(e.size for e in removed) / 2**20:.1f} MiB)")
-    cached = op_builds.entries(root)
-    print(f"{root}: {len(cached)} builds, {sum(e.size for e in cached) / 2**20:.1f} MiB")
-    for entry in reversed(cached):
-        state = "" if entry.finished else " (unfinished)"
-        print(f"  {entry.name:<28} {entry.key}  {entry.size / 2**20:7.1f} MiB  used {_when(entry.last_used)}{state}")
-
-
-def _wheels(args: argparse.Namespace, root: Path | None) -> None:
-    if root is None:
-        print("kept wheels are off (REPROBISECT_WHEEL_CACHE=off): sdist-only packages build in each cell")
-        return
-    if args.clear:
-        print(f"cleared {root}: {built_wheels.clear(root) / 2**20:.1f} MiB freed")
-    elif args.max_gib is not None:
-        removed = built_wheels.prune(root, int(args.max_gib * 2**30), keep_newer_than=0.0)
-        print(f"removed {len(removed)} wheels ({sum(e.size for e in removed) / 2**20:.1f} MiB)")
-    kept = built_wheels.entries(root)
-    print(f"{root}: {len(kept)} kept wheels, {sum(e.size for e in kept) / 2**20:.1f} MiB")
+    if clear:
+        print(f"cleared {root}: {shown.cache.clear(root) / 2**20:.1f} MiB freed")
+    elif max_gib is not None:
+        removed = shown.cache.prune(root, int(max_gib * 2**30), keep_newer_than=0.0)
+        print(f"removed {len(removed)} {shown.removed} ({sum(e.size for e in removed) / 2**20:.1f} MiB)")
+    kept = shown.cache.entries(root)
+    print(f"{root}: {len(kept)} {shown.listed}, {sum(e.size for e in kept) / 2**20:.1f} MiB")
     for entry in reversed(kept):
-        print(f"  {entry.name!r:<40} {entry.size / 2**20:7.1f} MiB  used {_when(entry.last_used)}")
+        state = "" if entry.finished else " (unfinished)"
+        print(f"  {shown.label(entry)} {entry.size / 2**20:7.1f} MiB  used {_when(entry.last_used)}{state}")
 
 
 def _when(seconds: float) -> str:

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import TypeAlias
 
 from reprobisect.cells.base import base_interpreter
-from reprobisect.cells.wheelhouse import use_wheelhouse
+from reprobisect.cells.offline_wheelhouse import use_wheelhouse
 from reprobisect.config.expand import PINNED_AXES
-from reprobisect.config.load import Config, check_pin
+from reprobisect.config.load import Config, check_pin, default_config_path
 from reprobisect.config.scripts import (
     CliFixes,
+    ReproOptions,
     cli_fixes,
     env_settings,
     instruments_of,
@@ -201,26 +202,31 @@ def with_script(
         *(["--expect-signature", args.expect_signature] if args.expect_signature else []),
         *(item for setting in getattr(args, "env", None) or () for item in ("--env", setting)),
     ]
+    shared = ReproOptions(
+        args=script_args,
+        expect=args.expect_signature,
+        shim=args.shim,
+        fixes=fixes,
+        env=env,
+        timeout=args.timeout or None,
+    )
     made = []
     if script is not None:
         check_script(script)
         made.append(
             script_repro(
                 script,
-                args=script_args,
-                expect=args.expect_signature,
-                shim=args.shim,
-                fixes=fixes,
-                env=env,
-                timeout=args.timeout or 900,
-                instruments=instruments_of(config) if instruments else None,
-                rerun=(
-                    *rerun,
-                    str(script),
-                    *options,
-                    *(["--shim"] if args.shim else []),
-                    *(["--instruments"] if instruments else []),
+                dataclasses.replace(
+                    shared,
+                    rerun=(
+                        *rerun,
+                        str(script),
+                        *options,
+                        *(["--shim"] if args.shim else []),
+                        *(["--instruments"] if instruments else []),
+                    ),
                 ),
+                instruments=instruments_of(config) if instruments else None,
             )
         )
     for spec in pytests:
@@ -231,15 +237,11 @@ def with_script(
         made.append(
             pytest_repro(
                 spec,
+                dataclasses.replace(
+                    shared, rerun=(*rerun, "--pytest", spec, *selection, *options, *(["--shim"] if args.shim else []))
+                ),
                 keyword=args.pytest_k,
                 root=args.pytest_root,
-                args=script_args,
-                expect=args.expect_signature,
-                fixes=fixes,
-                env=env,
-                timeout=args.timeout or 1800,
-                rerun=(*rerun, "--pytest", spec, *selection, *options, *(["--shim"] if args.shim else [])),
-                shim=args.shim,
             )
         )
     clash = sorted({r.name for r in made} & set(config.repros)) or [
@@ -268,7 +270,12 @@ def add_envs(
 def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] | None = None) -> None:
     """The block every cell-building command ends with: files, the base interpreter, pins, wheelhouse,
     confinement, --debug. ``pin_help`` replaces the help of a pin whose meaning the command changes."""
-    parser.add_argument("--config", type=Path, default=Path("matrix.yaml"), help="the matrix file")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=default_config_path(),
+        help="the matrix file (default: ./matrix.yaml, else the one installed with the package)",
+    )
     parser.add_argument("--out", type=Path, default=Path("reports"), help="records, logs and summaries go here")
     add_envs(parser)
     parser.add_argument(

@@ -17,7 +17,7 @@ import pandas as pd
 
 from reprobisect.commands.options import Subparsers
 from reprobisect.errors import FAIL_EXIT, ConfigError, NothingToDoError
-from reprobisect.minimize.outputs import sections_under
+from reprobisect.minimize.sections import sections_under
 from reprobisect.report.compare import Comparison, compare
 from reprobisect.report.frame import (
     Bisect,

@@ -35,7 +35,7 @@ from reprobisect.commands.options import (
 )
 from reprobisect.config.load import Config, load_config
 from reprobisect.errors import ConfigError
-from reprobisect.minimize.outputs import sections_under
+from reprobisect.minimize.sections import sections_under
 from reprobisect.util.files import write_atomic
 
 __all__ = ["run_from_args", "setup_arguments"]

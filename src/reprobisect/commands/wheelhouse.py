@@ -8,7 +8,7 @@ from pathlib import Path
 
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.index import IndexCache
-from reprobisect.cells.wheelhouse import build_wheelhouse
+from reprobisect.cells.offline_wheelhouse import build_wheelhouse
 from reprobisect.commands.options import Subparsers, add_common, prepare, split
 from reprobisect.config.expand import resolve_value
 

@@ -23,6 +23,7 @@ __all__ = [
     "NightlySpec",
     "check_name",
     "check_pin",
+    "default_config_path",
     "load_config",
 ]
 
@@ -422,12 +423,31 @@ def _read_nightly(reader: _Reader, raw: Any, matrix: MatrixSpec, repros: Mapping
     return NightlySpec(axes=axes, repros=names)
 
 
+# Where a built package holds the checkout's matrix.yaml and repros/ (setup.py copies them there): the default matrix
+# of an installed harness, run from any folder.
+PACKAGED_PROJECT = Path(__file__).resolve().parent.parent / "data" / "project"
+
+
+def default_config_path(cwd: Path | None = None) -> Path:
+    """The matrix a command reads without ``--config``: ``./matrix.yaml`` where there is one (in a checkout, the file
+    you edit), else the copy installed with the package (its repros beside it), else the checkout an editable
+    install runs from. None of them: ``matrix.yaml``, so that the error names what is missing."""
+    here = Path("matrix.yaml")
+    if ((cwd or Path.cwd()) / here).is_file():
+        return here
+    checkout = Path(__file__).resolve().parents[3]  # src/reprobisect/config/load.py → the checkout
+    for candidate in (PACKAGED_PROJECT / "matrix.yaml", checkout / "matrix.yaml"):
+        if candidate.is_file() and (candidate.parent / "repros").is_dir():
+            return candidate
+    return here
+
+
 def load_config(path: Path) -> Config:
     """Parse matrix.yaml; paths inside it are relative to its folder."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
-        msg = f"{path}: not found; run from the project root or pass --config PATH"
+        msg = f"{path}: not found; run from the project root (or anywhere, installed) or pass --config PATH"
         raise ConfigError(msg) from exc
     except (OSError, UnicodeDecodeError) as exc:
         msg = f"{path}: cannot read it as UTF-8 text ({exc})"

@@ -23,6 +23,7 @@ __all__ = [
     "INSTRUMENTS_ENV",
     "PYTEST_RUNNER",
     "CliFixes",
+    "ReproOptions",
     "cli_fixes",
     "env_settings",
     "instruments_of",
@@ -50,42 +51,52 @@ def script_name(script: Path) -> str:
     return f"script-{stem}"
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReproOptions:
+    """How a script or a package's tests run as a repro, alike for both: the arguments they get, the signature
+    expected, the CPU shim, the fixes beside ``none``, environment settings, the timeout and the command that re-runs
+    them, up to the cell's pins."""
+
+    args: Sequence[str] = ()
+    expect: str | None = None
+    shim: bool = False
+    fixes: Mapping[str, Fix] | None = None
+    env: Mapping[str, str] | None = None
+    timeout: float | None = None  # None: the kind's own (900 s a script, 1800 s a test selection)
+    rerun: Sequence[str] = ()
+
+
 def script_repro(
     script: Path,
+    options: ReproOptions | None = None,
     *,
-    args: Sequence[str] = (),
-    expect: str | None = None,
-    shim: bool = False,
-    fixes: Mapping[str, Fix] | None = None,
     name: str | None = None,
     title: str | None = None,
     report: str = "",
-    timeout: float = 900,
-    rerun: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
     instruments: Path | None = None,
 ) -> Repro:
-    """A repro made on the spot from any script, with the forms of a canonical one (``model.repro.script_forms``);
-    ``fixes`` are added to ``none``, ``rerun`` is the command that re-runs it, up to the cell's pins.
+    """A repro made on the spot from any script, with the forms of a canonical one (``model.repro.script_forms``).
     ``instruments``: the repros' shared module, which the script may then ``import instruments`` (its folder goes at
     the end of the run's ``sys.path``; the file is readable in the sandbox and part of the run's key)."""
+    opts = options or ReproOptions()
+    args, env = opts.args, opts.env
     if not script.is_file():
         msg = f"script {script}: no such file"
         raise ConfigError(msg)
     path = script.resolve()
     inputs = (instruments.resolve(),) if instruments is not None else ()
-    forms = script_forms(path, args=tuple(args), shim=shim, inputs=inputs)
+    forms = script_forms(path, args=tuple(args), shim=opts.shim, inputs=inputs)
     extra = {INSTRUMENTS_ENV: str(instruments.resolve().parent)} if instruments is not None else {}
     forms = {n: dataclasses.replace(f, env={**f.env, **extra, **(env or {})}) for n, f in forms.items()}
     return Repro(
         name=name or script_name(path),
         title=title or f"script {script}",
         report=report,
-        expected_signature=expect,
-        timeout=timeout,
+        expected_signature=opts.expect,
+        timeout=opts.timeout or 900,
         forms=forms,
-        fixes={"none": Fix(name="none", description="the script as written"), **(fixes or {})},
-        rerun=tuple(rerun),
+        fixes={"none": Fix(name="none", description="the script as written"), **(opts.fixes or {})},
+        rerun=tuple(opts.rerun),
         script_args=tuple(args),
         reports_steps=instruments is not None,  # with the instruments a script can say which step it failed in
     )
@@ -113,22 +124,14 @@ def pytest_root(path: Path) -> Path:
 
 
 def pytest_repro(
-    spec: str,
-    *,
-    keyword: str | None = None,
-    root: Path | None = None,
-    args: Sequence[str] = (),
-    expect: str | None = None,
-    fixes: Mapping[str, Fix] | None = None,
-    env: Mapping[str, str] | None = None,
-    timeout: float = 1800,
-    rerun: Sequence[str] = (),
-    shim: bool = False,
+    spec: str, options: ReproOptions | None = None, *, keyword: str | None = None, root: Path | None = None
 ) -> Repro:
     """A package's own tests as a repro: ``PATH``, ``PATH::NODE`` (a test file of a tree outside this repository, a
     test in it) and an optional ``-k`` expression, run by pytest in the cell (run/child/pytest_runner.py). One
     outcome per run; the first failing test's exception is the signature; each test's result is kept. ``shim``: the
     CPU form runs the tests through the Lightning CPU shim (Lightning's own DeepSpeed tests need CUDA otherwise)."""
+    opts = options or ReproOptions()
+    args, env = opts.args, opts.env
     path_text, sep, node = spec.partition("::")
     path = Path(path_text).expanduser()
     if not path.exists():
@@ -145,17 +148,19 @@ def pytest_repro(
     name = f"pytest-{label}".rstrip("._-")
     if len(name) > 64:  # cut, with a hash of the whole: parametrized ids differ only at their end
         name = f"{name[:55].rstrip('._-')}-{hashlib.sha256(target.encode()).hexdigest()[:8]}"
-    forms = script_forms(PYTEST_RUNNER, args=(str(tree), *selection, *args), inputs=(tree,), pytest=True, shim=shim)
+    forms = script_forms(
+        PYTEST_RUNNER, args=(str(tree), *selection, *args), inputs=(tree,), pytest=True, shim=opts.shim
+    )
     forms = {n: dataclasses.replace(f, env={**f.env, **(env or {})}) for n, f in forms.items()}
     return Repro(
         name=name,
         title=f"pytest {target}" + (f" -k {keyword!r}" if keyword else ""),
         report="",
-        expected_signature=expect,
-        timeout=timeout,
+        expected_signature=opts.expect,
+        timeout=opts.timeout or 1800,
         forms=forms,
-        fixes={"none": Fix(name="none", description="the tests as written"), **(fixes or {})},
-        rerun=tuple(rerun),
+        fixes={"none": Fix(name="none", description="the tests as written"), **(opts.fixes or {})},
+        rerun=tuple(opts.rerun),
         script_args=tuple(args),
     )
 

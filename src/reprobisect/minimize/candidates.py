@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.config.load import Config
-from reprobisect.config.scripts import script_repro
+from reprobisect.config.scripts import ReproOptions, script_repro
 from reprobisect.minimize.statements import Size, size_of
 from reprobisect.minimize.static import why_not_runnable
 from reprobisect.model.outcome import Outcome
@@ -40,7 +40,17 @@ from reprobisect.run.units import RunStats
 from reprobisect.util.files import write_atomic
 from reprobisect.util.stop import in_parallel
 
-__all__ = ["CellRun", "Cells", "LogEntry", "Target", "Tester", "Verdict", "judge", "read_log", "text_key"]
+__all__ = [
+    "CandidateVerdict",
+    "CellRun",
+    "Cells",
+    "FailureTarget",
+    "LogEntry",
+    "Tester",
+    "judge",
+    "read_log",
+    "text_key",
+]
 
 _FAILURES = (Outcome.REPRODUCED.value, Outcome.OTHER_FAILURE.value, Outcome.CRASH.value)
 
@@ -85,7 +95,7 @@ class CellRun:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Target:
+class FailureTarget:
     """What the bad cell must show: the original's failure (its outcome and signature id), or REPRODUCED when the
     user named the signature; and what the good cell must show (``PASS`` when the original passed there, else
     anything but the target)."""
@@ -103,7 +113,7 @@ class Target:
         return run.outcome == self.outcome and run.signature == self.signature
 
 
-def judge(target: Target, bad: CellRun, good: CellRun | None) -> tuple[bool, str]:
+def judge(target: FailureTarget, bad: CellRun, good: CellRun | None) -> tuple[bool, str]:
     """(interesting, why) for a candidate's runs: ``good`` None when there is no good cell (or it was not run
     because the bad cell already said no)."""
     if bad.outcome not in _FAILURES or not target.hit(bad):
@@ -150,7 +160,7 @@ def read_log(log: Path) -> list[LogEntry]:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Verdict:
+class CandidateVerdict:
     """A candidate's answer, with what it cost."""
 
     key: str
@@ -172,7 +182,7 @@ class Verdict:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+    def from_dict(cls, data: Mapping[str, Any]) -> CandidateVerdict:
         """Inverse of :meth:`to_dict` (a file of this folder, written by the harness)."""
         size = data["size"]
         return cls(
@@ -219,7 +229,7 @@ class Tester:
     """Judges candidates of one minimization; safe to call from several processes at once (each verdict is a
     file, written whole, and the same candidate always gets the same answer)."""
 
-    def __init__(self, cells: Cells, target: Target, folder: Path, original_undefined: frozenset[str]) -> None:
+    def __init__(self, cells: Cells, target: FailureTarget, folder: Path, original_undefined: frozenset[str]) -> None:
         self.cells = cells
         self.target = target
         self.folder = folder
@@ -229,22 +239,24 @@ class Tester:
         self.candidates = folder / "candidates"
         self.log = folder / "progress.jsonl"
 
-    def known(self, text: str) -> Verdict | None:
+    def known(self, text: str) -> CandidateVerdict | None:
         """The verdict already given for ``text`` (by any process), if any."""
         path = self.verdicts / f"{text_key(text)}.json"
         try:
-            return Verdict.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            return CandidateVerdict.from_dict(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def refused(self, text: str) -> Verdict | None:
+    def refused(self, text: str) -> CandidateVerdict | None:
         """A verdict without a run, when the candidate cannot be interesting (see ``static``)."""
         why = why_not_runnable(text, self.original_undefined)
         if why is None:
             return None
-        return self.keep(Verdict(key=text_key(text), interesting=False, why=why, size=size_of(text), at=time.time()))
+        return self.keep(
+            CandidateVerdict(key=text_key(text), interesting=False, why=why, size=size_of(text), at=time.time())
+        )
 
-    def run(self, text: str, *, at_once: bool = False) -> Verdict:
+    def run(self, text: str, *, at_once: bool = False) -> CandidateVerdict:
         """Run ``text`` in the bad cell and, when that hits the target, in the good one; keep and return the
         verdict. ``at_once``: both cells at the same time (for a candidate likely to be interesting, tried while
         a core would otherwise wait: its verdict comes in one run's time, not two)."""
@@ -263,7 +275,7 @@ class Tester:
         interesting, why = judge(self.target, bad, good)
         runs = (bad,) if good is None else (bad, good)
         return self.keep(
-            Verdict(key=key, interesting=interesting, why=why, size=size_of(text), runs=runs, at=time.time())
+            CandidateVerdict(key=key, interesting=interesting, why=why, size=size_of(text), runs=runs, at=time.time())
         )
 
     def run_both(self, script: Path, key: str) -> tuple[CellRun, CellRun]:
@@ -277,15 +289,15 @@ class Tester:
         ``traced``: the run reports the script's lines that ran (a record of its own: the tracer slows it)."""
         cells = self.cells
         name = f"{cells.name[:40]}-{key[:12]}" + ("-lines" if traced else "")
-        repro = script_repro(
-            script,
+        traces = {"REPROBISECT_TRACE_LINES": "1"} if traced else {}
+        options = ReproOptions(
             args=cells.script_args,
             expect=cells.expect,
             shim=cells.shim,
-            env={**_threads(cells.jobs), **cells.env, **({"REPROBISECT_TRACE_LINES": "1"} if traced else {})},
-            name=name,
-            timeout=cells.timeout or 900,
+            env={**_threads(cells.jobs), **cells.env, **traces},
+            timeout=cells.timeout or None,
         )
+        repro = script_repro(script, options, name=name)
         config = dataclasses.replace(cells.config, repros={**cells.config.repros, name: repro})
         request = MatrixRequest(
             repros=(name,),
@@ -306,7 +318,7 @@ class Tester:
             raise RuntimeError(msg)
         return CellRun.of(records[0], stats.reused > 0, self.folder, self.store)
 
-    def keep(self, verdict: Verdict) -> Verdict:
+    def keep(self, verdict: CandidateVerdict) -> CandidateVerdict:
         """Write ``verdict`` where every process finds it, and a line of it to the progress log."""
         write_atomic(self.verdicts / f"{verdict.key}.json", json.dumps(verdict.to_dict()), what="a verdict")
         line = json.dumps(

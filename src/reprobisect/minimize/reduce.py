@@ -20,7 +20,6 @@ import functools
 import importlib
 import importlib.metadata
 import sys
-import time
 import types
 from collections.abc import Callable
 from typing import Any
@@ -30,23 +29,7 @@ from reprobisect.minimize.statements import Script
 from reprobisect.minimize.static import undefined_names, unused_definitions
 from reprobisect.util.stop import in_parallel
 
-__all__ = ["Budget", "Reduction", "prune_unused", "reduce_groups", "reduce_statements"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Budget:
-    """When to stop: after ``seconds`` of reducing or ``runs`` executed runs (None: no limit)."""
-
-    seconds: float | None = None
-    runs: int | None = None
-
-    def spent(self, started: float, runs: int) -> str | None:
-        """Why the budget is spent, or None."""
-        if self.seconds is not None and time.monotonic() - started >= self.seconds:
-            return f"the time budget ({self.seconds:g} s)"
-        if self.runs is not None and runs >= self.runs:
-            return f"the run budget ({self.runs} runs)"
-        return None
+__all__ = ["Reduction", "prune_unused", "reduce_groups", "reduce_statements"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,7 +28,7 @@ import re
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 
-__all__ = ["Script", "Size", "Unit", "blocks", "owns_its_lines", "parse_script", "size_of", "string_lines", "tidy"]
+__all__ = ["Script", "Size", "Statement", "blocks", "owns_its_lines", "parse_script", "size_of", "string_lines", "tidy"]
 
 _TRAILER = re.compile(r",?\s*(#.*)?")  # what may follow an element on its last line
 # Compound statements whose body can stand without them (a function's or a class's cannot: it is a definition).
@@ -40,7 +40,7 @@ _BLOCK_FIELDS = ("body", "orelse", "finalbody")
 
 
 @dataclasses.dataclass(frozen=True)
-class Unit:
+class Statement:
     """One removable statement: its lines (decorators included), where it sits, and the block it belongs to."""
 
     id: int
@@ -82,7 +82,7 @@ class Script:
     """A parsed script: its lines and its units, in source order."""
 
     lines: tuple[str, ...]  # with their line endings
-    units: tuple[Unit, ...]
+    units: tuple[Statement, ...]
     blocks: tuple[Block, ...]
 
     def level(self, depth: int, removed: Iterable[int], pinned: Iterable[int] = ()) -> list[int]:
@@ -228,7 +228,7 @@ def parse_script(source: str) -> Script:
 class _Builder:
     def __init__(self, lines: Sequence[str]) -> None:
         self.lines = lines
-        self.units: list[Unit] = []
+        self.units: list[Statement] = []
         self.blocks: list[Block] = []
 
     def add_block(self, statements: list[ast.stmt], *, parent: int | None, depth: int, pass_when_empty: bool) -> None:
@@ -241,7 +241,7 @@ class _Builder:
         index = len(self.blocks)
         self.blocks.append(Block(parent=parent, indent=indent, first_line=first_line, pass_when_empty=pass_when_empty))
         for group in _line_groups(statements):
-            unit = Unit(
+            unit = Statement(
                 id=len(self.units),
                 first=_first_line(group[0]),
                 last=max(_last_line(s) for s in group),
@@ -259,7 +259,7 @@ class _Builder:
                 if not any(isinstance(getattr(group[0], f, None), list) for f in ("body", "handlers", "cases")):
                     self.add_elements(group[0], unit.id, depth + 1)
 
-    def unwrappable(self, unit: Unit, statement: ast.stmt) -> Unit:
+    def unwrappable(self, unit: Statement, statement: ast.stmt) -> Statement:
         """``unit`` with its body's lines and indent, when its body starts on a line of its own."""
         body: list[ast.stmt] = getattr(statement, "body", [])
         first = _first_line(body[0])
@@ -291,7 +291,7 @@ class _Builder:
             for index, element in enumerate(elements):
                 holder = parent
                 if index in owned:
-                    unit = Unit(
+                    unit = Statement(
                         id=len(self.units),
                         first=element.first,
                         last=element.last,

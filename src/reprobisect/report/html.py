@@ -61,7 +61,7 @@ _NAV = {
 
 
 @dataclasses.dataclass(frozen=True)
-class Cell:
+class TableCell:
     """A plain table cell as shown: its text (``–`` when blank) and, if it should not sort by its text, a key."""
 
     text: str
@@ -77,13 +77,13 @@ def _s(value: object) -> str:
     return "" if _blank(value) else str(value)
 
 
-def _cell(value: object, *, sort: object = None) -> Cell:
+def _cell(value: object, *, sort: object = None) -> TableCell:
     text = f"{value:.1f}" if isinstance(value, float) and not _blank(value) else value
-    return Cell("–" if _blank(text) else str(text), None if sort is None else _s(sort))
+    return TableCell("–" if _blank(text) else str(text), None if sort is None else _s(sort))
 
 
-def _cells(row: Mapping[str, Any], *columns: str, **renamed: str) -> dict[str, Cell]:
-    """``{name: Cell}`` from a frame row: ``columns`` keep the frame's names, ``renamed`` maps template → frame."""
+def _cells(row: Mapping[str, Any], *columns: str, **renamed: str) -> dict[str, TableCell]:
+    """``{name: TableCell}`` from a frame row: ``columns`` keep the frame's names, ``renamed`` maps template → frame."""
     return {name: _cell(row[column]) for name, column in {**{c: c for c in columns}, **renamed}.items()}
 
 
@@ -217,7 +217,7 @@ def _plots(plots: Mapping[str, bytes]) -> list[dict[str, str]]:
     ]
 
 
-def _steps(frame: pd.DataFrame) -> list[dict[str, Cell]]:
+def _steps(frame: pd.DataFrame) -> list[dict[str, TableCell]]:
     stats = step_stats(frame)
     labels = cell_labels(frame)
     columns = (

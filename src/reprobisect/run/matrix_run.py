@@ -15,7 +15,7 @@ from reprobisect.config.load import Config
 from reprobisect.model.record import Record
 from reprobisect.run.context import RunContext
 from reprobisect.run.plan import MatrixPlan, MatrixRequest, plan_matrix
-from reprobisect.run.prepare import bound_op_cache, prepare, unbuilt_records
+from reprobisect.run.prepare import bound_op_cache, prepare_units, unbuilt_records
 from reprobisect.run.units import RunStats, run_units
 from reprobisect.util.console import plural
 from reprobisect.util.echo import Echo
@@ -43,7 +43,7 @@ def run_matrix(
     plan = plan_matrix(config, request, ctx, cells=cells)
     sandbox = request.confinement.open()  # no sandbox here stops the run before anything is built
     _announce(plan, request, ctx.echo)
-    prepared = prepare(plan.units, ctx, jobs=request.jobs, sandbox=sandbox)
+    prepared = prepare_units(plan.units, ctx, jobs=request.jobs, sandbox=sandbox)
     # Bad input has had its chance to stop the run: from here on records are written.
     records = unbuilt_records(plan, prepared, ctx.store)
     runnable = [unit for unit in plan.units if prepared.why_not(unit) is None]

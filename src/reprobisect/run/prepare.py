@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reprobisect.cells.envs import CellEnv, ensure_env
-from reprobisect.cells.op_builds import DEFAULT_MAX_BYTES, cache_root, prune
+from reprobisect.cells.op_builds import DEFAULT_MAX_BYTES, OPS, cache_root
 from reprobisect.cells.patches import PatchDoesNotApplyError, prepare_overlay
 from reprobisect.cells.tools import pytest_folder
 from reprobisect.errors import ConfigError, EnvBuildError, ToolError
@@ -30,7 +30,7 @@ from reprobisect.util.console import heartbeat
 from reprobisect.util.redact import redact
 from reprobisect.util.stop import in_parallel
 
-__all__ = ["Prepared", "bound_op_cache", "prepare", "unbuilt_records"]
+__all__ = ["Prepared", "bound_op_cache", "prepare_units", "unbuilt_records"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -69,11 +69,11 @@ def bound_op_cache(ctx: RunContext) -> None:
     """Keep the shared op cache under its bound before a run adds to it (least recently used go first)."""
     op_cache = cache_root(ctx.envs_dir, ctx.environ)
     if op_cache is not None:
-        for entry in prune(op_cache):
+        for entry in OPS.prune(op_cache):
             ctx.echo(f"op cache over {DEFAULT_MAX_BYTES >> 30} GiB: removed {entry.name} (least recently used)")
 
 
-def prepare(units: list[Unit], ctx: RunContext, *, jobs: int, sandbox: Sandbox | None) -> Prepared:
+def prepare_units(units: list[Unit], ctx: RunContext, *, jobs: int, sandbox: Sandbox | None) -> Prepared:
     """Build every cell the units need (``jobs`` at a time), then their patch overlays and pytest folders."""
     envs = _build_envs(units, ctx, jobs)
     overlays, patch_failures = _prepare_overlays(units, envs)
