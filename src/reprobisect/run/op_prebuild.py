@@ -3,7 +3,7 @@
 A run that compiles an op pays for it inside its own timed run: the CPU comm op took 30 s of a 35 s run on two
 cores, FusedAdam over 75 s on a fresh GPU node, and with eight runs at once seven of them waited on the first
 one's build lock. So while cells are prepared (``run/prepare.py``, in parallel with the other cells' builds) the
-ops a cell's runs will load are built through DeepSpeed's own builders (``run/child/op_prebuild.py``), with the
+ops a cell's runs will load are built through DeepSpeed's own builders (``run/child/build_ops.py``), with the
 environment those runs get, into the shared op cache: the runs then only load them.
 
 Which ops: the CPU comm op (``deepspeed_shm_comm``) for a run on DeepSpeed's CPU accelerator where the release's
@@ -32,7 +32,7 @@ from reprobisect.util.files import write_atomic
 
 __all__ = ["SCRIPT_OPS", "SHM_OP", "OpPrebuild", "cell_ops", "deepspeed_folder", "ops_for", "prebuild_ops"]
 
-PREBUILD = Path(__file__).parent / "child" / "op_prebuild.py"
+PREBUILD = Path(__file__).parent / "child" / "build_ops.py"
 SHM_OP = "deepspeed_shm_comm"
 # words in a script that mean DeepSpeed builds an op for it, and that op's name (the builder's NAME)
 SCRIPT_OPS = {

@@ -1,4 +1,4 @@
-"""Build DeepSpeed's just-in-time ops in a cell before any timed run: ``python op_prebuild.py NAME...``.
+"""Build DeepSpeed's just-in-time ops in a cell before any timed run: ``python build_ops.py NAME...``.
 
 Run by the harness (run/op_prebuild.py) in the cell's interpreter with the environment the runs get (the op cache,
 ``DS_ACCELERATOR``, ``TORCH_CUDA_ARCH_LIST``, the compiler): each op is loaded through DeepSpeed's own builder,
