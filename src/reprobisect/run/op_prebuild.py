@@ -8,8 +8,9 @@ environment those runs get, into the shared op cache: the runs then only load th
 
 Which ops: the CPU comm op (``deepspeed_shm_comm``) for a run on DeepSpeed's CPU accelerator where the release's
 ``deepspeed/comm/torch.py`` builds it at ``init_distributed``; the optimizers a script names (``FusedAdam``,
-``DeepSpeedCPUAdam``, ...). A marker per op sources, names, environment and torch keeps the other cells of a sweep
-from starting an interpreter only to find the ops built: sixteen releases with the same op sources pay one build.
+``DeepSpeedCPUAdam``, ...). A marker per op names, build variables and interpreter spares the other cells of a
+sweep an interpreter start (cells prepared at once wait for the first one's prebuild): most releases ship the same
+op sources, and one whose sources differ builds its op in its first run, as before, and its record says so.
 A prebuild that fails is said and left to the runs, which meet the same failure and are classified by it.
 """
 
@@ -19,6 +20,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -109,28 +111,29 @@ def _environ(env: CellEnv, form_env: Mapping[str, str], environ: Mapping[str, st
     return child | dict(form_env)
 
 
-def _marker(env: CellEnv, names: Sequence[str], child: Mapping[str, str], deepspeed: Path | None) -> Path | None:
-    """Where a finished prebuild of these ops is noted: beside the op cache, keyed on what decides the builds."""
+def _marker(env: CellEnv, names: Sequence[str], child: Mapping[str, str]) -> Path | None:
+    """Where a finished prebuild of these ops is noted, beside the op cache: keyed on the names, the variables
+    that decide a build and the interpreter, not on the release. Most releases ship the same op sources, so one
+    prebuild serves a whole sweep; a release whose sources differ builds its op in its first run (its record
+    says ``built``), as before. A content key would need DeepSpeed imported, the very cost this spares."""
     root = child.get("REPROBISECT_OP_CACHE")
-    if root is None or deepspeed is None:
+    if root is None:
         return None
     keyed = {k: v for k, v in child.items() if k.startswith(("CUDA_", "TORCH_CUDA", "DS_", "CXX", "CC"))}
     interpreter = [env.cell.python, env.cell.python_source, env.cell.torch, env.cell.torch_source]
-    blob = json.dumps([sorted(names), sorted(keyed.items()), interpreter, _content_digest(deepspeed / "ops")])
+    blob = json.dumps([sorted(names), sorted(keyed.items()), interpreter])
     return Path(root) / "prebuilt" / hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def _content_digest(folder: Path) -> str:
-    """Names and contents of every file under ``folder`` (DeepSpeed's op sources and builders, a few MB): two
-    releases that ship the same ops digest the same, wherever and whenever they were installed."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0")
-        try:
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-        except OSError:
-            digest.update(b"<unreadable>")
-    return digest.hexdigest()
+_LOCKS: dict[Path, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock(marker: Path | None) -> threading.Lock:
+    """One lock per marker in this process: cells prepared at once wait for the first one's prebuild and then
+    find its marker, instead of each starting an interpreter."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(marker or Path(), threading.Lock())
 
 
 def prebuild_ops(
@@ -139,11 +142,16 @@ def prebuild_ops(
     """Build ``names`` in ``env`` unless a marker says they are built; None when there is nothing to build."""
     if not names:
         return None
-    deepspeed = deepspeed_folder(env)
     child = _environ(env, form_env, environ)
-    marker = _marker(env, names, child, deepspeed)
-    if marker is not None and marker.is_file():
-        return OpPrebuild(names=tuple(names), seconds=0.0, reused=True)
+    marker = _marker(env, names, child)
+    with _lock(marker):
+        if marker is not None and marker.is_file():
+            return OpPrebuild(names=tuple(names), seconds=0.0, reused=True)
+        return _prebuild(env, names, child, marker)
+
+
+def _prebuild(env: CellEnv, names: Sequence[str], child: Mapping[str, str], marker: Path | None) -> OpPrebuild:
+    """Run the builder child; note the marker when every op is ready."""
     log = marker.with_suffix(".log") if marker is not None else env.torch_extensions / "op-prebuild.log"
     start = time.perf_counter()
     try:

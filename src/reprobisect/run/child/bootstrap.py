@@ -65,6 +65,23 @@ def _gpu():
         "capability": ".".join(map(str, torch.cuda.get_device_capability(index))),
         "peak_memory_bytes": int(torch.cuda.max_memory_allocated(index)),
     }
+    info["driver"] = _driver_version()
+    return info
+
+
+def _driver_version():
+    """The NVIDIA driver's version, from the kernel module's own line (a file read instead of an nvidia-smi started
+    at every GPU run's exit, whose report took 1.1 s there against 0.2-0.5 s on the CPU), else from nvidia-smi;
+    None when neither tells."""
+    import re
+
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as handle:
+            found = re.search(r"Kernel Module.*?\s(\d+\.\d+(?:\.\d+)?)\s", handle.readline())
+        if found:
+            return found.group(1)
+    except OSError:
+        pass
     try:
         import subprocess
 
@@ -75,10 +92,9 @@ def _gpu():
             timeout=10,
             check=False,
         )
-        info["driver"] = out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+        return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
     except (OSError, subprocess.SubprocessError):
-        info["driver"] = None
-    return info
+        return None
 
 
 def _trace_lines(script):
