@@ -97,3 +97,22 @@ def test_without_the_switch_the_bootstrap_prints_no_profile(tmp_path: Path) -> N
         [sys.executable, str(BOOTSTRAP), str(script)], capture_output=True, text=True, env=env, timeout=60, check=True
     )
     assert '"event": "profile"' not in done.stdout and read_events(done.stdout).clock is None
+
+
+def test_the_gpu_bench_rows_give_the_ratios_the_goals_are_stated_in() -> None:
+    from reprobisect.commands.bench_gpu import GpuBench, format_gpu_bench
+
+    bench = GpuBench(
+        what="gan cuda none in torch-2.11.0_deepspeed-0.19.8",
+        jobs=8,
+        imports={"torch": 4.4, "deepspeed": 11.3, "cuda_init": 0.1},
+        bare_alone=[21.0, 22.0, 23.0],
+        harness_alone=[25.0, 24.0, 26.0],
+        bare_together=[21.9] * 8,
+        harness_together=[23.0] * 7 + [24.1],
+        phases={"start": 0.15, "imports": 18.7, "report": 0.004},
+    )
+    text = format_gpu_bench(bench)
+    assert "1.14×" in text  # 25 / 22, the medians
+    assert "1.10×" in text  # 24.1 / 21.9, the last to finish of each
+    assert "imports 18.70" in text and "report" not in text.splitlines()[-1]  # under a hundredth: not shown

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.cells.base import BaseInterpreter, base_interpreter
+from reprobisect.cells.envs import ensure_env
+from reprobisect.cells.pinning import resolve_cell
 from reprobisect.commands.bench_figures import format_bench, run_bench
+from reprobisect.commands.bench_gpu import format_gpu_bench, run_gpu_bench
 from reprobisect.commands.options import Subparsers, add_common, pins, prepare
 from reprobisect.config.load import Config, load_config
 from reprobisect.model.store import Store
@@ -29,6 +33,13 @@ def setup_arguments(subparsers: Subparsers) -> None:
         action="store_true",
         help="also time a fresh repro gan, a cold all-transitions bisection and --jobs 1 vs 2 (about 20 minutes)",
     )
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="only the GPU rows: imports and CUDA init, the GAN's cuda form bare and through the harness, alone and "
+        "--jobs at once, with the harness's phases (needs a GPU)",
+    )
+    parser.add_argument("--jobs", type=int, default=8, help="with --gpu: runs at once for the 'N at once' row")
     add_common(parser)
     parser.set_defaults(run=run_from_args)
 
@@ -50,10 +61,22 @@ def _bisect_two(config: Config, base: BaseInterpreter) -> Callable[[Path, Path],
     return bisect
 
 
+def _gpu_rows(args: argparse.Namespace, config: Config, base: BaseInterpreter) -> int:
+    """``--gpu``: the GPU rows alone, in the default cell (or the pinned one) under ``--envs``."""
+    env = ensure_env(resolve_cell(base, {**config.default_cell, **pins(args)}), base, args.envs)
+    with tempfile.TemporaryDirectory(prefix="reprobisect-bench-gpu-") as tmp:
+        bench = run_gpu_bench(config, env, Path(tmp), runs=args.runs, jobs=max(1, args.jobs), environ=os.environ)
+    print()
+    print(format_gpu_bench(bench))
+    return 0
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Measure and print the figures."""
     prepare(args)
     config, base = load_config(args.config), base_interpreter(args.base_python)
+    if args.gpu:
+        return _gpu_rows(args, config, base)
     result = run_bench(
         config,
         base,
