@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from reprobisect.commands import (
     bench,
     bisect,
+    corpus,
     env,
     matrix,
     minimize,
@@ -45,6 +46,7 @@ _SETUPS: tuple[Callable[[Subparsers], None], ...] = (
     wheelhouse.setup_arguments,
     bench.setup_arguments,
     ops.setup_arguments,
+    corpus.setup_arguments,
 )
 
 
