@@ -20,6 +20,8 @@ there), and packs every log into ``truth-logs.tar.xz`` beside it (members replac
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import io
 import json
@@ -32,11 +34,13 @@ import tarfile
 import tempfile
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 MARKER = "# --- measured by tools/corpus_truth.py: everything below is rewritten; do not edit by hand ---"
 LOGS = "truth-logs.tar.xz"
 _PASSED_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "USER", "CUDA_VISIBLE_DEVICES")  # a plain shell's, nothing of ours
+_NOT_BUILT = {"blogs", "docs", "examples", "tests", "benchmarks", "docker", "azure", ".github", "images"}
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)\b.*$")
 
 
@@ -120,20 +124,32 @@ def commit_venv(work: Path, truth: dict, clone: Path, rev: str) -> tuple[Path, s
         return python, sha, marker.read_text()
     source = work / "src" / sha[:12]
     if not source.exists():
-        source.mkdir(parents=True)
-        archive = subprocess.run(["git", "-C", str(clone), "archive", sha], capture_output=True, check=True).stdout
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(source, filter="data")
+        _export(clone, sha, source)
     env = {**os.environ, "DS_BUILD_OPS": "0"}
-    log = _install(python, _others(pins, package))
+    others = _others(pins, package)
+    log = _install(python, others) if others else ""
     log += _install(python, ["--no-build-isolation", str(source)], env=env)
     marker.write_text(log)
     return python, sha, log
 
 
+def _export(clone: Path, sha: str, dest: Path) -> None:
+    """The commit's tree without what a build never reads (docs, blogs, tests: a mirror may lack their large
+    blobs), checked out through a private index so the clone is only read."""
+    top = _sh(["git", "-C", str(clone), "ls-tree", "--name-only", sha]).stdout.split()
+    paths = [p for p in top if p not in _NOT_BUILT]
+    dest.mkdir(parents=True)
+    env = {**os.environ, "GIT_INDEX_FILE": str(dest.parent / f"{sha}.index")}
+    git_dir = clone if (clone / "HEAD").is_file() else clone / ".git"  # a bare mirror, or a clone with a work tree
+    done = _sh(["git", f"--git-dir={git_dir}", f"--work-tree={dest}", "checkout", sha, "--", *paths], env=env)
+    if done.returncode:
+        shutil.rmtree(dest)
+        raise SystemExit(f"could not check out {sha} of {clone}: {done.stderr[-1000:]}")
+
+
 def run_issue(python: Path, entry: Path, truth: dict, ext: Path) -> tuple[int, str, float, str]:  # type: ignore[type-arg]
     """Run the entry's script as a user would; (status, last line, seconds, log)."""
-    scratch = ext.parent / "scratch" / ext.name
+    scratch = python.parent.parent / "scratch"
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.copytree(entry, scratch, ignore=shutil.ignore_patterns(LOGS, "truth.toml", "__pycache__"))
     env = {k: v for k, v in os.environ.items() if k in _PASSED_ENV}
@@ -171,14 +187,30 @@ def _table(name: str, rows: dict[str, dict]) -> list[str]:  # type: ignore[type-
 
 
 def write_measured(truth_file: Path, runs: dict, commits: dict) -> None:  # type: ignore[type-arg]
-    """Rewrite the measured part of truth.toml (below MARKER), keeping the hand-written part as it is."""
-    text = truth_file.read_text(encoding="utf-8")
-    head = text.split(MARKER)[0].rstrip("\n")
-    lines = [head, "", MARKER, *_table("runs", runs)]
-    if commits:
-        lines += ["", *_table("commits", commits)]
-    truth_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tomllib.loads(truth_file.read_text(encoding="utf-8"))  # what we wrote must read back
+    """Merge these rows into the measured part of truth.toml (below MARKER), re-read under a lock so that two
+    measurements of one entry at once (releases and commits) keep each other's rows; the hand-written part stays."""
+    with _locked(truth_file):
+        text = truth_file.read_text(encoding="utf-8")
+        now = tomllib.loads(text)
+        runs = _ordered({**now.get("runs", {}), **runs}, now)
+        commits = {**now.get("commits", {}), **commits}
+        head = text.split(MARKER)[0].rstrip("\n")
+        lines = [head, "", MARKER, *_table("runs", runs)]
+        if commits:
+            lines += ["", *_table("commits", commits)]
+        truth_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tomllib.loads(truth_file.read_text(encoding="utf-8"))  # what we wrote must read back
+
+
+@contextlib.contextmanager
+def _locked(truth_file: Path) -> Iterator[None]:
+    lock = Path(tempfile.gettempdir()) / f"corpus-truth-{hashlib.sha1(str(truth_file).encode()).hexdigest()[:8]}.lock"  # noqa: S324
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def pack_logs(entry: Path, logs: dict[str, str]) -> None:
@@ -218,27 +250,32 @@ def measure(args: argparse.Namespace) -> int:
     truth_file = entry / "truth.toml"
     truth = tomllib.loads(truth_file.read_text(encoding="utf-8"))
     work: Path = args.work.resolve()
-    runs, commits = dict(truth.get("runs", {})), dict(truth.get("commits", {}))
+    runs: dict[str, dict] = {}  # type: ignore[type-arg]  # this call's rows only: merged into the file when written
+    commits: dict[str, dict] = {}  # type: ignore[type-arg]
     logs: dict[str, str] = {}
     jobs = [("release", r) for r in ([] if args.commit and not args.releases else _releases(truth, args.releases))]
     jobs += [("commit", c) for c in args.commit]
     for kind, name in jobs:
         if kind == "release":
             python, install = release_venv(work, truth, name)
-            key, version, ext = name, "", work / "ext" / f"{truth['package']}-{name}"
+            key, version = name, ""
         else:
             if args.git is None:
                 raise SystemExit("--commit needs --git CLONE")
             python, sha, install = commit_venv(work, truth, args.git, name)
-            key, version, ext = sha[:12], name, work / "ext" / f"commit-{sha[:12]}"
+            key, version = sha[:12], name
+        # one op folder for every release and commit: torch names each JIT build by a hash of its sources and flags,
+        # so a release whose op differs builds its own and one whose op is the same reuses it (25-60 s saved a run)
+        ext = work / "ext" / truth["package"]
         ext.mkdir(parents=True, exist_ok=True)
         status, line, seconds, log = run_issue(python, entry, truth, ext)
         row = {"exit": status, "last_line": line, "seconds": seconds, "version": version}
         (runs if kind == "release" else commits)[key] = row
         logs[f"{kind}-{key}.log"] = f"{install}\n$ python {truth.get('script', 'issue.py')}\n{log}\nexit {status}\n"
         print(f"{kind} {key:>12}  exit {status:>3}  {seconds:>7.1f} s  {line}", flush=True)
-        write_measured(truth_file, _ordered(runs, truth), commits)
-        pack_logs(entry, logs)
+        write_measured(truth_file, runs if kind == "release" else {}, commits if kind == "commit" else {})
+        with _locked(truth_file):
+            pack_logs(entry, logs)
     return 0
 
 
