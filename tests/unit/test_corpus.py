@@ -22,7 +22,6 @@ from reprobisect.corpus.compare import Found, score, signature_agrees
 from reprobisect.corpus.table import NotRun, Table, markdown, write_table
 from reprobisect.corpus.truth import Truth, load_truth, parse_truth
 from reprobisect.errors import ConfigError
-from tests.conftest import ROOT
 
 RELEASES = ["0.16.4", "0.16.5", "0.16.6", "0.17.0", "0.17.1"]
 BUG = "AssertionError: D's step used more than D's own gradient: max |error| = 8.569"
@@ -116,6 +115,13 @@ def test_a_hostile_truth_is_refused_naming_key_value_and_fix(
     old, new = edit
     assert old in GOOD
     _refused(tmp_path, GOOD.replace(old, new, 1), *words)
+
+
+def test_a_commit_check_that_contradicts_its_side_is_refused(tmp_path: Path) -> None:
+    measured = '\n[commits]\n"b418cf6c1b1a" = { exit = 0, last_line = "", seconds = 1.0 }\n'
+    _refused(tmp_path, GOOD + measured, "affected[0].introduced", "'b418cf6c1'", "must fail")
+    fine = '\n[commits]\n"b418cf6c1b1a" = { exit = 1, last_line = "AssertionError: x", seconds = 1.0 }\n'
+    assert load_truth(_entry(tmp_path, GOOD + fine)).commits["b418cf6c1b1a"].exit == 1
 
 
 @pytest.mark.parametrize("script", ["../outside.py", "/etc/passwd", "sub/../../x.py", "missing.py"])
@@ -271,4 +277,3 @@ def test_the_command_lists_an_unmeasured_entry_as_not_run_and_refuses_a_typo(tmp
     data = json.loads((out / "corpus.json").read_text())
     assert data["ran"] == 0 and "tools/corpus_truth.py" in data["not_run"][0]["why"]
     assert main(["corpus", "--corpus", str(corpus), "--entry", "unmeasure", "--out", str(out)]) == 2
-

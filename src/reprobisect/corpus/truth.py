@@ -271,6 +271,25 @@ def _check_runs(truth: Truth, where: str) -> None:
         raise _fail(where, "affected", ", ".join(stated) or "none", right)
 
 
+def _row(commits: Mapping[str, Measured], sha: str) -> Measured | None:
+    return next((row for key, row in commits.items() if key.startswith(sha) or sha.startswith(key)), None)
+
+
+def _check_commits(truth: Truth, where: str) -> None:
+    """A pull request checked by hand must say what it claims: the introducing commit fails and its parent passes,
+    the fixing commit passes and its parent fails (where ``[commits]`` holds their runs)."""
+    for n, span in enumerate(truth.affected):
+        for end, change in (("introduced", span.introduced), ("fixed", span.fixed)):
+            if change is None:
+                continue
+            for sha, fails in ((change.commit, end == "introduced"), (change.parent, end == "fixed")):
+                row = _row(truth.commits, sha) if sha else None
+                if row is not None and (row.exit != 0) != fails:
+                    said = f"exit {row.exit}" + (f": {row.last_line[:80]}" if row.last_line else "")
+                    right = f"its measured run must {'fail' if fails else 'pass'} for the {end} side ({said})"
+                    raise _fail(where, f"affected[{n}].{end}", sha, right)
+
+
 def parse_truth(data: Mapping[str, Any], folder: Path, *, where: str) -> Truth:
     """A checked Truth from the parsed TOML of ``folder``'s truth.toml (``where`` names it in errors)."""
     _check_header(data, where)
@@ -298,6 +317,7 @@ def parse_truth(data: Mapping[str, Any], folder: Path, *, where: str) -> Truth:
         commits=_measured(data.get("commits", {}), where, "commits"),
     )
     _check_runs(truth, where)
+    _check_commits(truth, where)
     return truth
 
 
