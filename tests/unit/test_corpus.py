@@ -22,6 +22,7 @@ from reprobisect.corpus.compare import Found, score, signature_agrees
 from reprobisect.corpus.table import NotRun, Table, markdown, write_table
 from reprobisect.corpus.truth import Truth, load_truth, parse_truth
 from reprobisect.errors import ConfigError
+from tests.conftest import ROOT
 
 RELEASES = ["0.16.4", "0.16.5", "0.16.6", "0.17.0", "0.17.1"]
 BUG = "AssertionError: D's step used more than D's own gradient: max |error| = 8.569"
@@ -277,3 +278,12 @@ def test_the_command_lists_an_unmeasured_entry_as_not_run_and_refuses_a_typo(tmp
     data = json.loads((out / "corpus.json").read_text())
     assert data["ran"] == 0 and "tools/corpus_truth.py" in data["not_run"][0]["why"]
     assert main(["corpus", "--corpus", str(corpus), "--entry", "unmeasure", "--out", str(out)]) == 2
+
+
+def test_every_real_entry_loads_and_is_measured() -> None:
+    entries = sorted((ROOT / "corpus").glob("*/truth.toml"))
+    assert entries
+    for path in entries:
+        truth = load_truth(path.parent)
+        assert set(truth.runs) == set(truth.releases), f"{path}: run tools/corpus_truth.py"
+        assert (path.parent / "truth-logs.tar.xz").is_file(), f"{path}: its hand-run logs are not packed"
