@@ -88,6 +88,12 @@ def bisect(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def corpus(session: nox.Session) -> None:
+    """The harness's accuracy on real regressions (corpus/): triage each entry, score it, k of n exact (`-- --entry N`)."""
+    _harness(session, "corpus")
+
+
+@nox.session(default=False)
 def minimize(session: nox.Session) -> None:
     """Shrink a script to what still fails on one release, not another (`-- x.py --bad deepspeed==B --good ..==G`)."""
     _harness(session, "minimize")

@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "wheelhouse": "reprobisect.commands.wheelhouse",
     "bench": "reprobisect.commands.bench",
     "ops": "reprobisect.commands.ops",
+    "corpus": "reprobisect.commands.corpus",
 }
 
 

@@ -38,7 +38,7 @@ from reprobisect.errors import ConfigError
 from reprobisect.minimize.sections import sections_under
 from reprobisect.util.files import write_atomic
 
-__all__ = ["run_from_args", "setup_arguments"]
+__all__ = ["run_from_args", "setup_arguments", "triage_answers"]
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -72,6 +72,13 @@ def setup_arguments(subparsers: Subparsers) -> None:
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the script in the default cell (pins replace its values), print the table, write
     ``summary-<script>.md``; 0 whatever the outcomes."""
+    triage_answers(args, rerun="nox -s triage -- " + shlex.join(sys.argv[2:]))
+    return 0
+
+
+def triage_answers(args: argparse.Namespace, *, rerun: str) -> list[tuple[Answer, list[dict[str, Any]]]]:
+    """The work of ``triage``: run, print and write the summary with the answer sections; return each answer with
+    the commits found behind its changes (``corpus`` scores them; ``rerun`` is the command that re-runs it)."""
     prepare(args)
     config = load_config(args.config)
     if args.script is None and not args.pytest:
@@ -82,44 +89,44 @@ def run_from_args(args: argparse.Namespace) -> int:
     request = matrix_request(args, made, base_axes=base_axes)
     title = config.repro(made[0]).title if len(made) == 1 else f"{len(made)} test selections"
     records, summary = run_and_summarize(config, request, args, title=title, summary=f"summary-{made[0]}.md")
-    sections = [_answer(config, answer, args) for answer in sweep_answers(records)]
+    found = [(answer, _culprits(config, answer, args)) for answer in sweep_answers(records)]
+    hint = "" if args.git is not None or args.culprits else _HINT
+    sections = [answer_markdown(a, c, rerun=rerun, culprit_hint=hint) for a, c in found]
     sections += sections_under([args.out], names=made)  # a minimization of this script, made before
     if sections:
         text = "\n".join(sections)
         print("\n" + text)
         write_atomic(summary, summary.read_text(encoding="utf-8") + "\n" + text, what="the summary")
-    return 0
+    return found
 
 
-def _answer(config: Config, answer: Answer, args: argparse.Namespace) -> str:
-    """One form's answer, with the commit behind each change when a clone is given or asked for."""
-    rerun = "nox -s triage -- " + shlex.join(sys.argv[2:])
-    culprits: list[dict[str, Any]] = []
-    hint = ""
-    if args.git is None and not args.culprits:
-        hint = "the commit: add --git CLONE (a clone of the package's repository) or --culprits"
-    elif answer.transitions:
-        clone = args.git if args.git is not None else history.clone_known(answer.axis, args.envs / "clones")
-        request = BisectRequest(
-            repro=answer.repro,
-            axis=answer.axis,
-            good=answer.releases[0],
-            bad=answer.releases[-1],
-            backend=args.backend,
-            pins=answer.pins,
-            repeat=args.repeat,
-            timeout=args.timeout,
-            confinement=confinement(args),
-            jobs=args.jobs,
-            executor=executor(args),
-        )
-        culprits = find_culprits(
-            config,
-            request,
-            [transition_dict(t) for t in answer.transitions],
-            clone=clone,
-            ctx=run_context(args),
-            form=answer.form,
-            source=source_options(args),
-        )
-    return answer_markdown(answer, culprits, rerun=rerun, culprit_hint=hint)
+_HINT = "the commit: add --git CLONE (a clone of the package's repository) or --culprits"
+
+
+def _culprits(config: Config, answer: Answer, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The commit behind each change of one form's answer, when a clone is given or asked for."""
+    if (args.git is None and not args.culprits) or not answer.transitions:
+        return []
+    clone = args.git if args.git is not None else history.clone_known(answer.axis, args.envs / "clones")
+    request = BisectRequest(
+        repro=answer.repro,
+        axis=answer.axis,
+        good=answer.releases[0],
+        bad=answer.releases[-1],
+        backend=args.backend,
+        pins=answer.pins,
+        repeat=args.repeat,
+        timeout=args.timeout,
+        confinement=confinement(args),
+        jobs=args.jobs,
+        executor=executor(args),
+    )
+    return find_culprits(
+        config,
+        request,
+        [transition_dict(t) for t in answer.transitions],
+        clone=clone,
+        ctx=run_context(args),
+        form=answer.form,
+        source=source_options(args),
+    )

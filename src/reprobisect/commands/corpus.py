@@ -1,0 +1,176 @@
+"""``reprobisect corpus``: the harness's accuracy on real regressions, entry by entry, "k of n exact".
+
+Each entry of ``corpus/`` (an ``issue.py`` and its hand-measured ``truth.toml``, corpus/README.md) is put through
+the very command a maintainer runs — ``triage issue.py --PACKAGE R1,R2,… --git CLONE`` over the releases the truth
+was measured on, with the entry's pins — and the answer is scored against the truth (corpus/compare.py). Entries
+this machine cannot run (a GPU entry on a CPU, more GPUs than it has) and entries whose truth is not measured yet
+are listed with why. The table goes to ``corpus.md`` and ``corpus.json``; any wrong row exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from reprobisect.commands import triage
+from reprobisect.commands.options import Subparsers, add_common
+from reprobisect.corpus.compare import Found, Row, Verdict, score
+from reprobisect.corpus.table import NotRun, Table, markdown, write_table
+from reprobisect.corpus.truth import Truth, load_truth
+from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError
+
+__all__ = ["run_from_args", "setup_arguments"]
+
+# the options of ``add_common`` handed on to each entry's triage as they were given
+_PASSED = ("config", "envs", "base_python", "wheelhouse", "cpus_per_run")
+
+
+def setup_arguments(subparsers: Subparsers) -> None:
+    """Add ``corpus`` and its options."""
+    parser = subparsers.add_parser(
+        "corpus",
+        help="triage every corpus entry this machine can run and score it against its truth: k of n exact",
+        description="reprobisect corpus --entry ds-bf16-stray-grad --git ~/DeepSpeed",
+    )
+    parser.add_argument("--corpus", type=Path, default=Path("corpus"), help="the folder of entries")
+    parser.add_argument("--entry", action="append", default=[], help="run only this entry (repeatable)")
+    parser.add_argument(
+        "--backend",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cpu: the CPU entries; cuda: the GPU entries too (on GPUs), the CPU ones still on the CPU",
+    )
+    parser.add_argument("--gpus", type=int, help="GPUs this machine has (default: as nvidia-smi lists them)")
+    parser.add_argument("--git", type=Path, help="a whole clone of the package (DeepSpeed or Lightning)")
+    parser.add_argument(
+        "--no-culprits",
+        action="store_true",
+        help="score ranges and signatures only; the pull request columns say 'not asked' and count as wrong",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time within an entry's triage")
+    add_common(parser)
+    parser.set_defaults(run=run_from_args, out=Path("reports/corpus"))
+
+
+def _entries(root: Path, names: list[str]) -> list[Path]:
+    """The entry folders asked for (every folder with a truth.toml when none is named)."""
+    if not root.is_dir():
+        msg = f"{root}: no corpus folder here; give --corpus DIR"
+        raise ConfigError(msg)
+    found = sorted(p.parent for p in root.glob("*/truth.toml"))
+    if not names:
+        return found
+    known = {p.name: p for p in found}
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), 1, 0.6)
+            hint = f"perhaps you meant {close[0]!r}" if close else f"entries: {', '.join(known) or 'none'}"
+            msg = f"--entry {name!r}: no such entry under {root}; {hint}"
+            raise ConfigError(msg)
+    return [known[name] for name in names]
+
+
+def _gpus(args: argparse.Namespace) -> int:
+    if args.gpus is not None:
+        return int(args.gpus)
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return 0
+    listed = subprocess.run([smi, "-L"], capture_output=True, text=True, check=False, timeout=60)
+    return sum(line.startswith("GPU ") for line in listed.stdout.splitlines()) if listed.returncode == 0 else 0
+
+
+def _why_not(truth: Truth, args: argparse.Namespace, gpus: int) -> str | None:
+    """Why this entry is not run here, or None."""
+    missing = [r for r in truth.releases if r not in truth.runs]
+    if missing:
+        return f"truth not measured for {', '.join(missing)}: python tools/corpus_truth.py {truth.folder}"
+    if truth.backend != "cpu" and args.backend != "cuda":
+        return f"needs {truth.gpus} GPU(s) (backend {truth.backend}): run with --backend cuda on a GPU machine"
+    if truth.gpus > gpus:
+        return f"needs {truth.gpus} GPUs, this machine has {gpus}"
+    return None
+
+
+def _triage_argv(truth: Truth, args: argparse.Namespace) -> list[str]:
+    """The triage command line a maintainer would type for this entry."""
+    argv = [str(truth.script), f"--{truth.package}", ",".join(truth.releases)]
+    argv += [item for name, value in sorted(truth.pins.items()) for item in (f"--{name}", value)]
+    argv += ["--backend", "cpu" if truth.backend == "cpu" else "cuda", "--timeout", str(truth.timeout)]
+    argv += ["--out", str(args.out / truth.name), "--jobs", str(args.jobs)]
+    for name in _PASSED:
+        value = getattr(args, name, None)
+        if value is not None:
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+    argv += [] if args.sandbox else ["--no-sandbox"]
+    argv += ["--network", args.network]
+    if not args.no_culprits:
+        argv += ["--git", str(args.git)] if args.git is not None else ["--culprits"]
+    return argv + (["--debug"] if args.debug else [])
+
+
+def _parse_triage(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="reprobisect")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    triage.setup_arguments(subparsers)
+    args = parser.parse_args(["triage", *argv])
+    args.script_args = ()
+    return args
+
+
+def _failed_row(truth: Truth, why: str, seconds: float) -> Row:
+    """A triage that did not answer is a wrong row, saying why (never a hidden one)."""
+    wrong = Verdict(ok=False, truth="an answer", found=why[:400])
+    return Row(entry=truth.name, ranges=wrong, introduced=wrong, fixed=wrong, signature=wrong, seconds=seconds)
+
+
+def run_entry(truth: Truth, args: argparse.Namespace) -> Row:
+    """Triage one entry as a maintainer would, then score the answer."""
+    argv = _triage_argv(truth, args)
+    rerun = "reprobisect triage " + shlex.join(argv)
+    print(f"\n== corpus entry {truth.name}: {rerun}", flush=True)
+    start = time.monotonic()
+    try:
+        answers = triage.triage_answers(_parse_triage(argv), rerun=rerun)
+    except HarnessError as exc:
+        return _failed_row(truth, f"harness error: {exc}", time.monotonic() - start)
+    seconds = time.monotonic() - start
+    mine = [(a, c) for a, c in answers if a.axis == truth.package]
+    if len(mine) != 1:
+        return _failed_row(truth, f"{len(mine)} answers across {truth.package} (one expected)", seconds)
+    answer, culprits = mine[0]
+    states = {r: (s.outcome, s.signature) for r, s in answer.states.items()}
+    if args.no_culprits:
+        culprits = [{"kind": k, "first": s.first, "last": s.last, "commit": None, "why": "not asked (--no-culprits)"}
+                    for s in truth.affected for k in ("introduced", "fixed")]  # fmt: skip
+    found = Found(states=states, affected=answer.affected, culprits=culprits, seconds=seconds)
+    return score(truth, found)
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Run the entries, write and print the table; 1 when any row is wrong."""
+    pinned = [name for name in ("torch", "deepspeed", "lightning", "python") if getattr(args, name, None)]
+    if pinned:
+        msg = f"--{pinned[0]}: a corpus entry's versions are its truth's; run triage on the script to pin others"
+        raise ConfigError(msg)
+    truths = [load_truth(folder) for folder in _entries(args.corpus, args.entry)]
+    gpus = _gpus(args) if args.backend == "cuda" else 0
+    rows: list[Row] = []
+    not_run: list[NotRun] = []
+    for truth in truths:
+        why = _why_not(truth, args, gpus)
+        if why is not None:
+            not_run.append(NotRun(entry=truth.name, why=why))
+            continue
+        rows.append(run_entry(truth, args))
+    table = Table(rows=rows, not_run=not_run, command="reprobisect " + shlex.join(sys.argv[1:]))
+    md, js = write_table(table, args.out)
+    print("\n" + markdown(table), flush=True)
+    print(f"written: {md} and {js}", flush=True)
+    return FAIL_EXIT if any(not row.exact for row in rows) else 0

@@ -1,0 +1,151 @@
+"""Score one harness answer against an entry's truth: ranges, the two pull requests, the signatures, the time.
+
+Pure functions over plain data, so every way of being wrong can be planted in a unit test. A row is exact only
+when everything the truth knows is matched: the affected ranges release by release, the introducing and the fixing
+pull request of every range that has one, and every release's failure (the exception and the start of its message,
+both normalized as the harness normalizes its signatures; a pass where the truth passed). Nothing the truth does
+not know is scored, and nothing is ever skipped to make a row pass: a release the harness could not run (ENV_ERROR,
+TIMEOUT) makes the ranges inexact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reprobisect.corpus.truth import Truth
+from reprobisect.model.signature import normalize_message
+
+__all__ = ["Found", "Row", "Verdict", "score", "signature_agrees"]
+
+FAILING = ("REPRODUCED", "OTHER_FAILURE", "CRASH")
+MESSAGE_PREFIX = 48  # characters of the normalized message that must agree (messages hold counts and shapes)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Found:
+    """What the harness said about one entry: every release's outcome and signature text, the affected ranges it
+    printed, the commits it named behind each change (``find_culprits``' dicts) and how long it took."""
+
+    states: Mapping[str, tuple[str, str | None]]
+    affected: Sequence[Sequence[str]]
+    culprits: Sequence[Mapping[str, Any]]
+    seconds: float
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """One column of a row: right (True), wrong (False) or not applicable (None), and what was compared."""
+
+    ok: bool | None
+    truth: str
+    found: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Row:
+    """One entry's line of the accuracy table."""
+
+    entry: str
+    ranges: Verdict
+    introduced: Verdict
+    fixed: Verdict
+    signature: Verdict
+    seconds: float
+
+    @property
+    def exact(self) -> bool:
+        """Everything the truth knows, matched; a column that does not apply does not count against it."""
+        return all(v.ok is not False for v in (self.ranges, self.introduced, self.fixed, self.signature))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with ``exact`` spelled out."""
+        return {**dataclasses.asdict(self), "exact": self.exact}
+
+
+def _spans_text(spans: Sequence[Sequence[str]]) -> str:
+    return "; ".join(s[0] if len(s) == 1 else f"{s[0]} … {s[-1]}" for s in spans) or "none"
+
+
+def _ranges(truth: Truth, found: Found) -> Verdict:
+    expected = truth.span_releases()
+    unusable = [r for r in truth.releases if found.states.get(r, ("MISSING", None))[0] not in ("PASS", *FAILING)]
+    got = [list(s) for s in found.affected]
+    text = _spans_text(got) + (f" (not judged: {', '.join(unusable)})" if unusable else "")
+    return Verdict(ok=got == expected and not unusable, truth=_spans_text(expected), found=text)
+
+
+def _pr(culprit: Mapping[str, Any] | None) -> str:
+    if culprit is None:
+        return "no transition found"
+    commit = culprit.get("commit")
+    if not commit:
+        return f"no commit: {culprit.get('why') or 'unknown'}"
+    return str(commit.get("pull_request") or f"{str(commit.get('sha'))[:12]} (no pull request named)")
+
+
+def _change(truth: Truth, found: Found, end: str) -> Verdict:
+    """The introducing (``end`` = introduced) or fixing pull request of every range that has one."""
+    wanted, got, ok = [], [], []
+    for span in truth.affected:
+        change = getattr(span, end)
+        if change is None:
+            continue
+        # the transition at the range's end: (release before first, first) or (last, release after last)
+        at = ("first", span.first) if end == "introduced" else ("last", span.last)
+        culprit = next((c for c in found.culprits if c.get("kind") == end and c.get(at[0]) == at[1]), None)
+        pr = _pr(culprit)
+        wanted.append(change.pr)
+        got.append(pr)
+        ok.append(pr.lower() == change.pr.lower())
+    if not wanted:
+        return Verdict(ok=None, truth="-", found="-")
+    return Verdict(ok=all(ok), truth=", ".join(wanted), found=", ".join(got))
+
+
+def signature_agrees(truth_line: str, outcome: str, found: str | None) -> bool:
+    """Whether the harness's outcome and signature text say what the hand run's exit and last line said: a pass
+    for a pass; for a failure, the same exception and the same start of the normalized message."""
+    if not truth_line:
+        return outcome == "PASS"
+    if outcome not in FAILING or not found:
+        return False
+    if truth_line.startswith("exit "):
+        return found.startswith("Exit: status " + truth_line.removeprefix("exit ").split(":", 1)[0])
+    if truth_line.startswith("signal "):
+        return found.startswith("Signal:")
+    t_exc, _, t_msg = truth_line.partition(": ")
+    head = found.rsplit(" @ ", 1)[0] if " @ " in found else found
+    f_exc, _, f_msg = head.partition(": ")
+    if t_exc.rsplit(".", 1)[-1] != f_exc.rsplit(".", 1)[-1]:
+        return False
+    expected = normalize_message(t_msg)[:MESSAGE_PREFIX]
+    return f_msg.startswith(expected) or expected.startswith(f_msg[:MESSAGE_PREFIX])
+
+
+def _signature(truth: Truth, found: Found) -> Verdict:
+    wrong = []
+    for release in truth.releases:
+        outcome, text = found.states.get(release, ("MISSING", None))
+        measured = truth.runs[release].last_line if release in truth.runs else None
+        if measured is None or not signature_agrees(measured, outcome, text):
+            wrong.append(f"{release}: {outcome} {text or ''}".rstrip())
+    lines = {truth.runs[r].last_line for r in truth.releases if r in truth.runs and truth.runs[r].last_line}
+    return Verdict(
+        ok=not wrong,
+        truth=f"{len(lines)} failure line(s) over {len(truth.releases)} releases",
+        found="as recorded" if not wrong else "; ".join(wrong)[:600],
+    )
+
+
+def score(truth: Truth, found: Found) -> Row:
+    """The entry's row: each column right, wrong or not applicable, with what was compared."""
+    return Row(
+        entry=truth.name,
+        ranges=_ranges(truth, found),
+        introduced=_change(truth, found, "introduced"),
+        fixed=_change(truth, found, "fixed"),
+        signature=_signature(truth, found),
+        seconds=round(found.seconds, 1),
+    )

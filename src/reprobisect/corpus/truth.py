@@ -1,0 +1,340 @@
+"""Read and check one corpus entry's ``truth.toml``: what a real regression did, measured by hand.
+
+The truth is what the harness's answers are scored against, so a wrong or ambiguous truth would silently turn a
+wrong answer into a right one. It is checked as hostile input: every key known, every value of its type, every
+release named in a range listed in ``releases``, the script inside the entry's folder, and the hand-written ranges
+equal to what the measured runs (``[runs]``, written by ``tools/corpus_truth.py``) say. Every error names the
+file, the key, the value and what would be right.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import itertools
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from reprobisect.errors import ConfigError
+
+__all__ = ["BACKENDS", "KINDS", "Change", "Measured", "Span", "Truth", "load_truth", "parse_truth"]
+
+MAX_TRUTH_BYTES = 1 << 20
+BACKENDS = ("cpu", "gpu", "gpus")
+PACKAGES = ("deepspeed", "lightning")
+KINDS = (
+    "wrong-numbers",
+    "exception",
+    "came-and-went",
+    "signature-changes",
+    "still-present",
+    "performance",
+    "lightning",
+)
+PIN_NAMES = ("torch", "deepspeed", "lightning", "python")
+_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9][A-Za-z0-9._-]{0,99}#[1-9][0-9]{0,6}")
+_SHA = re.compile(r"[0-9a-f]{7,40}")
+_TOP = {
+    "schema": int, "title": str, "report": str, "reporter": str, "kinds": list, "package": str, "releases": list,
+    "backend": str, "gpus": int, "precision": str, "seconds": (int, float), "timeout": int, "script": str,
+    "pins": dict, "affected": list, "runs": dict, "commits": dict, "notes": str,
+}  # fmt: skip
+_REQUIRED = ("schema", "title", "report", "reporter", "kinds", "package", "releases", "backend", "precision")
+_SPAN = {"first": str, "last": str, "signature": str, "introduced": dict, "fixed": dict}
+_CHANGE = {"pr": str, "commit": str, "parent": str, "how": str}
+_RUN = {"exit": int, "last_line": str, "seconds": (int, float), "version": str}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Change:
+    """The pull request that brought (or mended) the bug, and the commit it was checked at."""
+
+    pr: str
+    commit: str
+    parent: str = ""
+    how: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Span:
+    """One affected range of neighbouring releases, with the change at each end when known."""
+
+    first: str
+    last: str
+    signature: str = ""
+    introduced: Change | None = None
+    fixed: Change | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Measured:
+    """One hand run of ``issue.py``: its exit status, its last traceback line, its seconds."""
+
+    exit: int
+    last_line: str
+    seconds: float
+    version: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Truth:
+    """A corpus entry, checked."""
+
+    name: str
+    folder: Path
+    title: str
+    report: str
+    reporter: str
+    kinds: tuple[str, ...]
+    package: str
+    releases: tuple[str, ...]
+    backend: str
+    gpus: int
+    precision: str
+    seconds: float
+    timeout: int
+    script: Path
+    pins: Mapping[str, str]
+    affected: tuple[Span, ...]
+    runs: Mapping[str, Measured]
+    commits: Mapping[str, Measured]
+
+    def span_releases(self) -> list[list[str]]:
+        """The affected ranges as lists of the releases they hold."""
+        index = {r: i for i, r in enumerate(self.releases)}
+        return [list(self.releases[index[s.first] : index[s.last] + 1]) for s in self.affected]
+
+
+def _fail(where: str, key: str, value: object, right: str) -> ConfigError:
+    return ConfigError(f"{where}: {key} = {_show(value)}: {right}")
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _keys(table: Mapping[str, Any], known: Mapping[str, object], where: str, prefix: str) -> None:
+    """Unknown keys and wrongly typed values are errors (a typo must not drop a fact)."""
+    for key, value in table.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, list(known), 1, 0.6)
+            hint = f"perhaps you meant {close[0]!r}" if close else f"known keys: {', '.join(known)}"
+            raise _fail(where, prefix + key, value, f"unknown key; {hint}")
+        wanted = known[key]
+        if isinstance(value, bool) or not isinstance(value, wanted):  # type: ignore[arg-type]
+            types = wanted if isinstance(wanted, tuple) else (wanted,)
+            names = " or ".join(t.__name__ for t in types)
+            raise _fail(where, prefix + key, value, f"must be a {names}")
+
+
+def _strings(values: list[Any], where: str, key: str) -> list[str]:
+    for value in values:
+        if not isinstance(value, str):
+            raise _fail(where, key, value, "must be a list of strings")
+    return list(values)
+
+
+def _releases(values: list[Any], where: str) -> tuple[str, ...]:
+    releases = _strings(values, where, "releases")
+    if len(releases) < 2:
+        raise _fail(where, "releases", values, "list at least two releases (the range the truth was measured on)")
+    parsed = []
+    for release in releases:
+        try:
+            parsed.append(Version(release))
+        except InvalidVersion:
+            raise _fail(where, "releases", release, "not a version (write 0.16.5)") from None
+    if parsed != sorted(set(parsed)):
+        raise _fail(where, "releases", values, "must be distinct and in increasing order")
+    return tuple(releases)
+
+
+def _ref(value: str, where: str, key: str) -> str:
+    if not _REF.fullmatch(value):
+        raise _fail(where, key, value, "must be owner/repo#N (deepspeedai/DeepSpeed#7018)")
+    return value
+
+
+def _change(table: Mapping[str, Any], where: str, key: str) -> Change:
+    _keys(table, _CHANGE, where, key + ".")
+    for name in ("pr", "commit"):
+        if name not in table:
+            raise _fail(where, f"{key}.{name}", None, "missing; the pull request and the commit it was checked at")
+    for name in ("commit", "parent"):
+        if name in table and not _SHA.fullmatch(table[name]):
+            raise _fail(where, f"{key}.{name}", table[name], "must be a commit sha (7-40 lowercase hex digits)")
+    return Change(pr=_ref(table["pr"], where, key + ".pr"), **{k: table[k] for k in table if k != "pr"})
+
+
+def _span(table: Any, releases: tuple[str, ...], where: str, n: int) -> Span:
+    key = f"affected[{n}]"
+    if not isinstance(table, dict):
+        raise _fail(where, key, table, "must be a table ([[affected]] with first and last)")
+    _keys(table, _SPAN, where, key + ".")
+    for end in ("first", "last"):
+        if table.get(end) not in releases:
+            right = f"must be one of the releases listed in 'releases' ({', '.join(releases)})"
+            raise _fail(where, f"{key}.{end}", table.get(end), right)
+    if releases.index(table["first"]) > releases.index(table["last"]):
+        raise _fail(where, key, f"{table['first']} … {table['last']}", "first must not come after last")
+    changes = {end: _change(table[end], where, f"{key}.{end}") for end in ("introduced", "fixed") if end in table}
+    return Span(first=table["first"], last=table["last"], signature=table.get("signature", ""), **changes)
+
+
+def _measured(table: Mapping[str, Any], where: str, key: str) -> dict[str, Measured]:
+    found = {}
+    for name, row in table.items():
+        if not isinstance(row, dict):
+            raise _fail(where, f"{key}.{name}", row, "must be a table {exit, last_line, seconds}")
+        _keys(row, _RUN, where, f"{key}.{name}.")
+        missing = [k for k in ("exit", "last_line", "seconds") if k not in row]
+        if missing:
+            raise _fail(where, f"{key}.{name}", row, f"missing {', '.join(missing)}; rerun tools/corpus_truth.py")
+        found[name] = Measured(**row)
+    return found
+
+
+def _script(folder: Path, value: str, where: str) -> Path:
+    """The script, which must lie inside the entry's folder (no absolute path, no '..', no link out of it)."""
+    path = Path(value)
+    if path.is_absolute() or ".." in path.parts or not value:
+        raise _fail(where, "script", value, "must be a file name inside the entry's folder (issue.py)")
+    resolved = (folder / path).resolve()
+    if not resolved.is_relative_to(folder.resolve()):
+        raise _fail(where, "script", value, "leads out of the entry's folder (a link?); keep the script inside it")
+    if not resolved.is_file():
+        raise _fail(where, "script", value, f"no such file in {folder}")
+    return resolved
+
+
+def _pins(table: Mapping[str, Any], package: str, where: str) -> dict[str, str]:
+    for name, value in table.items():
+        if name not in PIN_NAMES or name == package:
+            right = f"pin one of {', '.join(n for n in PIN_NAMES if n != package)} (the package varies: releases)"
+            raise _fail(where, f"pins.{name}", value, right)
+        if not isinstance(value, str) or not value or value.startswith("-") or not value.isprintable():
+            raise _fail(where, f"pins.{name}", value, "must be a version such as '2.6.6', or 'system'")
+    return dict(table)
+
+
+def _check_header(data: Mapping[str, Any], where: str) -> None:
+    _keys(data, _TOP, where, "")
+    missing = [k for k in _REQUIRED if k not in data]
+    if missing:
+        raise _fail(where, missing[0], None, f"missing; an entry needs {', '.join(_REQUIRED)}")
+    if data["schema"] != 1:
+        raise _fail(where, "schema", data["schema"], "must be 1 (the only format so far)")
+    for key, allowed in (("package", PACKAGES), ("backend", BACKENDS)):
+        if data[key] not in allowed:
+            raise _fail(where, key, data[key], f"must be one of {', '.join(allowed)}")
+    unknown = [k for k in _strings(data["kinds"], where, "kinds") if k not in KINDS]
+    if unknown:
+        raise _fail(where, "kinds", unknown[0], f"must be among {', '.join(KINDS)}")
+    gpus = data.get("gpus", 0)
+    need = {"cpu": gpus == 0, "gpu": gpus == 1, "gpus": gpus >= 2}[data["backend"]]
+    if not need:
+        raise _fail(where, "gpus", gpus, f"does not fit backend {data['backend']!r} (cpu: 0, gpu: 1, gpus: 2 or more)")
+    _ref(data["report"], where, "report")
+
+
+def _check_spans(spans: list[Span], releases: tuple[str, ...], where: str) -> None:
+    """Ranges in order, not touching (two neighbouring ranges are one range), the ends' changes where they can be."""
+    for before, after in itertools.pairwise(spans):
+        if releases.index(after.first) <= releases.index(before.last) + 1:
+            raise _fail(where, "affected", f"{before.last} and {after.first}", "ranges must be apart and in order")
+    for n, span in enumerate(spans):
+        if span.introduced is not None and span.first == releases[0]:
+            right = "the first release listed is affected, so no release transition brings it; drop it or list more"
+            raise _fail(where, f"affected[{n}].introduced", span.introduced.pr, right)
+        if span.fixed is not None and span.last == releases[-1]:
+            right = "the last release listed is affected, so no release transition mends it; drop it or list more"
+            raise _fail(where, f"affected[{n}].fixed", span.fixed.pr, right)
+
+
+def _check_runs(truth: Truth, where: str) -> None:
+    """Measured runs name listed releases, and where every release ran, the failing ones are the affected ones."""
+    for release in truth.runs:
+        if release not in truth.releases:
+            raise _fail(where, f"runs.{release}", truth.runs[release].exit, "names a release not listed in 'releases'")
+    if set(truth.runs) != set(truth.releases):
+        return  # not measured yet (the tool fills it); corpus runs refuse an entry without every run
+    failing = [r for r in truth.releases if truth.runs[r].exit != 0]
+    stated = [r for span in truth.span_releases() for r in span]
+    if failing != stated:
+        right = f"the runs fail on {', '.join(failing) or 'none'}; the affected ranges must say the same"
+        raise _fail(where, "affected", ", ".join(stated) or "none", right)
+
+
+def _row(commits: Mapping[str, Measured], sha: str) -> Measured | None:
+    return next((row for key, row in commits.items() if key.startswith(sha) or sha.startswith(key)), None)
+
+
+def _check_commits(truth: Truth, where: str) -> None:
+    """A pull request checked by hand must say what it claims: the introducing commit fails and its parent passes,
+    the fixing commit passes and its parent fails (where ``[commits]`` holds their runs)."""
+    for n, span in enumerate(truth.affected):
+        for end, change in (("introduced", span.introduced), ("fixed", span.fixed)):
+            if change is None:
+                continue
+            for sha, fails in ((change.commit, end == "introduced"), (change.parent, end == "fixed")):
+                row = _row(truth.commits, sha) if sha else None
+                if row is not None and (row.exit != 0) != fails:
+                    said = f"exit {row.exit}" + (f": {row.last_line[:80]}" if row.last_line else "")
+                    right = f"its measured run must {'fail' if fails else 'pass'} for the {end} side ({said})"
+                    raise _fail(where, f"affected[{n}].{end}", sha, right)
+
+
+def parse_truth(data: Mapping[str, Any], folder: Path, *, where: str) -> Truth:
+    """A checked Truth from the parsed TOML of ``folder``'s truth.toml (``where`` names it in errors)."""
+    _check_header(data, where)
+    releases = _releases(data["releases"], where)
+    spans = [_span(t, releases, where, n) for n, t in enumerate(data.get("affected", []))]
+    _check_spans(spans, releases, where)
+    truth = Truth(
+        name=folder.name,
+        folder=folder,
+        title=data["title"],
+        report=data["report"],
+        reporter=data["reporter"],
+        kinds=tuple(data["kinds"]),
+        package=data["package"],
+        releases=releases,
+        backend=data["backend"],
+        gpus=data.get("gpus", 0),
+        precision=data["precision"],
+        seconds=float(data.get("seconds", 0)),
+        timeout=data.get("timeout", 900),
+        script=_script(folder, data.get("script", "issue.py"), where),
+        pins=_pins(data.get("pins", {}), data["package"], where),
+        affected=tuple(spans),
+        runs=_measured(data.get("runs", {}), where, "runs"),
+        commits=_measured(data.get("commits", {}), where, "commits"),
+    )
+    _check_runs(truth, where)
+    _check_commits(truth, where)
+    return truth
+
+
+def load_truth(folder: Path) -> Truth:
+    """The checked truth of one entry folder; a ConfigError names the file, key, value and the fix."""
+    path = folder / "truth.toml"
+    where = str(path)
+    if not path.is_file():
+        msg = f"{where}: no such file; every corpus entry holds issue.py and truth.toml (corpus/README.md)"
+        raise ConfigError(msg)
+    raw = path.read_bytes()[: MAX_TRUTH_BYTES + 1]
+    if len(raw) > MAX_TRUTH_BYTES:
+        msg = f"{where}: larger than {MAX_TRUTH_BYTES} bytes; a truth file is a page of facts"
+        raise ConfigError(msg)
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        msg = f"{where}: not valid TOML: {exc}"
+        raise ConfigError(msg) from exc
+    return parse_truth(data, folder, where=where)

@@ -1,0 +1,82 @@
+"""Issue #36 end to end on real packages: one corpus entry, cut to two releases, scored exact.
+
+The entry is ds-bf16-stray-grad's script with its hand-measured truth for 0.16.4 (passes) and 0.16.5 (fails), and
+CI has no GitHub, so the clone is the history built from the two releases' sdists (one commit per changed file,
+tests/integration/release_history.py): the introducing pull request the truth names is the one of the commit that
+changes deepspeed/runtime/constants.py there (DeepSpeed #7018 changed that default). ``reprobisect corpus`` must
+triage it, find the range, the commit and its pull request, agree with every release's signature and say "1 of 1
+exact"; a second truth with the wrong pull request must make the row wrong and the command exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, base_python
+from tests.integration.release_history import build_history
+from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
+from tests.system_tools import DEEPSPEED_OPS
+
+pytestmark = [pytest.mark.slow, pytest.mark.requires_tool(*DEEPSPEED_OPS)]
+
+ENTRY = ROOT / "corpus" / "ds-bf16-stray-grad"
+CULPRIT = "deepspeed/runtime/constants.py"
+
+
+def _entry(root: Path, pr: str) -> Path:
+    """The real entry's script and its measured runs of 0.16.4 and 0.16.5, with ``pr`` as the introducing PR."""
+    runs = tomllib.loads((ENTRY / "truth.toml").read_text())["runs"]
+    folder = root / "ds-bf16-stray-grad-two"
+    folder.mkdir(parents=True)
+    shutil.copy(ENTRY / "issue.py", folder / "issue.py")
+    rows = "\n".join(
+        f'"{r}" = {{ exit = {runs[r]["exit"]}, last_line = {json.dumps(runs[r]["last_line"])}, seconds = 1.0 }}'
+        for r in ("0.16.4", "0.16.5")
+    )
+    (folder / "truth.toml").write_text(
+        'schema = 1\ntitle = "t"\nreport = "Lightning-AI/pytorch-lightning#17856"\nreporter = "r"\n'
+        'kinds = ["wrong-numbers"]\npackage = "deepspeed"\nreleases = ["0.16.4", "0.16.5"]\nbackend = "cpu"\n'
+        'precision = "bf16"\ntimeout = 900\n[pins]\ntorch = "system"\nlightning = "2.6.6"\n'
+        f'[[affected]]\nfirst = "0.16.5"\nlast = "0.16.5"\n[affected.introduced]\npr = "{pr}"\ncommit = "abcdef0"\n'
+        f"[runs]\n{rows}\n"
+    )
+    return root
+
+
+def _corpus(corpus: Path, clone: Path, out: Path, envs: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "reprobisect", "corpus", "--corpus", str(corpus), "--git", str(clone)]
+    cmd += ["--out", str(out), "--envs", str(envs), "--base-python", base_python(), "--jobs", "2"]
+    cmd += ["--config", str(ROOT / "matrix.yaml")]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=2400, check=False)
+
+
+def test_one_real_entry_is_triaged_and_scored_exact_and_a_wrong_truth_fails(
+    tmp_path: Path,
+    envs_dir: Path,  # noqa: F811
+) -> None:
+    history = build_history(tmp_path / "history", "deepspeed", "0.16.4", "0.16.5", base_python())
+    subject = subprocess.run(
+        ["git", "-C", str(history.repo), "log", "-1", "--format=%s", history.sha_of(CULPRIT)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    pr = "deepspeedai/DeepSpeed#" + re.findall(r"\(#(\d+)\)", subject)[-1]
+    out = tmp_path / "out"
+    done = _corpus(_entry(tmp_path / "right", pr), history.repo, out, envs_dir)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    table = json.loads((out / "corpus.json").read_text())
+    assert table["headline"] == "1 of 1 exact", table
+    [row] = table["rows"]
+    assert row["ranges"]["found"] == "0.16.5" and row["introduced"]["found"] == pr and row["fixed"]["ok"] is None
+    assert "1 of 1 exact" in (out / "corpus.md").read_text()
+    # the same triage (its records reused) against a truth naming another pull request: a wrong row, exit 1
+    wrong = _corpus(_entry(tmp_path / "wrong", "deepspeedai/DeepSpeed#1"), history.repo, out, envs_dir)
+    assert wrong.returncode == 1, wrong.stdout[-4000:]
+    assert json.loads((out / "corpus.json").read_text())["headline"] == "0 of 1 exact"

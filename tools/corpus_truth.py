@@ -1,0 +1,300 @@
+"""Measure a corpus entry's truth by hand, outside the harness: one plain venv per release, ``python issue.py``.
+
+    python tools/corpus_truth.py corpus/ds-bf16-stray-grad                 # every release truth.toml lists
+    python tools/corpus_truth.py corpus/ds-bf16-stray-grad --releases 0.16.4,0.16.5
+    python tools/corpus_truth.py corpus/ds-bf16-stray-grad --git CLONE --commit b418cf6c1 --commit b418cf6c1~1
+
+Why a separate tool, and why it imports nothing of ``reprobisect``: the corpus measures the harness, so its truth
+must not come from the harness. Each release gets a venv of its own made with ``uv venv --system-site-packages``
+from the interpreter that runs this tool (its torch is the pinned one, or the pin is installed into the venv), the
+package installed with ``uv pip`` from whatever index uv is configured with, and ``issue.py`` run in a scratch copy
+of the entry folder with a plain environment (``DS_ACCELERATOR=cpu`` on the cpu backend). What is kept: the exit
+status, the last traceback's exception line (or the last line printed), the seconds. ``--commit REV`` builds the
+package from a commit of a clone (``git archive``, ``DS_BUILD_OPS=0``, ``--no-build-isolation``) instead: the check
+of an introducing or fixing pull request at its commit and at its parent.
+
+It rewrites only the part of truth.toml below the marker line (``[runs]`` and ``[commits]``, merged with what is
+there), and packs every log into ``truth-logs.tar.xz`` beside it (members replaced by name, fixed mtimes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+MARKER = "# --- measured by tools/corpus_truth.py: everything below is rewritten; do not edit by hand ---"
+LOGS = "truth-logs.tar.xz"
+_PASSED_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "USER", "CUDA_VISIBLE_DEVICES")  # a plain shell's, nothing of ours
+_NOT_BUILT = {"blogs", "docs", "examples", "tests", "benchmarks", "docker", "azure", ".github", "images"}
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)\b.*$")
+
+
+def _sh(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, text=True, capture_output=True, check=False, **kwargs)  # type: ignore[call-overload,no-any-return]
+
+
+def last_line(log: str, status: int) -> str:
+    """The exception line of the last traceback (``Type: message``), else the last non-empty line; "" on exit 0."""
+    if status == 0:
+        return ""
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last):" in line]
+    if starts:
+        for line in lines[starts[-1] + 1 :]:
+            text = re.sub(r"^\[?rank\d+\]?:\s?", "", line)
+            if text and not text.startswith(" ") and _EXCEPTION_LINE.match(text):
+                return text.strip()[:300]
+    if status < 0:
+        return f"signal {-status}"
+    tail = next((line for line in reversed(lines) if line.strip()), "")
+    return f"exit {status}: {tail.strip()[:280]}"
+
+
+def _venv(work: Path, key: str, pins: dict[str, str]) -> Path:
+    """A venv over this interpreter (its torch) named by what goes in it; made once."""
+    folder = work / "venvs" / key
+    python = folder / "bin" / "python"
+    if python.exists():
+        return python
+    made = _sh(["uv", "venv", "-q", "--system-site-packages", "--python", sys.executable, str(folder)])
+    if made.returncode:
+        raise SystemExit(f"uv venv failed for {key}: {made.stderr[-2000:]}")
+    torch_pin = pins.get("torch", "system")
+    if torch_pin != "system":
+        # pip, not uv: pip sees the local CPU build of torch (notes/cpu-deepspeed.md)
+        _sh(["uv", "pip", "install", "-q", "--python", str(python), "pip"])
+        done = _sh([str(python), "-m", "pip", "install", "-q", f"torch=={torch_pin}"])
+        if done.returncode:
+            shutil.rmtree(folder)
+            raise SystemExit(f"torch=={torch_pin} did not install: {done.stderr[-2000:]}")
+    return python
+
+
+def _install(python: Path, requirements: list[str], env: dict[str, str] | None = None) -> str:
+    cmd = ["uv", "pip", "install", "--python", str(python), *requirements]
+    done = _sh(cmd, env=env)
+    if done.returncode:
+        shutil.rmtree(python.parent.parent)
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
+    return f"$ {' '.join(cmd)}\n{done.stdout}{done.stderr}"
+
+
+def _others(pins: dict[str, str], package: str) -> list[str]:
+    return [f"{name}=={value}" for name, value in sorted(pins.items()) if name not in ("torch", "python", package)]
+
+
+def release_venv(work: Path, truth: dict, release: str) -> tuple[Path, str]:  # type: ignore[type-arg]
+    """The venv of one release with the entry's other pins, and the install's own log."""
+    pins, package = dict(truth.get("pins", {})), truth["package"]
+    wanted = [f"{package}=={release}", *_others(pins, package)]
+    key = hashlib.sha1(json.dumps([wanted, pins.get("torch")]).encode()).hexdigest()[:10]  # noqa: S324 - a name
+    python = _venv(work, f"{package}-{release}-{key}", pins)
+    marker = python.parent.parent / "installed.txt"
+    if marker.exists():
+        return python, marker.read_text()
+    log = _install(python, wanted)
+    marker.write_text(log)
+    return python, log
+
+
+def commit_venv(work: Path, truth: dict, clone: Path, rev: str) -> tuple[Path, str, str]:  # type: ignore[type-arg]
+    """A venv with the package built from one commit of ``clone`` (no ops: they are compiled just in time)."""
+    sha = _sh(["git", "-C", str(clone), "rev-parse", "--verify", f"{rev}^{{commit}}"]).stdout.strip()
+    if not sha:
+        raise SystemExit(f"{clone} has no commit {rev!r}")
+    pins, package = dict(truth.get("pins", {})), truth["package"]
+    python = _venv(work, f"{package}-commit-{sha[:12]}", pins)
+    marker = python.parent.parent / "installed.txt"
+    if marker.exists():
+        return python, sha, marker.read_text()
+    source = work / "src" / sha[:12]
+    if not source.exists():
+        _export(clone, sha, source)
+    env = {**os.environ, "DS_BUILD_OPS": "0"}
+    others = _others(pins, package)
+    log = _install(python, others) if others else ""
+    log += _install(python, ["--no-build-isolation", str(source)], env=env)
+    marker.write_text(log)
+    return python, sha, log
+
+
+def _export(clone: Path, sha: str, dest: Path) -> None:
+    """The commit's tree without what a build never reads (docs, blogs, tests: a mirror may lack their large
+    blobs), checked out through a private index so the clone is only read."""
+    top = _sh(["git", "-C", str(clone), "ls-tree", "--name-only", sha]).stdout.split()
+    paths = [p for p in top if p not in _NOT_BUILT]
+    dest.mkdir(parents=True)
+    env = {**os.environ, "GIT_INDEX_FILE": str(dest.parent / f"{sha}.index")}
+    git_dir = clone if (clone / "HEAD").is_file() else clone / ".git"  # a bare mirror, or a clone with a work tree
+    done = _sh(["git", f"--git-dir={git_dir}", f"--work-tree={dest}", "checkout", sha, "--", *paths], env=env)
+    if done.returncode:
+        shutil.rmtree(dest)
+        raise SystemExit(f"could not check out {sha} of {clone}: {done.stderr[-1000:]}")
+
+
+def run_issue(python: Path, entry: Path, truth: dict, ext: Path) -> tuple[int, str, float, str]:  # type: ignore[type-arg]
+    """Run the entry's script as a user would; (status, last line, seconds, log)."""
+    scratch = python.parent.parent / "scratch"
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(entry, scratch, ignore=shutil.ignore_patterns(LOGS, "truth.toml", "__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k in _PASSED_ENV}
+    env |= {"TORCH_EXTENSIONS_DIR": str(ext), "PYTHONUNBUFFERED": "1", "VIRTUAL_ENV": str(python.parent.parent)}
+    if truth.get("backend", "cpu") == "cpu":
+        env["DS_ACCELERATOR"] = "cpu"
+    script = truth.get("script", "issue.py")
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            [str(python), script], cwd=scratch, env=env, capture_output=True, text=True,
+            timeout=int(truth.get("timeout", 900)), check=False,
+        )  # fmt: skip
+        status, log = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:
+        status, log = 124, f"{exc.stdout or ''}{exc.stderr or ''}\nTIMEOUT after {exc.timeout} s"
+    seconds = round(time.monotonic() - start, 1)
+    return status, last_line(log, status), seconds, log
+
+
+def _toml_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+
+
+def _table(name: str, rows: dict[str, dict]) -> list[str]:  # type: ignore[type-arg]
+    lines = [f"[{name}]"]
+    for key in rows:
+        row = rows[key]
+        cells = [f"exit = {int(row['exit'])}", f"last_line = {_toml_string(row['last_line'])}"]
+        cells.append(f"seconds = {float(row['seconds'])}")
+        if row.get("version"):
+            cells.insert(0, f"version = {_toml_string(row['version'])}")
+        lines.append(f"{_toml_string(key)} = {{ {', '.join(cells)} }}")
+    return lines
+
+
+def write_measured(truth_file: Path, runs: dict, commits: dict) -> None:  # type: ignore[type-arg]
+    """Merge these rows into the measured part of truth.toml (below MARKER), re-read under a lock so that two
+    measurements of one entry at once (releases and commits) keep each other's rows; the hand-written part stays."""
+    with _locked(truth_file):
+        text = truth_file.read_text(encoding="utf-8")
+        now = tomllib.loads(text)
+        runs = _ordered({**now.get("runs", {}), **runs}, now)
+        commits = {**now.get("commits", {}), **commits}
+        head = text.split(MARKER)[0].rstrip("\n")
+        lines = [head, "", MARKER, *_table("runs", runs)]
+        if commits:
+            lines += ["", *_table("commits", commits)]
+        truth_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tomllib.loads(truth_file.read_text(encoding="utf-8"))  # what we wrote must read back
+
+
+@contextlib.contextmanager
+def _locked(truth_file: Path) -> Iterator[None]:
+    lock = Path(tempfile.gettempdir()) / f"corpus-truth-{hashlib.sha1(str(truth_file).encode()).hexdigest()[:8]}.lock"  # noqa: S324
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def pack_logs(entry: Path, logs: dict[str, str]) -> None:
+    """Add (or replace) logs in the entry's packed archive, members sorted, mtimes fixed."""
+    archive = entry / LOGS
+    members: dict[str, bytes] = {}
+    if archive.exists():
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                data = tar.extractfile(member)
+                if member.isfile() and data is not None:
+                    members[member.name] = data.read()
+    members |= {name: text.encode() for name, text in logs.items()}
+    tmp = archive.with_suffix(".tmp")
+    with tarfile.open(tmp, "w:xz") as tar:
+        for name in sorted(members):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(members[name]), 0, 0o644
+            tar.addfile(info, io.BytesIO(members[name]))
+    tmp.replace(archive)
+
+
+def _releases(truth: dict, chosen: str | None) -> list[str]:  # type: ignore[type-arg]
+    listed = [str(r) for r in truth["releases"]]
+    if not chosen:
+        return listed
+    wanted = [r.strip() for r in chosen.split(",") if r.strip()]
+    unknown = [r for r in wanted if r not in listed]
+    if unknown:
+        raise SystemExit(f"truth.toml's releases do not list {unknown}; add them there first")
+    return wanted
+
+
+def measure(args: argparse.Namespace) -> int:
+    """Run every asked release (or commit) once; write the table and the logs; print one line each."""
+    entry: Path = args.entry.resolve()
+    truth_file = entry / "truth.toml"
+    truth = tomllib.loads(truth_file.read_text(encoding="utf-8"))
+    work: Path = args.work.resolve()
+    runs: dict[str, dict] = {}  # type: ignore[type-arg]  # this call's rows only: merged into the file when written
+    commits: dict[str, dict] = {}  # type: ignore[type-arg]
+    logs: dict[str, str] = {}
+    jobs = [("release", r) for r in ([] if args.commit and not args.releases else _releases(truth, args.releases))]
+    jobs += [("commit", c) for c in args.commit]
+    for kind, name in jobs:
+        if kind == "release":
+            python, install = release_venv(work, truth, name)
+            key, version = name, ""
+        else:
+            if args.git is None:
+                raise SystemExit("--commit needs --git CLONE")
+            python, sha, install = commit_venv(work, truth, args.git, name)
+            key, version = sha[:12], name
+        # one op folder for every release and commit: torch names each JIT build by a hash of its sources and flags,
+        # so a release whose op differs builds its own and one whose op is the same reuses it (25-60 s saved a run)
+        ext = work / "ext" / truth["package"]
+        ext.mkdir(parents=True, exist_ok=True)
+        status, line, seconds, log = run_issue(python, entry, truth, ext)
+        row = {"exit": status, "last_line": line, "seconds": seconds, "version": version}
+        (runs if kind == "release" else commits)[key] = row
+        logs[f"{kind}-{key}.log"] = f"{install}\n$ python {truth.get('script', 'issue.py')}\n{log}\nexit {status}\n"
+        print(f"{kind} {key:>12}  exit {status:>3}  {seconds:>7.1f} s  {line}", flush=True)
+        write_measured(truth_file, runs if kind == "release" else {}, commits if kind == "commit" else {})
+        with _locked(truth_file):
+            pack_logs(entry, logs)
+    return 0
+
+
+def _ordered(runs: dict, truth: dict) -> dict:  # type: ignore[type-arg]
+    order = [str(r) for r in truth["releases"]]
+    return {r: runs[r] for r in sorted(runs, key=lambda r: order.index(r) if r in order else len(order))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("entry", type=Path, help="the entry's folder (corpus/NAME)")
+    parser.add_argument("--releases", help="comma-separated releases (default: every one truth.toml lists)")
+    parser.add_argument("--commit", action="append", default=[], help="a commit of --git to build and run (repeat)")
+    parser.add_argument("--git", type=Path, help="a clone of the package's repository, for --commit")
+    parser.add_argument(
+        "--work", type=Path, default=Path(tempfile.gettempdir()) / "corpus-truth", help="venvs, sources, op caches"
+    )
+    return measure(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
