@@ -40,10 +40,13 @@ def test_each_piece_of_evidence_gives_its_verdict() -> None:
     assert shared.verdict == "oom" and "may have been another process" in shared.evidence
     unchanged = kill_cause(counter="/g", rise=0, killed=None, run_pids={7})
     assert unchanged.verdict == "not-oom" and unchanged.evidence == "memory cgroup /g: oom_kill unchanged"
-    log_only = kill_cause(counter=None, rise=None, killed={3}, run_pids={7})
-    assert log_only.verdict == "not-oom" and "names no OOM kill of the run's processes (it names 1 other)" in (
-        log_only.evidence
-    )
+    log_only = kill_cause(counter=None, rise=None, killed=set(), run_pids={7})
+    assert log_only.verdict == "not-oom" and log_only.evidence == "the kernel log names no OOM kill during the run"
+    both = kill_cause(counter="/g", rise=0, killed=set(), run_pids={7})
+    assert both.verdict == "not-oom" and both.evidence.startswith("memory cgroup /g: oom_kill unchanged; the kernel")
+    # a kill of a process the harness never saw (short-lived, or moved out of the cgroup) is never "not the OOM"
+    unseen = kill_cause(counter="/g", rise=0, killed={3}, run_pids={7})
+    assert unseen.verdict == "unknown" and "process 3" in unseen.evidence
     blind = kill_cause(counter=None, rise=None, killed=None, run_pids={7})
     assert blind.verdict == "unknown" and "no memory cgroup counter or kernel log readable" in blind.evidence
 
