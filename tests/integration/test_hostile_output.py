@@ -166,3 +166,51 @@ def pip_pinned_env(plain_env: CellEnv) -> CellEnv:
 
     pip = installed_versions(plain_env.python, ("pip",))["pip"]
     return dataclasses.replace(plain_env, cell=dataclasses.replace(plain_env.cell, packages={"pip": pip}))
+
+
+@pytest.mark.parametrize("sandbox", [False, pytest.param(True, marks=NEEDS_BWRAP)], ids=["unconfined", "sandbox"])
+def test_a_forged_memory_figure_fills_no_measured_column(plain_env: CellEnv, tmp_path: Path, sandbox: bool) -> None:
+    """The issue's forged event: a GPU peak of 80,000,000,000 bytes on a machine without a GPU."""
+    record = _run(plain_env, tmp_path, "forged_memory.py", sandbox=sandbox, expected=None)
+    assert record.outcome == Outcome.PASS.value
+    assert record.peak_gpu_memory_bytes is None and record.peak_gpu_source is None
+    assert record.claimed_memory == {"gpu_peak_memory_bytes": 80_000_000_000, "peak_rss_bytes": 1024}
+    assert record.peak_rss_bytes is not None and record.peak_rss_bytes > 1024  # the harness's own figure
+    assert record.peak_rss_source == "wait4 by the harness's waiter: the run's largest process"
+    assert record.peak_rss_bytes < 100 * 2**20  # the run's own size, not the harness's (pytest's, here)
+    frame = records_frame(load_records([tmp_path / "reports"]))
+    assert list(frame["peak_mem_kind"]) == ["rss"]
+    assert frame["peak_mem_mib"].iloc[0] == pytest.approx(record.peak_rss_bytes / 2**20)
+    assert "76294" not in markdown_summary([record], title="t", command="c")
+
+
+def _oom_evidence_readable() -> bool:
+    from reprobisect.run.oom import OomWatch
+
+    watch = OomWatch()
+    readable = watch.counter is not None or watch.kmsg is not None
+    watch.close()
+    return readable
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "whom"),
+    [(False, "self"), pytest.param(True, "parent", marks=NEEDS_BWRAP), pytest.param(True, "self", marks=NEEDS_BWRAP)],
+    ids=["unconfined-self", "sandbox-parent", "sandbox-self"],
+)
+def test_a_sigkill_from_inside_the_run_is_not_called_the_oom_killer(
+    plain_env: CellEnv, tmp_path: Path, sandbox: bool, whom: str
+) -> None:
+    args = ("parent",) if whom == "parent" else ()
+    record = _run(plain_env, tmp_path, "kills_parent.py", sandbox=sandbox, expected=None, args=args)
+    assert record.outcome == Outcome.CRASH.value
+    assert record.signature is not None and "often" not in record.signature.message
+    if _oom_evidence_readable():
+        assert record.signature.message == (
+            "SIGKILL (not the out-of-memory killer: sent from inside the run or from outside)"
+        )
+        assert (record.kill_evidence is not None and "unchanged" in record.kill_evidence) or "names no OOM kill" in str(
+            record.kill_evidence
+        )
+    else:
+        assert record.signature.message == "SIGKILL (cannot tell whether the out-of-memory killer sent it)"

@@ -137,3 +137,19 @@ def test_one_ten_mib_log_line_costs_seconds_through_matrix_report_and_nightly(
     assert (tmp_path / "report" / "report.html").stat().st_size > 2**20  # the log's tail is in it
     assert len(written) > 5
     assert took < 60, f"{took:.1f} s"
+
+
+def test_a_forged_gpu_peak_reaches_no_file_without_a_gpu(plain_env: CellEnv, tmp_path: Path) -> None:
+    """Issue #39: a run that prints a GPU peak of 80,000,000,000 bytes on a machine without a GPU got 76294 MiB in
+    summary-matrix.md, 76293.9 in report.html and peak_mem_kind=gpu in runs.csv. No GPU figure may appear."""
+    record, written, terminal = session(plain_env, tmp_path, "forged_memory.py")
+    assert record.claimed_memory["gpu_peak_memory_bytes"] == 80_000_000_000  # kept in the record, as a claim
+    assert {p.name for p in written} >= {"summary-matrix.md", "report.html", "runs.csv", "report.md"}
+    for path in written:
+        if path.suffix in READ_BY_PEOPLE + DATA:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert "76294" not in text and "76293" not in text, path
+    runs = next(p for p in written if p.name == "runs.csv").read_text().splitlines()
+    kind = runs[0].split(",").index("peak_mem_kind")
+    assert [row.split(",")[kind] for row in runs[1:]] == ["rss"]
+    assert "76294" not in terminal

@@ -87,7 +87,8 @@ def test_step_stats_pool_repeats_and_skip_runs_without_steps(frame: pd.DataFrame
     assert row["runs"] == 2
     assert row["steps"] == 14  # 8 steps per run, warm-up excluded
     assert row["median_ms"] < row["p90_ms"] < row["first_step_ms"]  # the first step is the slow one
-    assert row["peak_mem_mib"] > 100
+    # these records predate the harness's own memory measurement: their figures were the run's word (#39)
+    assert row["peak_mem_mib"] is None
     assert stats.loc[(cell, "none"), "steps"] == 0
 
 

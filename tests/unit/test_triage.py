@@ -38,7 +38,8 @@ from reprobisect.model.repro import Fix
 from reprobisect.report.frame import _rerun_text
 from reprobisect.report.views import reproduce_command
 from reprobisect.run.events import read_events
-from reprobisect.run.execute import LAUNCH, RunSpec, _failed_rank, _keep_rank_logs, child_environ, inputs_digest
+from reprobisect.run.execute import LAUNCH, RunSpec, child_environ, inputs_digest
+from reprobisect.run.ranks import failed_rank, keep_rank_logs
 from tests.conftest import ROOT, SCRIPTS
 
 PASSES = SCRIPTS / "passes.py"
@@ -327,10 +328,10 @@ def test_a_forged_ranks_event_is_ignored(event: dict[str, object]) -> None:
 def test_the_failed_rank_must_fit_the_run(tmp_path: Path) -> None:
     events = read_events('@@repro {"event": "ranks", "nproc": 4, "exit_codes": [0, 0, 0, 1], "first_failed": 3}')
     assert events.ranks is not None
-    assert _failed_rank(events.ranks, 2, {1: tmp_path}) is None  # the run had 2 ranks, the tale says 4
-    assert _failed_rank(events.ranks, 4, {1: tmp_path}) is None  # no log of rank 3 was kept
-    assert _failed_rank(events.ranks, 4, {3: tmp_path}) == 3
-    assert _failed_rank(events.ranks, 1, {3: tmp_path}) is None
+    assert failed_rank(events.ranks, 2, {1: tmp_path}) is None  # the run had 2 ranks, the tale says 4
+    assert failed_rank(events.ranks, 4, {1: tmp_path}) is None  # no log of rank 3 was kept
+    assert failed_rank(events.ranks, 4, {3: tmp_path}) == 3
+    assert failed_rank(events.ranks, 1, {3: tmp_path}) is None
 
 
 def test_rank_logs_are_kept_without_following_links_and_capped(tmp_path: Path) -> None:
@@ -342,7 +343,7 @@ def test_rank_logs_are_kept_without_following_links_and_capped(tmp_path: Path) -
     (work / "ranks" / "rank-1.log").symlink_to(secret)  # a rank pointing its log at a secret of the host's
     os.mkfifo(work / "ranks" / "rank-2.log")  # one that would block a reader forever
     (work / "ranks" / "rank-3.log").write_bytes(b"head\n" + b"x" * (7 * 2**20) + b"\nthe traceback\n")
-    kept = _keep_rank_logs(work, logs / "run.log", 5)
+    kept = keep_rank_logs(work, logs / "run.log", 5)
     assert set(kept) == {3}
     text = kept[3].read_bytes()
     assert text.startswith(b"head") and text.endswith(b"the traceback\n") and b"bytes dropped here" in text

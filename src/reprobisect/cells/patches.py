@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
 
 from reprobisect.cells.envs import CellEnv
+from reprobisect.config.patch_paths import check_patch, new_paths
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import Fix
 from reprobisect.util.cmd import run_tool
@@ -28,18 +28,11 @@ class PatchDoesNotApplyError(ConfigError):
     fix's runs in that cell are ENV_ERROR with the reason, the other cells run it."""
 
 
-_TARGET = re.compile(r"^\+\+\+ (?P<path>\S+)")
-
-
 def patched_paths(patch: Path, strip: int) -> list[PurePosixPath]:
-    """Files a unified diff changes, relative to the folder it applies in (after ``patch -p<strip>``)."""
-    paths = []
-    for line in patch.read_text(encoding="utf-8", errors="replace").splitlines():
-        match = _TARGET.match(line)
-        if match and match["path"] != "/dev/null":
-            parts = PurePosixPath(match["path"]).parts[strip:]
-            if parts:
-                paths.append(PurePosixPath(*parts))
+    """Files a unified diff changes, relative to the folder it applies in (after ``patch -p<strip>``); every
+    name it gives checked first (``config.patch_paths``): none may leave its package."""
+    check_patch(patch, strip)
+    paths = new_paths(patch.read_text(encoding="utf-8", errors="replace"), strip)
     if not paths:
         msg = f"{patch}: no '+++ ' file headers; is it a unified diff (git diff / diff -u)?"
         raise ConfigError(msg)

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from reprobisect.config.expand import META_KEYS, CompatibilityRule, MatrixSpec, matches
+from reprobisect.config.patch_paths import check_patch
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import FORMS, SHIMS, Fix, Form, FormName, Repro, script_forms
 
@@ -220,6 +221,8 @@ def _read_fix(reader: _Reader, name: str, raw: Any, where: str, forms: set[str],
     strip = fix.get("strip", 1)
     if isinstance(strip, bool) or not isinstance(strip, int) or strip < 0:
         raise reader.fail(f"{where}.strip", f"expected a number of leading path parts (patch -p), got {strip!r}")
+    if patch is not None:  # before any cell is built: a patch that names a path outside its package is refused
+        check_patch(patch, strip, where=f"{reader.path.name}: {where}.patch")
     override_raw = reader.mapping(fix.get("override", {}), f"{where}.override", allowed=_keys(fix.get("override")))
     env_raw = reader.mapping(fix.get("env", {}), f"{where}.env", allowed=_keys(fix.get("env")))
     kinds = [key for key in ("patch", "override") if key in fix]

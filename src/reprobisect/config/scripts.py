@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reprobisect.config.load import Config, check_name, check_pin
+from reprobisect.config.patch_paths import check_patch
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import Fix, Repro, script_forms
 
@@ -209,6 +210,7 @@ def _patch(item: str, value: str) -> tuple[Path, int]:
     if not path.is_file():
         msg = f"--fix-patch {item!r}: {path} is not a file; give NAME=PATH.diff (PATH:0 for patch -p0)"
         raise ConfigError(msg)
+    check_patch(path, strip, where=f"--fix-patch {item!r}")  # before any cell is built, as matrix.yaml's
     return path.resolve(), strip
 
 

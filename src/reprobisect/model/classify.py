@@ -120,6 +120,7 @@ def classify(
     timed_out: bool,
     log: str,
     expected: str | None,
+    oom_killed: bool | None = None,
 ) -> Classification:
     """Classify one finished child.
 
@@ -128,6 +129,7 @@ def classify(
         timed_out: the runner killed it at its timeout.
         log: everything the child wrote (stdout and stderr together).
         expected: the repro's expected signature (a known name or a signature id), if any.
+        oom_killed: whether the kernel's OOM killer killed it (``run/oom.py``); None where nothing could tell.
     """
     traced = signature_from_log(log)
     if timed_out:
@@ -138,10 +140,11 @@ def classify(
     if exit_code == 0:
         return Classification(outcome=Outcome.PASS)
     if exit_code < 0:  # killed by a signal: a CRASH whatever it printed before (a handled traceback, say)
-        return Classification(outcome=Outcome.CRASH, signature=crash_signature(-exit_code), context=traced)
+        signature = crash_signature(-exit_code, oom_killed=oom_killed)
+        return Classification(outcome=Outcome.CRASH, signature=signature, context=traced)
     signal_number = _shell_signal(exit_code)
     if signal_number is not None and traced is None:  # a shell's 128+N: a signal only when nothing explains it
-        return Classification(outcome=Outcome.CRASH, signature=crash_signature(signal_number))
+        return Classification(outcome=Outcome.CRASH, signature=crash_signature(signal_number, oom_killed=oom_killed))
     if traced is not None and exit_code != _UNCAUGHT_EXIT:  # handled, then exit(N): the exit code is the failure
         return _failure(exit_signature(exit_code, log), expected, context=traced)
     return _failure(traced or exit_signature(exit_code, log), expected)

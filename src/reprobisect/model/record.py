@@ -82,8 +82,15 @@ class Record:
     first_step_seconds: float | None = None
     setup_seconds: float | None = None
     env_seconds: float | None = None
+    # measured by the harness, never by the run (run/runner.py, run/watch.py), each with how; None: not measured
     peak_rss_bytes: int | None = None
     peak_gpu_memory_bytes: int | None = None
+    peak_rss_source: str | None = None
+    peak_gpu_source: str | None = None
+    # what the run printed of its own memory (the bootstrap's exit event): a claim, kept apart, never a figure
+    claimed_memory: dict[str, int] = dataclasses.field(default_factory=dict)
+    # what the kernel said of the OOM killer's part in a SIGKILL (run/oom.py)
+    kill_evidence: str | None = None
     started_at: str = ""
     finished_at: str = ""
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -133,6 +140,7 @@ class Record:
             msg = f"{source}: {problem}; the file was not written by this harness as it is, re-run that cell"
             raise RecordError(msg)
         values = {name: data[name] for name in fields if name in data}
+        values.update(_claims_of_older_harness(data))
         if "steps" in data:
             values["steps"] = [StepTime(**step) for step in data["steps"]]
         if data.get("signature") is not None:
@@ -166,6 +174,18 @@ class Record:
         except (TypeError, KeyError) as exc:
             msg = f"{path}: malformed record ({exc})"
             raise RecordError(msg) from exc
+
+
+_OLD_MEMORY = {"peak_rss_bytes": "peak_rss_bytes", "peak_gpu_memory_bytes": "gpu_peak_memory_bytes"}
+
+
+def _claims_of_older_harness(data: dict[str, Any]) -> dict[str, Any]:
+    """A record written before the harness measured memory itself (it has no ``claimed_memory``) took its peak
+    figures from the run's own exit event: they load as the claims they were, and no measured figure."""
+    if "claimed_memory" in data:
+        return {}
+    claims = {claim: data[old] for old, claim in _OLD_MEMORY.items() if isinstance(data.get(old), int)}
+    return {"peak_rss_bytes": None, "peak_gpu_memory_bytes": None, "claimed_memory": claims}
 
 
 def _no_constant(name: str) -> object:

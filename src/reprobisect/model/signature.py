@@ -197,13 +197,22 @@ def signature_from_log(log: str) -> Signature | None:
     )
 
 
-def crash_signature(signal_number: int) -> Signature:
-    """Signature of a process killed by a signal (segfault, OOM killer, abort)."""
+_SIGKILL_CAUSES = {
+    True: " (the out-of-memory killer)",
+    False: " (not the out-of-memory killer: sent from inside the run or from outside)",
+    None: " (cannot tell whether the out-of-memory killer sent it)",
+}
+
+
+def crash_signature(signal_number: int, *, oom_killed: bool | None = None) -> Signature:
+    """Signature of a process killed by a signal (segfault, OOM killer, abort). A SIGKILL says what the kernel
+    told the harness of the OOM killer (``run/oom.py``: True, False, or None where it could not tell), never a
+    guess: an OOM kill and a kill from the script itself are different failures."""
     try:
         name = signal_module.Signals(signal_number).name
     except ValueError:
         name = f"signal {signal_number}"
-    hint = " (often the out-of-memory killer)" if signal_number == signal_module.SIGKILL else ""
+    hint = _SIGKILL_CAUSES[oom_killed] if signal_number == signal_module.SIGKILL else ""
     return Signature(exception="Signal", message=f"{name}{hint}")
 
 

@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["STEP_MARK", "descendants", "pin_tree"]
+__all__ = ["STEP_MARK", "PinAtFirstStep", "descendants", "pin_tree"]
 
 STEP_MARK = b'"event": "step"'  # how a step event line looks (json.dumps of the repros' instruments)
 _PROC = Path("/proc")
@@ -83,3 +83,22 @@ def pin_tree(root: int, cpus: tuple[int, ...]) -> int:
                 os.sched_setaffinity(tid, cpus)
                 pinned += 1
     return pinned
+
+
+class PinAtFirstStep:
+    """Watches a child's output and pins its process tree to ``cpus`` once the first step event appears (a mark
+    split between two reads is found too: the end of the last read is kept)."""
+
+    def __init__(self, pid: int, cpus: tuple[int, ...]) -> None:
+        self.pid, self.cpus = pid, cpus
+        self.done = not cpus
+        self.carry = b""
+
+    def __call__(self, chunk: bytes) -> None:
+        if self.done:
+            return
+        seen = self.carry + chunk
+        if STEP_MARK in seen:
+            self.done = True
+            pin_tree(self.pid, self.cpus)
+        self.carry = seen[-len(STEP_MARK) :]

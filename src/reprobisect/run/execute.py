@@ -9,7 +9,7 @@ import json
 import os
 import re
 import shutil
-import stat
+import signal
 import statistics
 import tempfile
 import time
@@ -28,10 +28,12 @@ from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.signature import Signature, normalize_message
 from reprobisect.model.store import Store
-from reprobisect.run.events import RankReport, read_events
-from reprobisect.run.measured import measured_environment
+from reprobisect.run.events import read_events
+from reprobisect.run.measured import measured_environment, measured_memory
 from reprobisect.run.phases import PROFILE_ENV, HarnessClock, describe_phases, run_phases
 from reprobisect.run.ports import free_port
+from reprobisect.run.ranks import failed_rank as failed_rank_of
+from reprobisect.run.ranks import keep_rank_logs
 from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
 from reprobisect.util.clock import utc_now
@@ -51,9 +53,7 @@ __all__ = [
 _CHILD = Path(__file__).parent / "child"
 BOOTSTRAP = _CHILD / "bootstrap.py"
 LAUNCH = _CHILD / "launch.py"  # starts the ranks of a run with nproc > 1
-WAITER = _CHILD / "waiter.py"  # the parent of a sandboxed run: tells its death by signal from an exit (128+N)
-_RANK_LOG_HEAD = 4 * 2**20  # what is kept of each further rank's log: its start and its end
-_RANK_LOG_TAIL = 2 * 2**20
+WAITER = _CHILD / "waiter.py"  # the parent of every run: its wait status (128+N in a sandbox) and peak RSS
 SHIMS = {"lightning-cpu": _CHILD / "cpu_shim.py"}
 
 
@@ -306,9 +306,12 @@ def execute(
         argv = (str(spec.env.python), str(LAUNCH), str(spec.nproc), *argv)
     workdir = Path(tempfile.mkdtemp(prefix="reprobisect-run-"))
     env = child_environ(spec, environ, allow=allow_env)
+    # every run has the harness's waiter as its parent: it tells a death by signal from an exit inside the sandbox,
+    # and its os.wait4 measures the run's peak RSS apart from the harness's (a child the harness forks counts the
+    # harness's own size in its peak; one the small waiter forks, only the waiter's)
+    argv = (str(spec.env.python), "-I", "-S", str(WAITER), *argv)
     if spec.sandbox is not None:
-        waited = (str(spec.env.python), "-I", "-S", str(WAITER), *argv)
-        argv, env = _confined(spec, spec.sandbox, waited, env, workdir)
+        argv, env = _confined(spec, spec.sandbox, argv, env, workdir)
     try:
         result = run_child(
             ChildSpec(
@@ -319,30 +322,37 @@ def execute(
                 timeout=spec.timeout or spec.repro.timeout,
                 heartbeat=_heartbeat(spec, echo) if echo is not None else None,
                 cpus=spec.cpus,
-                waited=spec.sandbox is not None,
+                waited=True,
             )
         )
-        rank_logs = _keep_rank_logs(workdir, log_path, spec.nproc)
+        rank_logs = keep_rank_logs(workdir, log_path, spec.nproc)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     log = log_path.read_text(encoding="utf-8", errors="replace")
     events = read_events(log)
-    failed_rank = _failed_rank(events.ranks, spec.nproc, rank_logs) if not result.timed_out else None
+    failed_rank = failed_rank_of(events.ranks, spec.nproc, rank_logs) if not result.timed_out else None
     # the first rank to fail gives the run its signature and the step it died at
     judged = rank_logs[failed_rank].read_text(encoding="utf-8", errors="replace") if failed_rank else log
+    oom_killed = {"oom": True, "not-oom": False}.get(result.kill.verdict) if result.kill is not None else None
     verdict = classify(
-        exit_code=result.exit_code, timed_out=result.timed_out, log=judged, expected=spec.repro.expected_signature
+        exit_code=result.exit_code,
+        timed_out=result.timed_out,
+        log=judged,
+        expected=spec.repro.expected_signature,
+        oom_killed=oom_killed,
     )
     steps = read_events(judged).steps if failed_rank else events.steps
     claimed = events.exit
     where = measured_environment(claimed, spec.env.python, fallback_python=spec.env.cell.python)
+    memory = measured_memory(result, claimed)
+    claims = {**where.claimed, **({"memory": memory.above} if memory.above else {})}
     config = {
         **events.config,
         **({"ignored_events": events.ignored} if events.ignored else {}),
         **({"ops": events.ops} if events.ops else {}),
         # a traceback printed and handled before a signal or another exit code ended the run: context only
         **({"handled_traceback": verdict.context.text} if verdict.context is not None else {}),
-        **({"claimed": where.claimed} if where.claimed else {}),  # the run's differing word on where it ran
+        **({"claimed": claims} if claims else {}),  # the run's differing word on where it ran and what it used
     }
     versions, versions_source = _checked_versions(claimed.versions, spec)
     if env.get(PROFILE_ENV) == "1":
@@ -379,8 +389,12 @@ def execute(
         setup_seconds=events.setup_seconds,
         wall_seconds=round(result.wall_seconds, 3),
         env_seconds=round(spec.env.build_seconds, 3),
-        peak_rss_bytes=claimed.peak_rss_bytes,
-        peak_gpu_memory_bytes=(claimed.gpu or {}).get("peak_memory_bytes"),
+        peak_rss_bytes=memory.rss_bytes,
+        peak_gpu_memory_bytes=memory.gpu_bytes,
+        peak_rss_source=memory.rss_source,
+        peak_gpu_source=memory.gpu_source,
+        claimed_memory=memory.claims,
+        kill_evidence=result.kill.evidence if result.kill is not None and result.exit_code in _KILLED else None,
         log_path=str(log_path.relative_to(store.root)),
         started_at=result.started_at,
         finished_at=result.finished_at,
@@ -400,6 +414,9 @@ def execute(
     return record
 
 
+_KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)  # a SIGKILL, as the runner or a shell reports it
+
+
 _INPUT_SUFFIXES = (".py", ".cfg", ".ini", ".toml", ".json", ".yaml", ".yml", ".txt")
 _MAX_INPUT_FILES = 5000
 
@@ -416,43 +433,6 @@ def inputs_digest(inputs: Sequence[Path]) -> str:
             digest.update(str(path.relative_to(root) if path != root else path.name).encode() + b"\0")
             digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:20]
-
-
-def _keep_rank_logs(workdir: Path, log_path: Path, nproc: int) -> dict[int, Path]:
-    """The logs of ranks 1..N-1, copied beside the run's log (``<log>.rank-N.log``) before the work folder goes.
-
-    The run wrote them, so they are read as untrusted: never through a link (a rank could point its log at a
-    secret of the host's), only regular files, and at most the first and last few MiB of each.
-    """
-    kept: dict[int, Path] = {}
-    for rank in range(1, nproc):
-        try:
-            fd = os.open(workdir / "ranks" / f"rank-{rank}.log", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            continue
-        with os.fdopen(fd, "rb") as source:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                continue
-            size = os.fstat(fd).st_size
-            head = source.read(_RANK_LOG_HEAD)
-            note, tail = b"", b""
-            if size > _RANK_LOG_HEAD + _RANK_LOG_TAIL:
-                source.seek(size - _RANK_LOG_TAIL)
-                note = f"\n[reprobisect: {size - _RANK_LOG_HEAD - _RANK_LOG_TAIL} bytes dropped here]\n".encode()
-            tail = source.read(_RANK_LOG_TAIL)
-        target = log_path.with_name(f"{log_path.stem}.rank-{rank}.log")
-        target.write_bytes(head + note + tail)
-        kept[rank] = target
-    return kept
-
-
-def _failed_rank(report: RankReport | None, nproc: int, rank_logs: Mapping[int, Path]) -> int | None:
-    """The first rank to fail, as the launcher told it, when that tale fits the run (its number of ranks, a log
-    for that rank); rank 0's failure is the run's own log. None with one rank, or when nothing failed."""
-    if nproc == 1 or report is None or report.nproc != nproc or report.first_failed is None:
-        return None
-    first = report.first_failed
-    return first if first == 0 or first in rank_logs else None
 
 
 def unrun_record(

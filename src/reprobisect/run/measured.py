@@ -1,10 +1,13 @@
-"""Where a run ran, as the harness measures it: the cell interpreter's version and platform, the machine's GPUs.
+"""Where a run ran and what it used, as the harness measures it: the cell interpreter's version and platform, the
+machine's GPUs, the run's peak memory.
 
 A run reports its python, platform and GPU in its exit event (``run/child/bootstrap.py``), but that line is
 printed by the run's own process, so it is a claim: a repro could make a CPU run read "python 3.99 · FAKE-OS ·
 GPU FAKE H100" in report.md. The record keeps what the harness measured by a process of its own (the cell's
 interpreter run outside the sandbox, ``nvidia-smi``); a claim that differs is kept beside it, labelled, in
-``config.claimed``, and reports show it as a claim, never as the environment.
+``config.claimed``, and reports show it as a claim, never as the environment. The same holds for memory: the
+record's peak RSS and GPU memory are the harness's own measurements (``run/runner.py``, ``run/watch.py``); the
+run's figures stay in ``claimed_memory``, and one above the measurement is named in ``config.claimed``.
 """
 
 from __future__ import annotations
@@ -12,15 +15,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 from reprobisect.errors import ToolError
 from reprobisect.run.events import ExitReport
+from reprobisect.run.runner import ChildResult
+from reprobisect.run.watch import machine_gpus
 from reprobisect.util.cmd import run_tool
 
-__all__ = ["Measured", "interpreter", "machine_gpus", "measured_environment"]
+__all__ = ["Measured", "MeasuredMemory", "interpreter", "machine_gpus", "measured_environment", "measured_memory"]
 
 _INTERPRETER = "import json, platform; print(json.dumps([platform.python_version(), platform.platform()]))"
 
@@ -47,34 +51,19 @@ def interpreter(python: Path) -> tuple[str | None, str | None]:
     return (str(version), str(platform)) if isinstance(version, str) and isinstance(platform, str) else (None, None)
 
 
-@functools.cache
-def machine_gpus() -> dict[str, str]:
-    """``{name: driver}`` of the GPUs ``nvidia-smi`` lists here; empty where it is missing or fails."""
-    tool = shutil.which("nvidia-smi")
-    if tool is None:
-        return {}
-    query = [tool, "--query-gpu=name,driver_version", "--format=csv,noheader"]
-    try:
-        out = run_tool(query, what="nvidia-smi", timeout=60, check=False).stdout
-    except ToolError:
-        return {}
-    rows = [line.rsplit(",", 1) for line in out.splitlines() if line.count(",") >= 1]
-    return {name.strip(): driver.strip() for name, driver in rows}
-
-
 def measured_environment(claimed: ExitReport, python: Path, *, fallback_python: str) -> Measured:
     """The run's python, platform and GPU as measured here, and each of the run's claims that differs.
 
-    A GPU the run names stays (with its memory figures, which only the run can know) where this machine has
-    a GPU of that name, with the driver ``nvidia-smi`` reports; otherwise the record has no GPU and the name
-    is a claim. Without a claim of a GPU the run used none (torch never initialised CUDA).
+    A GPU the run names stays (without its memory figures, claims kept apart by ``measured_memory``) where this
+    machine has a GPU of that name, with the driver ``nvidia-smi`` reports; otherwise the record has no GPU and
+    the name is a claim. Without a claim of a GPU the run used none (torch never initialised CUDA).
     """
     version, platform = interpreter(Path(python))
     gpu = claimed.gpu
     gpus = machine_gpus() if gpu is not None else {}
     name = str(gpu.get("name") or "") if gpu is not None else ""
     found = gpu is not None and name in gpus
-    kept = {**gpu, "driver": gpus[name]} if gpu is not None and found else None
+    kept = {**_without_memory(gpu), "driver": gpus[name]} if gpu is not None and found else None
     claims = {
         "python": claimed.python if version and claimed.python != version else None,
         "platform": claimed.platform if platform and claimed.platform != platform else None,
@@ -85,4 +74,55 @@ def measured_environment(claimed: ExitReport, python: Path, *, fallback_python: 
         platform=platform,
         gpu=kept,
         claimed={key: value for key, value in claims.items() if value},
+    )
+
+
+_MEMORY_KEYS = ("peak_memory_bytes", "total_memory_bytes")
+_MIB = 2**20
+_SLACK = 1.05  # a claim this much above the measurement (a sample may fall just after a peak) is not named
+
+
+def _without_memory(gpu: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in gpu.items() if key not in _MEMORY_KEYS}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MeasuredMemory:
+    """A run's peak memory as the harness measured it (None: not measured, with no source), the run's own
+    figures as claims, and the words for a claim above its measurement (``peak GPU memory 76294 MiB``)."""
+
+    rss_bytes: int | None
+    rss_source: str | None
+    gpu_bytes: int | None
+    gpu_source: str | None
+    claims: dict[str, int]
+    above: str | None
+
+
+def measured_memory(result: ChildResult, claimed: ExitReport) -> MeasuredMemory:
+    """The harness's figures from ``result``; the run's from its exit event, cross-checked where both exist.
+
+    torch's peak allocation (what the bootstrap prints) is at most what ``nvidia-smi`` sees the process hold, and
+    the bootstrap's own peak RSS at most the largest process's; a claim above the measurement is named.
+    """
+    claims = {
+        "peak_rss_bytes": claimed.peak_rss_bytes,
+        "gpu_peak_memory_bytes": (claimed.gpu or {}).get("peak_memory_bytes"),
+    }
+    kept = {key: value for key, value in claims.items() if isinstance(value, int)}
+    above = [
+        f"{what} {kept[key] / _MIB:.0f} MiB (measured {measured / _MIB:.0f})"
+        for key, what, measured in (
+            ("gpu_peak_memory_bytes", "peak GPU memory", result.gpu_peak_bytes),
+            ("peak_rss_bytes", "peak RSS", result.peak_rss_bytes),
+        )
+        if measured is not None and key in kept and kept[key] > measured * _SLACK
+    ]
+    return MeasuredMemory(
+        rss_bytes=result.peak_rss_bytes,
+        rss_source=result.rss_source,
+        gpu_bytes=result.gpu_peak_bytes,
+        gpu_source=result.gpu_source,
+        claims=kept,
+        above=", ".join(above) or None,
     )

@@ -22,7 +22,9 @@ from typing import IO, BinaryIO
 
 from reprobisect.errors import StorageError
 from reprobisect.model.signature import EVENT_MARK
-from reprobisect.run.affinity import STEP_MARK, pin_tree
+from reprobisect.run.affinity import PinAtFirstStep
+from reprobisect.run.oom import KillCause, OomWatch
+from reprobisect.run.watch import RunWatch
 from reprobisect.util.clock import utc_now
 from reprobisect.util.redact import URL_CREDENTIALS
 from reprobisect.util.stop import POLL_SECONDS, stop_requested
@@ -138,6 +140,12 @@ class ChildResult:
     log_path: Path
     spawned: float = 0.0  # seconds since the epoch (time.time, the clock a run's own profile uses): started
     exited: float = 0.0  # and waited for (its output read)
+    # measured by the harness, never printed by the run: the largest process's peak RSS (os.wait4) and how
+    peak_rss_bytes: int | None = None
+    rss_source: str | None = None
+    gpu_peak_bytes: int | None = None  # the run's processes together, sampled (run/watch.py); None without a GPU
+    gpu_source: str | None = None
+    kill: KillCause | None = None  # what the kernel says of the OOM killer's part (run/oom.py)
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
@@ -151,16 +159,47 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def _stop_group(process: subprocess.Popen[bytes], grace: float) -> None:
+class _Reaper:
+    """Waits for the child as ``Popen.wait`` does, but reaps it with ``os.wait4``, whose resource usage
+    ``Popen`` throws away: ``ru_maxrss`` is the peak RSS of the largest process of the child's tree that was
+    waited for (the run's own accounting, as the kernel keeps it; nothing the run prints)."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.maxrss_kib: int | None = None
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Return once the child is reaped; ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.0005
+        while self.process.returncode is None:
+            try:
+                pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: Popen knows how to say so
+                self.process.wait()
+                return
+            if pid:
+                self.process.returncode = os.waitstatus_to_exitcode(status)
+                self.maxrss_kib = usage.ru_maxrss
+                return
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise subprocess.TimeoutExpired(self.process.args, timeout or 0)
+            delay = min(delay * 2, 0.05, remaining if remaining is not None else 0.05)
+            time.sleep(delay)
+
+
+def _stop_group(reaper: _Reaper, grace: float) -> None:
     """SIGINT, then SIGTERM, then SIGKILL to the child's whole group, waiting ``grace`` between."""
+    process = reaper.process
     for sig in (signal.SIGINT, signal.SIGTERM):
         if not _signal_group(process.pid, sig):
             break
         with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=grace)
+            reaper.wait(timeout=grace)
             break
     _signal_group(process.pid, signal.SIGKILL)
-    process.wait()
+    reaper.wait()
 
 
 class _CappedLog:
@@ -257,25 +296,6 @@ class _CappedLog:
                 watch(chunk)
 
 
-class _PinAtFirstStep:
-    """Watches a child's output and pins its process tree to ``cpus`` once the first step event appears (a mark
-    split between two reads is found too: the end of the last read is kept)."""
-
-    def __init__(self, pid: int, cpus: tuple[int, ...]) -> None:
-        self.pid, self.cpus = pid, cpus
-        self.done = not cpus
-        self.carry = b""
-
-    def __call__(self, chunk: bytes) -> None:
-        if self.done:
-            return
-        seen = self.carry + chunk
-        if STEP_MARK in seen:
-            self.done = True
-            pin_tree(self.pid, self.cpus)
-        self.carry = seen[-len(STEP_MARK) :]
-
-
 def run_child(spec: ChildSpec) -> ChildResult:
     """Start the child, wait for it (or its timeout), and leave no process of its group behind.
 
@@ -292,7 +312,8 @@ def run_child(spec: ChildSpec) -> ChildResult:
     start = time.perf_counter()
     spawned = time.time()
     timed_out = False
-    with log_file as log, _status_pipe(spec.waited) as (status_read, status_write):
+    oom = OomWatch()  # before the child starts: the kernel's OOM counters and log from here on
+    with log_file as log, _status_pipe(spec.waited) as (status_read, status_write), contextlib.closing(oom):
         process = subprocess.Popen(
             list(spec.argv),
             stdin=subprocess.DEVNULL,
@@ -305,23 +326,29 @@ def run_child(spec: ChildSpec) -> ChildResult:
         )
         assert process.stdout is not None
         capped = _CappedLog(log, spec.log_head_bytes, spec.log_tail_bytes)
-        pin = _PinAtFirstStep(process.pid, spec.cpus)
+        pin = PinAtFirstStep(process.pid, spec.cpus)
         reader = threading.Thread(target=capped.pump, args=(process.stdout, pin), daemon=True)
         reader.start()
+        watch = RunWatch(process.pid, pids=oom.kmsg is not None)
+        reaper = _Reaper(process)
         try:
-            _wait(process, spec, start)
+            _wait(reaper, spec, start)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _stop_group(process, spec.grace)
+            _stop_group(reaper, spec.grace)
         except BaseException:
-            _stop_group(process, min(spec.grace, 2.0))
+            _stop_group(reaper, min(spec.grace, 2.0))
             raise
         finally:
+            seen = watch.stop()
             _signal_group(process.pid, signal.SIGKILL)  # grandchildren left in the group
             reader.join(timeout=10)  # a grandchild that left the group may hold the pipe: do not wait for it
             capped.close()
             process.stdout.close()
-        exit_code = None if timed_out else _measured(process.returncode, status_read)
+        status = _waiter_status(status_read)
+        exit_code = None if timed_out else _measured(process.returncode, status)
+        kill = oom.finish(seen.pids | _run_pid(status, process.pid))
+    rss, rss_source = _peak_rss(reaper.maxrss_kib, status, waited=spec.waited)
     wall = time.perf_counter() - start
     return ChildResult(
         exit_code=exit_code,
@@ -332,7 +359,40 @@ def run_child(spec: ChildSpec) -> ChildResult:
         log_path=spec.log_path,
         spawned=spawned,
         exited=spawned + wall,
+        peak_rss_bytes=rss,
+        rss_source=rss_source,
+        gpu_peak_bytes=seen.gpu_peak_bytes,
+        gpu_source=seen.gpu_source,
+        kill=kill,
     )
+
+
+_MAX_RSS_KIB = 2**50
+
+
+def _run_pid(status: dict[str, object], child: int) -> set[int]:
+    """The run's pid as its waiter gave it, where the waiter shares the harness's pid namespace (it is the
+    harness's own child, not one inside a sandbox), so the kernel log's pids are the same numbers."""
+    pid, waiter = status.get("pid"), status.get("waiter")
+    return {pid} if type(pid) is int and pid > 1 and waiter == child else set()
+
+
+def _peak_rss(harness_kib: int | None, status: dict[str, object], *, waited: bool) -> tuple[int | None, str | None]:
+    """The run's peak RSS in bytes and how it was measured.
+
+    A child's ``ru_maxrss`` counts the size of the process it was forked from, so the harness's own ``os.wait4``
+    of its child says little of a small run. A waited run's figure comes from its waiter (the harness's small
+    process, the run's parent: ``run/child/waiter.py``), and none where the waiter could not say (killed with the
+    group at a timeout).
+    """
+    inside = status.get("maxrss_kib")
+    if waited:
+        if type(inside) is int and 0 < inside <= _MAX_RSS_KIB:
+            return inside * 1024, "wait4 by the harness's waiter: the run's largest process"
+        return None, None
+    if harness_kib:
+        return harness_kib * 1024, "wait4 by the harness: its child's largest process (the harness's size included)"
+    return None, None
 
 
 @contextlib.contextmanager
@@ -349,28 +409,35 @@ def _status_pipe(waited: bool) -> Iterator[tuple[int, int]]:
         os.close(write)
 
 
-def _measured(returncode: int, status_read: int) -> int:
+def _waiter_status(status_read: int) -> dict[str, object]:
+    """What the sandbox's waiter wrote on its status pipe (run/child/waiter.py), {} when nothing readable."""
+    if status_read < 0:
+        return {}
+    os.set_blocking(status_read, False)  # the waiter wrote before it exited (or never will): never wait for it
+    try:
+        text = os.read(status_read, 256)
+        status = json.loads(text) if text else None
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def _measured(returncode: int, status: dict[str, object]) -> int:
     """The child's status, with a death by signal as -N also inside the sandbox.
 
     bubblewrap reports a run killed by signal N as exit status 128+N. The waiter (run/child/waiter.py) reads the
     run's own wait status and writes it to the status pipe; it is believed only where it agrees with that status,
     so nothing the run writes there can turn a failure into a PASS or one code into another.
     """
-    if status_read < 0 or returncode <= _SIGNAL_EXIT_BASE:
+    if returncode <= _SIGNAL_EXIT_BASE:
         return returncode
-    os.set_blocking(status_read, False)  # the waiter wrote before it exited (or never will): never wait for it
-    try:
-        text = os.read(status_read, 256)
-        status = json.loads(text) if text else None
-    except (OSError, ValueError):
-        return returncode
-    signal_number = status.get("signal") if isinstance(status, dict) else None
+    signal_number = status.get("signal")
     if type(signal_number) is int and returncode == _SIGNAL_EXIT_BASE + signal_number:
         return -signal_number
     return returncode
 
 
-def _wait(process: subprocess.Popen[bytes], spec: ChildSpec, start: float) -> None:
+def _wait(reaper: _Reaper, spec: ChildSpec, start: float) -> None:
     """Wait for the child until ``spec.timeout``, calling the heartbeat between slices of the wait; a stop of
     ``util.stop.stoppable_children`` in another thread is an interrupt here."""
     deadline = start + spec.timeout
@@ -381,9 +448,9 @@ def _wait(process: subprocess.Popen[bytes], spec: ChildSpec, start: float) -> No
         now = time.perf_counter()
         remaining = deadline - now
         if remaining <= 0:
-            raise subprocess.TimeoutExpired(process.args, spec.timeout)
+            raise subprocess.TimeoutExpired(reaper.process.args, spec.timeout)
         try:
-            process.wait(timeout=min(remaining, POLL_SECONDS, spec.heartbeat_every))
+            reaper.wait(timeout=min(remaining, POLL_SECONDS, spec.heartbeat_every))
         except subprocess.TimeoutExpired:
             now = time.perf_counter()
             if spec.heartbeat is not None and now < deadline and now - last_beat >= spec.heartbeat_every:

@@ -8,7 +8,8 @@ it imports nothing but the standard library. It:
 2. runs the script as ``__main__`` with the script's own ``sys.argv`` and ``sys.path[0]``;
 3. at exit (also after an uncaught exception) prints one ``@@repro {"event": "exit", ...}`` line with
    the versions of every distribution the run imported, the Python, the platform, the GPU (when CUDA
-   was used) and the peak memory;
+   was used) and the peak memory: all of it the run's own word, which a script can forge, so the harness keeps
+   the memory figures as claims and measures its own (``run/measured.py``);
 4. with ``REPROBISECT_INSTRUMENTS`` (a folder), appends it to ``sys.path``: ``--instruments`` lets a pasted
    script ``import instruments``, the repros' shared module;
 5. with ``REPROBISECT_TRACE_LINES=1``, records which lines of the script ran and prints them at exit as one

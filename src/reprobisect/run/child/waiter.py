@@ -3,9 +3,9 @@
 bubblewrap passes a death by signal on as exit status 128+N, the status a plain ``sys.exit(139)`` gives too, so
 outside the sandbox the harness cannot tell a segfault from an exit. This waiter, the harness's own code and the
 run's parent, reads the run's wait status and writes it as one JSON object, ``{"signal": N}`` or ``{"exit": N}``,
-to the file descriptor named by ``REPROBISECT_STATUS_FD``; the run gets neither that descriptor nor that
-variable. It exits as bubblewrap would report the run (N, or 128+N), so a harness that reads nothing (the waiter
-killed) sees what it saw before. The harness trusts the message only where it agrees with that status: the
+to the file descriptor named by ``REPROBISECT_STATUS_FD``, with the run's peak RSS as ``os.wait4`` measured it
+(``"maxrss_kib"``); the run gets neither that descriptor nor that variable. It exits as bubblewrap would report
+the run (N, or 128+N), so a harness that reads nothing (the waiter killed) sees what it saw before. The harness trusts the message only where it agrees with that status: the
 worst a forged one can do is swap a death by SIGSEGV for an ``exit(139)``, which the run could do itself.
 
 It runs with the cell's python, standard library only (it is a child file, never imported by the harness).
@@ -29,9 +29,15 @@ def main():
     fd = os.environ.pop(STATUS_FD, "")
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _ignore)  # a handler, not SIG_IGN: the run starts with the default (exec resets it)
-    code = subprocess.Popen(sys.argv[1:]).wait()  # close_fds: the status descriptor stays the waiter's
+    run = subprocess.Popen(sys.argv[1:])  # close_fds: the status descriptor stays the waiter's
+    # wait4, not wait: its ru_maxrss is the run's peak RSS (its largest process), measured by the kernel for the
+    # harness; the run cannot reach this pipe to say otherwise
+    _, wait_status, usage = os.wait4(run.pid, 0)
+    code = run.returncode = os.waitstatus_to_exitcode(wait_status)
     if fd.isdigit():
         status = {"signal": -code} if code < 0 else {"exit": code}
+        status["maxrss_kib"] = usage.ru_maxrss
+        status["pid"], status["waiter"] = run.pid, os.getpid()  # the run's pid, for the kernel log's OOM kills
         try:
             os.write(int(fd), json.dumps(status).encode())
             os.close(int(fd))
