@@ -21,15 +21,15 @@ common=(--backend cuda --torch system --lightning system --wheelhouse .whl)
 log=$out/figures.log
 say() { echo "$*" | tee -a "$log"; }
 s=$(date +%s)
-timeout -s INT -k 20 150 python3 -m reprobisect repro gan "${common[@]}" --envs /tmp/fresh --out /tmp/gan >"$out/repro-gan.log" 2>&1
+timeout -s INT -k 20 120 python3 -m reprobisect repro gan "${common[@]}" --envs /tmp/fresh --out /tmp/gan >"$out/repro-gan.log" 2>&1
 say "1. repro gan, fresh node (empty cells and op cache): exit $?, $(( $(date +%s) - s )) s"
 s=$(date +%s)
-timeout -s INT -k 20 150 python3 -m reprobisect bench --gpu --runs 1 --jobs 8 --torch system --lightning system --wheelhouse .whl --envs /tmp/fresh >"$out/bench-gpu.log" 2>&1
+timeout -s INT -k 20 130 python3 -m reprobisect bench --gpu --runs 1 --jobs 8 --torch system --lightning system --wheelhouse .whl --envs /tmp/fresh >"$out/bench-gpu.log" 2>&1
 say "2. bench --gpu: exit $?, $(( $(date +%s) - s )) s"; tail -8 "$out/bench-gpu.log" | tee -a "$log"
 script=tests/resources/scripts/bisect/stray_grad_bf16.py
 releases=$(ls .whl | sed -n 's/^deepspeed-\(0\.1[67]\.[0-9]*\)-py3.*/\1/p' | sort -V | paste -sd, -)
 s=$(date +%s)
-timeout -s INT -k 20 "${TRIAGE_TIMEOUT:-230}" python3 -m reprobisect triage "$script" "${common[@]}" --envs /tmp/cells \
+timeout -s INT -k 20 "${TRIAGE_TIMEOUT:-200}" python3 -m reprobisect triage "$script" "${common[@]}" --envs /tmp/cells \
     --out /tmp/cul --deepspeed "$releases" --jobs 8 --git .gpu/dshist --profile >"$out/triage.log" 2>&1
 say "3. triage, 17 releases + culprits, --jobs 8: exit $?, $(( $(date +%s) - s )) s"
 grep -E "affected|introduced|fixed|probes" "$out/triage.log" | head -12 | tee -a "$log"
