@@ -44,6 +44,13 @@ def setup_arguments(subparsers: Subparsers) -> None:
     )
     add_forms(parser, help="form(s) to run instead of the backend's")
     parser.add_argument("--repeat", type=int, default=1, help="run each form × fix N times")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="runs at a time (default: one per core the harness may use, at most 8; on the cuda backend they share "
+        "the GPUs round-robin)",
+    )
     parser.add_argument("--resume", action="store_true", help="reuse stored records of identical runs")
     add_nproc(parser)
     add_timeout(parser)
@@ -83,6 +90,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         pins=pins(args),
         nproc=tuple(v.strip() for v in args.nproc.split(",") if v.strip()) if args.nproc else (),
         repeat=args.repeat,
+        jobs=args.jobs,
         resume=args.resume,
         timeout=args.timeout,
         cpus_per_run=args.cpus_per_run,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -19,7 +20,7 @@ from reprobisect.run.select import detect_cuda, select_fixes, select_forms
 from reprobisect.util.console import heartbeat
 from reprobisect.util.redact import redact
 
-__all__ = ["ReproRequest", "reproduce"]
+__all__ = ["ReproRequest", "default_jobs", "reproduce"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -33,10 +34,22 @@ class ReproRequest:
     pins: Mapping[str, str] = dataclasses.field(default_factory=dict)
     nproc: tuple[str, ...] = ()  # ranks per run (an axis: several values, several rows)
     repeat: int = 1
+    jobs: int | None = None  # None: one per core the harness may use, at most 8 (``default_jobs``)
     resume: bool = False
     timeout: float | None = None
     cpus_per_run: int | None = None
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
+
+
+def default_jobs() -> int:
+    """Runs at a time when not asked: one per core the harness may use, at most 8. A newcomer's first
+    ``nox -s repro_gan`` ran its five CPU runs one after another after the op build (#41); each CPU form runs on one
+    thread, and eight GPU runs of the GAN at once cost each about what one alone does (1.06x bare, on an H100)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(8, cores))
 
 
 def reproduce(
@@ -77,6 +90,7 @@ def reproduce(
         fixes=tuple(f.name for f in select_fixes(repro, fixes)),
         forms=tuple(form.name for form in forms),
         repeat=request.repeat,
+        jobs=request.jobs if request.jobs is not None else default_jobs(),
         fresh=not request.resume,
         timeout=request.timeout,
         use_includes=False,
