@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reprobisect.commands.main import main
-from reprobisect.corpus.compare import Found, score, signature_agrees
+from reprobisect.corpus.scoring import Found, score, signature_agrees
 from reprobisect.corpus.table import NotRun, Table, markdown, write_table
 from reprobisect.corpus.truth import Truth, load_truth, parse_truth
 from reprobisect.errors import ConfigError

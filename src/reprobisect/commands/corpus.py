@@ -2,7 +2,7 @@
 
 Each entry of ``corpus/`` (an ``issue.py`` and its hand-measured ``truth.toml``, corpus/README.md) is put through
 the very command a maintainer runs — ``triage issue.py --PACKAGE R1,R2,… --git CLONE`` over the releases the truth
-was measured on, with the entry's pins — and the answer is scored against the truth (corpus/compare.py). Entries
+was measured on, with the entry's pins — and the answer is scored against the truth (corpus/scoring.py). Entries
 this machine cannot run (a GPU entry on a CPU, more GPUs than it has) and entries whose truth is not measured yet
 are listed with why. The table goes to ``corpus.md`` and ``corpus.json``; any wrong row exits 1.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from reprobisect.commands import triage
 from reprobisect.commands.options import Subparsers, add_common
-from reprobisect.corpus.compare import Found, Row, Verdict, score
+from reprobisect.corpus.scoring import ColumnVerdict, Found, Row, score
 from reprobisect.corpus.table import NotRun, Table, markdown, write_table
 from reprobisect.corpus.truth import Truth, load_truth
 from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError
@@ -126,7 +126,7 @@ def _parse_triage(argv: list[str]) -> argparse.Namespace:
 
 def _failed_row(truth: Truth, why: str, seconds: float) -> Row:
     """A triage that did not answer is a wrong row, saying why (never a hidden one)."""
-    wrong = Verdict(ok=False, truth="an answer", found=why[:400])
+    wrong = ColumnVerdict(ok=False, truth="an answer", found=why[:400])
     return Row(entry=truth.name, ranges=wrong, introduced=wrong, fixed=wrong, signature=wrong, seconds=seconds)
 
 

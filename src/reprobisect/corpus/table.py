@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from reprobisect.corpus.compare import Row, Verdict
+from reprobisect.corpus.scoring import ColumnVerdict, Row
 from reprobisect.util.files import write_atomic
 from reprobisect.util.neutral import md_document, md_safe
 
@@ -60,7 +60,7 @@ class Table:
         }
 
 
-def _mark(verdict: Verdict) -> str:
+def _mark(verdict: ColumnVerdict) -> str:
     if verdict.ok is None:
         return "n/a"
     return "yes" if verdict.ok else f"**NO**: truth {md_safe(verdict.truth)}, found {md_safe(verdict.found)}"

@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from reprobisect.errors import ConfigError
 
-__all__ = ["BACKENDS", "KINDS", "Change", "Measured", "Span", "Truth", "load_truth", "parse_truth"]
+__all__ = ["BACKENDS", "KINDS", "Change", "MeasuredRelease", "Span", "Truth", "load_truth", "parse_truth"]
 
 MAX_TRUTH_BYTES = 1 << 20
 BACKENDS = ("cpu", "gpu", "gpus")
@@ -72,7 +72,7 @@ class Span:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Measured:
+class MeasuredRelease:
     """One hand run of ``issue.py``: its exit status, its last traceback line, its seconds."""
 
     exit: int
@@ -101,8 +101,8 @@ class Truth:
     script: Path
     pins: Mapping[str, str]
     affected: tuple[Span, ...]
-    runs: Mapping[str, Measured]
-    commits: Mapping[str, Measured]
+    runs: Mapping[str, MeasuredRelease]
+    commits: Mapping[str, MeasuredRelease]
 
     def span_releases(self) -> list[list[str]]:
         """The affected ranges as lists of the releases they hold."""
@@ -187,7 +187,7 @@ def _span(table: Any, releases: tuple[str, ...], where: str, n: int) -> Span:
     return Span(first=table["first"], last=table["last"], signature=table.get("signature", ""), **changes)
 
 
-def _measured(table: Mapping[str, Any], where: str, key: str) -> dict[str, Measured]:
+def _measured(table: Mapping[str, Any], where: str, key: str) -> dict[str, MeasuredRelease]:
     found = {}
     for name, row in table.items():
         if not isinstance(row, dict):
@@ -196,7 +196,7 @@ def _measured(table: Mapping[str, Any], where: str, key: str) -> dict[str, Measu
         missing = [k for k in ("exit", "last_line", "seconds") if k not in row]
         if missing:
             raise _fail(where, f"{key}.{name}", row, f"missing {', '.join(missing)}; rerun tools/corpus_truth.py")
-        found[name] = Measured(**row)
+        found[name] = MeasuredRelease(**row)
     return found
 
 
@@ -271,7 +271,7 @@ def _check_runs(truth: Truth, where: str) -> None:
         raise _fail(where, "affected", ", ".join(stated) or "none", right)
 
 
-def _row(commits: Mapping[str, Measured], sha: str) -> Measured | None:
+def _row(commits: Mapping[str, MeasuredRelease], sha: str) -> MeasuredRelease | None:
     return next((row for key, row in commits.items() if key.startswith(sha) or sha.startswith(key)), None)
 
 

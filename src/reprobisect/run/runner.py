@@ -24,7 +24,7 @@ from reprobisect.errors import StorageError
 from reprobisect.model.signature import EVENT_MARK
 from reprobisect.run.affinity import PinAtFirstStep
 from reprobisect.run.oom import KillCause, OomWatch
-from reprobisect.run.watch import RunWatch
+from reprobisect.run.watch import RunWatch, peak_rss
 from reprobisect.util.clock import utc_now
 from reprobisect.util.redact import URL_CREDENTIALS
 from reprobisect.util.stop import POLL_SECONDS, stop_requested
@@ -296,34 +296,44 @@ class _CappedLog:
                 watch(chunk)
 
 
+def _open_log(path: Path) -> BinaryIO:
+    """The run's log, unbuffered (a full disk fails a write, never the close); a StorageError when it cannot be."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.open("wb", buffering=0)
+    except OSError as exc:
+        msg = f"{path}: cannot create the run's log ({exc.strerror or exc}); nothing was started"
+        raise StorageError(msg) from exc
+
+
+def _start(spec: ChildSpec, status_write: int) -> subprocess.Popen[bytes]:
+    """The child in a process group of its own, its output on one pipe, the waiter's status descriptor passed."""
+    return subprocess.Popen(
+        list(spec.argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**spec.env, **({STATUS_FD: str(status_write)} if spec.waited else {})},
+        cwd=spec.cwd,
+        start_new_session=True,
+        pass_fds=(status_write,) if spec.waited else (),
+    )
+
+
 def run_child(spec: ChildSpec) -> ChildResult:
     """Start the child, wait for it (or its timeout), and leave no process of its group behind.
 
     If the harness itself is interrupted (KeyboardInterrupt), the child's group is stopped before the
     interrupt propagates, so Ctrl-C never leaves a training process running.
     """
-    try:
-        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_file = spec.log_path.open("wb", buffering=0)  # unbuffered: a full disk fails a write, never the close
-    except OSError as exc:
-        msg = f"{spec.log_path}: cannot create the run's log ({exc.strerror or exc}); nothing was started"
-        raise StorageError(msg) from exc
+    log_file = _open_log(spec.log_path)
     started_at = utc_now()
     start = time.perf_counter()
     spawned = time.time()
     timed_out = False
     oom = OomWatch()  # before the child starts: the kernel's OOM counters and log from here on
     with log_file as log, _status_pipe(spec.waited) as (status_read, status_write), contextlib.closing(oom):
-        process = subprocess.Popen(
-            list(spec.argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env={**spec.env, **({STATUS_FD: str(status_write)} if spec.waited else {})},
-            cwd=spec.cwd,
-            start_new_session=True,
-            pass_fds=(status_write,) if spec.waited else (),
-        )
+        process = _start(spec, status_write)
         assert process.stdout is not None
         capped = _CappedLog(log, spec.log_head_bytes, spec.log_tail_bytes)
         pin = PinAtFirstStep(process.pid, spec.cpus)
@@ -348,7 +358,7 @@ def run_child(spec: ChildSpec) -> ChildResult:
         status = _waiter_status(status_read)
         exit_code = None if timed_out else _measured(process.returncode, status)
         kill = oom.finish(seen.pids | _run_pid(status, process.pid))
-    rss, rss_source = _peak_rss(reaper.maxrss_kib, status, waited=spec.waited)
+    rss, rss_source = peak_rss(reaper.maxrss_kib, status, waited=spec.waited)
     wall = time.perf_counter() - start
     return ChildResult(
         exit_code=exit_code,
@@ -367,32 +377,11 @@ def run_child(spec: ChildSpec) -> ChildResult:
     )
 
 
-_MAX_RSS_KIB = 2**50
-
-
 def _run_pid(status: dict[str, object], child: int) -> set[int]:
     """The run's pid as its waiter gave it, where the waiter shares the harness's pid namespace (it is the
     harness's own child, not one inside a sandbox), so the kernel log's pids are the same numbers."""
     pid, waiter = status.get("pid"), status.get("waiter")
     return {pid} if type(pid) is int and pid > 1 and waiter == child else set()
-
-
-def _peak_rss(harness_kib: int | None, status: dict[str, object], *, waited: bool) -> tuple[int | None, str | None]:
-    """The run's peak RSS in bytes and how it was measured.
-
-    A child's ``ru_maxrss`` counts the size of the process it was forked from, so the harness's own ``os.wait4``
-    of its child says little of a small run. A waited run's figure comes from its waiter (the harness's small
-    process, the run's parent: ``run/child/waiter.py``), and none where the waiter could not say (killed with the
-    group at a timeout).
-    """
-    inside = status.get("maxrss_kib")
-    if waited:
-        if type(inside) is int and 0 < inside <= _MAX_RSS_KIB:
-            return inside * 1024, "wait4 by the harness's waiter: the run's largest process"
-        return None, None
-    if harness_kib:
-        return harness_kib * 1024, "wait4 by the harness: its child's largest process (the harness's size included)"
-    return None, None
 
 
 @contextlib.contextmanager

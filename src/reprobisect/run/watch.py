@@ -21,7 +21,7 @@ from pathlib import Path
 from reprobisect.errors import ToolError
 from reprobisect.util.cmd import run_tool
 
-__all__ = ["GPU_SOURCE", "RunWatch", "WatchResult", "gpu_memory_by_pid", "machine_gpus", "process_tree"]
+__all__ = ["GPU_SOURCE", "RunWatch", "WatchResult", "gpu_memory_by_pid", "machine_gpus", "peak_rss", "process_tree"]
 
 GPU_SOURCE = "nvidia-smi, sampled by the harness every {every:g} s: the run's processes together"
 _MAX_PIDS = 4096  # pids remembered per run
@@ -152,3 +152,24 @@ class RunWatch:
             self._thread.join(timeout=60)
         source = GPU_SOURCE.format(every=self.every) if self.peak is not None else None
         return WatchResult(pids=frozenset(self.pids), gpu_peak_bytes=self.peak, gpu_source=source)
+
+
+_MAX_RSS_KIB = 2**50
+
+
+def peak_rss(harness_kib: int | None, status: dict[str, object], *, waited: bool) -> tuple[int | None, str | None]:
+    """The run's peak RSS in bytes and how it was measured.
+
+    A child's ``ru_maxrss`` counts the size of the process it was forked from, so the harness's own ``os.wait4``
+    of its child says little of a small run. A waited run's figure comes from its waiter (the harness's small
+    process, the run's parent: ``run/child/waiter.py``), and none where the waiter could not say (killed with the
+    group at a timeout).
+    """
+    inside = status.get("maxrss_kib")
+    if waited:
+        if type(inside) is int and 0 < inside <= _MAX_RSS_KIB:
+            return inside * 1024, "wait4 by the harness's waiter: the run's largest process"
+        return None, None
+    if harness_kib:
+        return harness_kib * 1024, "wait4 by the harness: its child's largest process (the harness's size included)"
+    return None, None

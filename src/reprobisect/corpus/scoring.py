@@ -17,7 +17,7 @@ from typing import Any
 from reprobisect.corpus.truth import Truth
 from reprobisect.model.signature import normalize_message
 
-__all__ = ["Found", "Row", "Verdict", "score", "signature_agrees"]
+__all__ = ["ColumnVerdict", "Found", "Row", "score", "signature_agrees"]
 
 FAILING = ("REPRODUCED", "OTHER_FAILURE", "CRASH")
 MESSAGE_PREFIX = 48  # characters of the normalized message that must agree (messages hold counts and shapes)
@@ -35,7 +35,7 @@ class Found:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Verdict:
+class ColumnVerdict:
     """One column of a row: right (True), wrong (False) or not applicable (None), and what was compared."""
 
     ok: bool | None
@@ -48,10 +48,10 @@ class Row:
     """One entry's line of the accuracy table."""
 
     entry: str
-    ranges: Verdict
-    introduced: Verdict
-    fixed: Verdict
-    signature: Verdict
+    ranges: ColumnVerdict
+    introduced: ColumnVerdict
+    fixed: ColumnVerdict
+    signature: ColumnVerdict
     seconds: float
 
     @property
@@ -68,12 +68,12 @@ def _spans_text(spans: Sequence[Sequence[str]]) -> str:
     return "; ".join(s[0] if len(s) == 1 else f"{s[0]} … {s[-1]}" for s in spans) or "none"
 
 
-def _ranges(truth: Truth, found: Found) -> Verdict:
+def _ranges(truth: Truth, found: Found) -> ColumnVerdict:
     expected = truth.span_releases()
     unusable = [r for r in truth.releases if found.states.get(r, ("MISSING", None))[0] not in ("PASS", *FAILING)]
     got = [list(s) for s in found.affected]
     text = _spans_text(got) + (f" (not judged: {', '.join(unusable)})" if unusable else "")
-    return Verdict(ok=got == expected and not unusable, truth=_spans_text(expected), found=text)
+    return ColumnVerdict(ok=got == expected and not unusable, truth=_spans_text(expected), found=text)
 
 
 def _pr(culprit: Mapping[str, Any] | None) -> str:
@@ -85,7 +85,7 @@ def _pr(culprit: Mapping[str, Any] | None) -> str:
     return str(commit.get("pull_request") or f"{str(commit.get('sha'))[:12]} (no pull request named)")
 
 
-def _change(truth: Truth, found: Found, end: str) -> Verdict:
+def _change(truth: Truth, found: Found, end: str) -> ColumnVerdict:
     """The introducing (``end`` = introduced) or fixing pull request of every range that has one."""
     wanted, got, ok = [], [], []
     for span in truth.affected:
@@ -100,8 +100,8 @@ def _change(truth: Truth, found: Found, end: str) -> Verdict:
         got.append(pr)
         ok.append(pr.lower() == change.pr.lower())
     if not wanted:
-        return Verdict(ok=None, truth="-", found="-")
-    return Verdict(ok=all(ok), truth=", ".join(wanted), found=", ".join(got))
+        return ColumnVerdict(ok=None, truth="-", found="-")
+    return ColumnVerdict(ok=all(ok), truth=", ".join(wanted), found=", ".join(got))
 
 
 def signature_agrees(truth_line: str, outcome: str, found: str | None) -> bool:
@@ -124,7 +124,7 @@ def signature_agrees(truth_line: str, outcome: str, found: str | None) -> bool:
     return f_msg.startswith(expected) or expected.startswith(f_msg[:MESSAGE_PREFIX])
 
 
-def _signature(truth: Truth, found: Found) -> Verdict:
+def _signature(truth: Truth, found: Found) -> ColumnVerdict:
     wrong = []
     for release in truth.releases:
         outcome, text = found.states.get(release, ("MISSING", None))
@@ -132,7 +132,7 @@ def _signature(truth: Truth, found: Found) -> Verdict:
         if measured is None or not signature_agrees(measured, outcome, text):
             wrong.append(f"{release}: {outcome} {text or ''}".rstrip())
     lines = {truth.runs[r].last_line for r in truth.releases if r in truth.runs and truth.runs[r].last_line}
-    return Verdict(
+    return ColumnVerdict(
         ok=not wrong,
         truth=f"{len(lines)} failure line(s) over {len(truth.releases)} releases",
         found="as recorded" if not wrong else "; ".join(wrong)[:600],
