@@ -369,3 +369,48 @@ def _commits_probe(versions: list[str], first_bad_index: int):
         return answer(version)
 
     return probe, rounds
+
+
+def test_the_culprit_searches_of_two_changes_run_side_by_side_sharing_the_jobs(tmp_path, monkeypatch) -> None:
+    """Two changes (a bug that came and went): their commit searches are independent, so they run at once, each
+    with half the --jobs; a change whose release has no tag in the clone takes no share."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from reprobisect.bisect import culprits
+    from reprobisect.bisect.probes import BisectRequest
+
+    tags = {"0.16.4": "v0.16.4", "0.16.5": "v0.16.5", "0.17.0": "v0.17.0", "0.17.1": "v0.17.1"}
+    monkeypatch.setattr(culprits.history, "check_clone", lambda repo: None)
+    monkeypatch.setattr(culprits.history, "github_slug", lambda repo, package: None)
+    monkeypatch.setattr(culprits.history, "release_tag", lambda repo, version: tags.get(version))
+    commit = SimpleNamespace(describe=lambda: {"sha": "abc", "subject": "x (#1)", "pull_request": "#1"})
+    monkeypatch.setattr(culprits.history, "commit_info", lambda repo, sha, slug: commit)
+    seen: list[tuple[int, str]] = []
+    both_running = threading.Barrier(2, timeout=10)
+
+    def fake_bisect(config, request, ctx):
+        seen.append((request.jobs, request.good))
+        if len(tags) == 4:
+            both_running.wait()  # fails unless the other search is running at the same time
+        step = SimpleNamespace(first="b", last="a", skipped_between=())
+        return SimpleNamespace(transitions=[step]), {"range": {"versions": ["a", "b"]}, "probes_made": 2}, None
+
+    monkeypatch.setattr(culprits, "run_bisect", fake_bisect)
+    state = {"outcome": "PASS", "signature_id": None}
+    bad = {"outcome": "OTHER_FAILURE", "signature_id": "f7cdbdf8b3"}
+    changes = [
+        {"last": "0.16.4", "first": "0.16.5", "from": state, "to": bad},
+        {"last": "0.17.0", "first": "0.17.1", "from": bad, "to": state},
+    ]
+    request = BisectRequest(repro="script-x", axis="deepspeed", good="0.16.4", bad="0.17.1", jobs=8)
+    ctx = SimpleNamespace(echo=lambda line: None)
+    start = time.perf_counter()
+    found = culprits.find_culprits(None, request, changes, clone=tmp_path, ctx=ctx, form="cpu", source=())
+    assert [f["commit"]["sha"] for f in found] == ["abc", "abc"] and time.perf_counter() - start < 10
+    assert sorted(seen) == [(4, "v0.16.4"), (4, "v0.17.0")]
+    seen.clear()
+    del tags["0.17.0"]  # the clone lacks one end of the second change: the first search gets every job
+    found = culprits.find_culprits(None, request, changes, clone=tmp_path, ctx=ctx, form="cpu", source=())
+    assert seen == [(8, "v0.16.4")] and "no tag of deepspeed 0.17.0" in found[1]["why"]
