@@ -17,7 +17,7 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.nightly.targets import AXIS
 from reprobisect.report.verdicts import Key, verdicts
 
-__all__ = ["masked", "regressed_keys"]
+__all__ = ["flaky_keys", "masked", "regressed_keys"]
 
 
 def masked(frame: pd.DataFrame) -> pd.DataFrame:
@@ -27,10 +27,25 @@ def masked(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def regressed_keys(baseline: pd.DataFrame, current: pd.DataFrame) -> list[Key]:
-    """(repro, cell, form, fix) keys that passed on the baseline and do not pass now (masked frames)."""
+    """(repro, cell, form, fix) keys that passed on the baseline and do not pass now (masked frames). A run whose
+    repeats disagree, on either night, is never one: ``flaky_keys`` names it instead."""
     before, after = verdicts(baseline), verdicts(current)
     return sorted(
         k
         for k, v in after.items()
-        if k in before and before[k].outcome == Outcome.PASS.value and v.outcome != Outcome.PASS.value
+        if k in before
+        and before[k].outcome == Outcome.PASS.value
+        and v.outcome != Outcome.PASS.value
+        and not (v.flaky or before[k].flaky)
     )
+
+
+def flaky_keys(baseline: pd.DataFrame, current: pd.DataFrame) -> dict[Key, str]:
+    """Keys run on both nights whose repeats disagree on either, with every state each night saw
+    (``PASS → OTHER_FAILURE abc | PASS``): reported as flaky, never as a regression or a culprit."""
+    before, after = verdicts(baseline), verdicts(current)
+    return {
+        k: f"{' | '.join(before[k].states)} → {' | '.join(v.states)}"
+        for k, v in sorted(after.items())
+        if k in before and (v.flaky or before[k].flaky)
+    }

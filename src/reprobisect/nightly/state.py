@@ -35,6 +35,8 @@ __all__ = [
     "commit_state",
     "copy_runs",
     "load_state",
+    "main_root",
+    "records_under",
     "save_state",
     "stage_baseline",
 ]
@@ -55,6 +57,9 @@ class NightlyState:
     slice: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     history: tuple[Mapping[str, Any], ...] = ()
     baseline_dir: str = BASELINE_DIR
+    # DeepSpeed's main as last night ran it: {"commit", "ref", "since", "dir", "clone"}; None before its first night.
+    # Its own records folder, beside the release baseline's: main is compared with last night's main, not a release.
+    main: Mapping[str, str] | None = None
 
     def to_json(self) -> str:
         """Stable, readable JSON."""
@@ -65,6 +70,25 @@ class NightlyState:
 def baseline_root(state_dir: Path, state: NightlyState) -> Path:
     """The records root (``records/``, ``logs/``) of the baseline release."""
     return state_dir / state.baseline_dir
+
+
+def main_root(state_dir: Path, state: NightlyState) -> Path | None:
+    """The records root of last night's main, or None before main's first night."""
+    return state_dir / state.main["dir"] if state.main else None
+
+
+def _main_of(path: Path, state_dir: Path, value: object) -> Mapping[str, str] | None:
+    """The state's ``main`` entry, checked: a commit and a folder inside the state."""
+    if value is None:
+        return None
+    keys = ("commit", "dir", "clone")
+    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) and value.get(k) for k in keys):
+        msg = f"{path}: key 'main' must hold {', '.join(keys)} (strings), got {value!r}"
+        raise ConfigError(msg)
+    if Path(value["dir"]).name != value["dir"] or not (state_dir / value["dir"] / "records").is_dir():
+        msg = f"{path}: main's records folder {value['dir']!r} is not in {state_dir}; restore the state whole"
+        raise ConfigError(msg)
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def load_state(state_dir: Path) -> NightlyState:
@@ -96,6 +120,7 @@ def load_state(state_dir: Path) -> NightlyState:
         slice=data.get("slice") or {},
         history=tuple(h for h in history if isinstance(h, dict)),
         baseline_dir=folder,
+        main=_main_of(path, state_dir, data.get("main")),
     )
     packed = baseline_root(state_dir, state) / ARCHIVE
     if baseline is not None and not (packed.parent / "records").is_dir() and packed.is_file():
@@ -157,10 +182,12 @@ def stage_baseline(state_dir: Path, records: Iterable[Record], source_root: Path
 
 
 def commit_state(state_dir: Path, state: NightlyState) -> Path:
-    """Write ``state.json`` (atomically), then remove every baseline folder it no longer names."""
+    """Write ``state.json`` (atomically), then remove every baseline folder it no longer names (the release's and
+    main's are both kept)."""
     path = save_state(state_dir, state)
+    named = {state.baseline_dir, *([state.main["dir"]] if state.main else [])}
     for folder in state_dir.iterdir():
-        stale = folder.name.startswith((BASELINE_DIR, f".{BASELINE_DIR}")) and folder.name != state.baseline_dir
+        stale = folder.name.startswith((BASELINE_DIR, f".{BASELINE_DIR}")) and folder.name not in named
         if folder.is_dir() and stale:
             shutil.rmtree(folder, ignore_errors=True)
     return path
@@ -168,5 +195,9 @@ def commit_state(state_dir: Path, state: NightlyState) -> Path:
 
 def baseline_records(state_dir: Path, state: NightlyState) -> list[Record]:
     """Every record of the baseline; an unreadable one raises RecordError naming the file."""
-    root = baseline_root(state_dir, state) / "records"
-    return [Record.load(path) for path in sorted(root.rglob("*.json")) if not path.name.startswith(".")]
+    return records_under(baseline_root(state_dir, state))
+
+
+def records_under(root: Path) -> list[Record]:
+    """Every record of a records root (``root/records``); an unreadable one raises RecordError naming the file."""
+    return [Record.load(path) for path in sorted((root / "records").rglob("*.json")) if not path.name.startswith(".")]
