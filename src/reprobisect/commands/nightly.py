@@ -17,6 +17,7 @@ from reprobisect.commands.options import (
     add_executor,
     add_fixes,
     add_forms,
+    add_script_options,
     add_timeout,
     confinement,
     engine_summary,
@@ -25,6 +26,7 @@ from reprobisect.commands.options import (
     prepare,
     run_context,
     split,
+    with_script,
 )
 from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError, HarnessError
@@ -59,6 +61,20 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.add_argument("--fail-on-change", action="store_true", help="exit 1 on any change, not only regressions")
     parser.add_argument("--keep-baseline", action="store_true", help="do not advance the baseline")
     parser.add_argument("--repo", default=None, help="DeepSpeed's git repository, for --deepspeed REF")
+    parser.add_argument(
+        "--git",
+        type=Path,
+        help="a whole clone of DeepSpeed: follow --deepspeed REF (default main) in it, commit by commit, against last "
+        "night's commit; each regression gets its commit and pull request, a minimized script and the fixes that pass",
+    )
+    parser.add_argument(
+        "--no-fetch", action="store_true", help="with --git: use the clone as it is (offline), no git fetch"
+    )
+    parser.add_argument(
+        "--minimize-budget", default="10m", help="with --git: minimize each regression for this long (600, 10m)"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each (repro, form, fix): disagreeing is flaky")
+    add_script_options(parser)
     add_executor(parser)
     add_common(
         parser,
@@ -72,15 +88,24 @@ def setup_arguments(subparsers: Subparsers) -> None:
 def _night(args: argparse.Namespace) -> int:
     """Check the options, run the night, return its verdict (0, or 1 on a regression)."""
     # imported here: the night imports the report writer (matplotlib), which no other command's start needs
+    from reprobisect.commands.minimize import parse_budget
+    from reprobisect.nightly.main_night import run_main_night
     from reprobisect.nightly.run import NightlyRequest, run_nightly
     from reprobisect.nightly.targets import DEEPSPEED_REPO
 
-    if min(args.jobs, args.max_releases) < 1 or args.max_bisects < 0:
-        msg = f"--jobs {args.jobs} / --max-releases {args.max_releases} must be >= 1, --max-bisects >= 0"
+    if min(args.jobs, args.max_releases, args.repeat) < 1 or args.max_bisects < 0:
+        msg = f"--jobs {args.jobs} / --max-releases {args.max_releases} / --repeat must be >= 1, --max-bisects >= 0"
         raise ConfigError(msg)
-    if args.baseline_release and (args.deepspeed or args.up_to):
-        msg = "--baseline-release seeds the baseline: it goes without --deepspeed and --up-to"
+    if args.baseline_release and (args.deepspeed or args.up_to or args.git):
+        msg = "--baseline-release seeds the baseline: it goes without --deepspeed, --up-to and --git"
         raise ConfigError(msg)
+    budget = parse_budget([args.minimize_budget]).seconds
+    if budget is None:
+        msg = f"--minimize-budget {args.minimize_budget}: give a time (600, 10m), not runs"
+        raise ConfigError(msg)
+    config, made = with_script(
+        load_config(args.config), args, args.script, repros=split(args.repro), rerun=("nox", "-s", "triage", "--")
+    )
     request = NightlyRequest(
         state=args.state,
         out=args.out,
@@ -89,11 +114,14 @@ def _night(args: argparse.Namespace) -> int:
         up_to=args.up_to,
         baseline_release=args.baseline_release,
         pins={k: v for k, v in pins(args).items() if k != "deepspeed"},
-        repros=split(args.repro),
+        repros=(*split(args.repro), *made),
         forms=split(args.form),
         fixes=split(args.fix),
         jobs=args.jobs,
+        repeat=args.repeat,
         timeout=args.timeout,
+        git=args.git,
+        minimize_budget=budget,
         max_releases=args.max_releases,
         max_bisects=args.max_bisects,
         fail_on_change=args.fail_on_change,
@@ -102,7 +130,10 @@ def _night(args: argparse.Namespace) -> int:
         confinement=confinement(args),
         executor=executor(args),
     )
-    result = run_nightly(load_config(args.config), request, run_context(args))
+    if args.git is not None:
+        result = run_main_night(config, request, run_context(args), fetch=not args.no_fetch)
+    else:
+        result = run_nightly(config, request, run_context(args))
     for line in engine_summary(request.executor):
         print(line)
     return result.exit_code

@@ -59,7 +59,7 @@ from reprobisect.util.clock import utc_now
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import write_atomic
 
-__all__ = ["NightlyRequest", "NightlyResult", "run_nightly"]
+__all__ = ["Night", "NightlyRequest", "NightlyResult", "check_slice", "run_nightly"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -77,7 +77,10 @@ class NightlyRequest:
     forms: tuple[str, ...] = ()
     fixes: tuple[str, ...] = ()
     jobs: int = 1
+    repeat: int = 1  # runs of each key a night: repeats that disagree make it flaky, never a regression
     timeout: float | None = None
+    git: Path | None = None  # a clone of DeepSpeed: the night follows its --deepspeed REF (main) commit by commit
+    minimize_budget: float = 600.0  # seconds of minimizing each regression of main (nightly/follow_up.py)
     max_releases: int = 3
     max_bisects: int = 3
     fail_on_change: bool = False
@@ -110,7 +113,7 @@ def _slice(config: Config, request: NightlyRequest) -> dict[str, Any]:
     return {"axes": axes, "repros": list(request.repros or config.nightly.repros)}
 
 
-class _Night:
+class Night:
     """One night's run: the shared pieces every step needs."""
 
     def __init__(
@@ -126,6 +129,7 @@ class _Night:
         self.slice = _slice(config, request)
 
     def run_slice(self, target: Target) -> list[Record]:
+        """Tonight's slice on one DeepSpeed release or commit, its records reused when they exist."""
         axes = {name: (value,) for name, value in self.slice["axes"].items()}
         axes[AXIS] = (target.spec,)
         matrix = MatrixRequest(
@@ -135,6 +139,7 @@ class _Night:
             forms=self.request.forms,
             fixes=self.request.fixes,
             jobs=self.request.jobs,
+            repeat=self.request.repeat,
             timeout=self.request.timeout,
             use_includes=False,
             confinement=self.request.confinement,
@@ -144,6 +149,7 @@ class _Night:
         return run_matrix(self.config, matrix, self.ctx, stats=self.stats)
 
     def loaded(self, records: Sequence[Record]) -> list[Loaded]:
+        """``records`` as the report's frame reads them, from tonight's store."""
         root = self.store.root
         return [
             Loaded(record=r, root=root, path=self.store.record_path(r.repro, r.cell["id"], r.form, r.fix, r.repeat))
@@ -181,7 +187,8 @@ def _bisect_order(comparisons: Mapping[str, Comparison], regressed: Mapping[str,
     return sorted(newest.items(), key=lambda item: (item[0] not in bad, item[0][3] != "none", item[0]))
 
 
-def _check_slice(state: NightlyState, night: _Night, request: NightlyRequest) -> None:
+def check_slice(state: NightlyState, night: Night, request: NightlyRequest) -> None:
+    """ConfigError when tonight's backend or pins differ from the state's: the runs would not be comparable."""
     if state.backend and request.backend != "auto" and state.backend != request.backend:
         msg = (
             f"{request.state}: this state was made with --backend {state.backend}, not {request.backend}; "
@@ -214,7 +221,7 @@ def _resolved_backend(records: Sequence[Record], request: NightlyRequest) -> str
 
 
 def _close(
-    night: _Night,
+    night: Night,
     news: NightNews,
     report: ReportData | None,
     after: NightlyState,
@@ -257,11 +264,11 @@ def run_nightly(
 ) -> NightlyResult:
     """One night: find new releases, run, compare, bisect changes, write the body, advance the baseline. The
     night's records go under ``request.out``, whatever store ``ctx`` names."""
-    night = _Night(config, request, ctx)
+    night = Night(config, request, ctx)
     echo = ctx.echo
     state = load_state(request.state)
     if not request.baseline_release:
-        _check_slice(state, night, request)
+        check_slice(state, night, request)
     index = IndexCache(ctx.envs_dir.resolve() / "index-cache.json", ctx.base.executable)
     available = index.versions(AXIS, refresh=True)
     if request.baseline_release or state.baseline is None:
@@ -338,7 +345,7 @@ def run_nightly(
     return _close(night, news, report, after, runs[newest.name] if advance else None)
 
 
-def _bisects(night: _Night, news: NightNews, targets: Sequence[Target], baseline: str) -> list[Bisect]:
+def _bisects(night: Night, news: NightNews, targets: Sequence[Target], baseline: str) -> list[Bisect]:
     """Bisect the changed keys (at most --max-bisects) between the baseline and the release they changed in."""
     releases = {t.name for t in targets if t.kind == "release"}
     order = [(key, release) for key, release in _bisect_order(news.comparisons, news.regressed) if release in releases]
@@ -353,7 +360,7 @@ def _bisects(night: _Night, news: NightNews, targets: Sequence[Target], baseline
     return done
 
 
-def _seed(night: _Night, state: NightlyState, available: Sequence[str], echo: Echo) -> NightlyResult:
+def _seed(night: Night, state: NightlyState, available: Sequence[str], echo: Echo) -> NightlyResult:
     """The first night (or --baseline-release): run the slice on one release and make it the baseline."""
     request = night.request
     if request.baseline_release:

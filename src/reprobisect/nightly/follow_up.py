@@ -1,0 +1,225 @@
+"""What a night does about one regression of DeepSpeed's main, with no human step: the three answers a maintainer
+used to get by hand with ``bisect --git``, ``minimize`` and ``--fix-override`` after reading the issue.
+
+1. **The commit**: the commits of the clone between last night's main and tonight's are bisected for tonight's
+   outcome and signature (``run_bisect`` with ``git=clone``, as ``find_culprits`` does for a release transition).
+   The two ends are the night's own cells (the same ``git+file://CLONE@SHA`` pin), so their records answer them.
+2. **A minimized script**: the form's script (with the fix's arguments) cut down by ``minimize`` between tonight's
+   cell (it must fail there the same way) and last night's (it must not), within ``--minimize-budget``.
+3. **Which fixes pass tonight**: the repro's own fixes, as tonight's slice ran them, and one run more: tonight's
+   cell with DeepSpeed overridden back to last night's commit (``--fix-override``), the workaround to offer.
+
+A step that cannot answer says why (a search the commits do not settle, a script that does not fail alone) and the
+others still run; an error of the harness itself is not an answer and stops the night (exit 2 and up).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from reprobisect.bisect import history
+from reprobisect.bisect.probes import BisectRequest, run_bisect
+from reprobisect.config.load import Config
+from reprobisect.config.scripts import CliFixes, cli_fixes, with_fixes
+from reprobisect.errors import BisectInconclusiveError, NotInterestingError
+from reprobisect.minimize.request import Budget, MinimizeRequest
+from reprobisect.model.outcome import Outcome
+from reprobisect.model.record import Record
+from reprobisect.nightly.targets import AXIS
+from reprobisect.report.verdicts import Key
+from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_run import run_matrix
+from reprobisect.run.plan import MatrixRequest
+
+__all__ = ["BACK_TO_BASELINE", "Finding", "MainPair", "follow_up", "passing_fixes"]
+
+BACK_TO_BASELINE = "back-to-last-night"  # the override fix: tonight's cell, DeepSpeed at last night's commit
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MainPair:
+    """Last night's and tonight's commit of main in one clone, and what tonight's slice ran besides DeepSpeed."""
+
+    clone: Path
+    good: str  # full hashes
+    bad: str
+    pins: Mapping[str, str]
+    backend: Any
+    timeout: float | None
+    jobs: int
+    minimize_budget: float
+    out: Path
+
+    def spec(self, sha: str) -> str:
+        """The DeepSpeed pin of a commit: the one commit bisection gives its probes, so records meet."""
+        return f"git+file://{self.clone.resolve()}@{sha}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One regression of main and the answers the night found for it (each None with a ``why`` when it has none)."""
+
+    key: Key
+    before: str  # last night's verdict label
+    after: str  # tonight's
+    commit: Mapping[str, Any] | None = None  # {"sha", "subject", "pull_request"}
+    last_good: Mapping[str, Any] | None = None
+    commit_why: str | None = None
+    probes: int = 0
+    bisect_rerun: str | None = None
+    minimized: Mapping[str, Any] | None = None  # {"path", "text", "original", "minimized", "stopped", "runs"}
+    minimize_why: str | None = None
+    fixes: Mapping[str, str] = dataclasses.field(default_factory=dict)  # fix -> tonight's outcome
+    rerun: tuple[str, ...] = ()  # the commands that run it again on tonight's main
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding as ``nightly.json`` carries it."""
+        repro, cell, form, fix = self.key
+        data = {k: v for k, v in dataclasses.asdict(self).items() if k != "key"}
+        return {"repro": repro, "cell": cell, "form": form, "fix": fix, **data, "fixes_passing": self.passing()}
+
+    def passing(self) -> list[str]:
+        """The fixes that pass tonight."""
+        return [name for name, outcome in self.fixes.items() if outcome == Outcome.PASS.value]
+
+
+def passing_fixes(records: Sequence[Record], key: Key, cell_of: Mapping[str, str]) -> dict[str, str]:
+    """Tonight's outcome of every fix of ``key``'s repro and form (the slice ran them all), ``none`` left out.
+    ``cell_of`` maps a record's cell id to its masked id (the key's)."""
+    repro, cell, form, _ = key
+    found: dict[str, str] = {}
+    for r in records:
+        if (r.repro, cell_of.get(r.cell["id"]), r.form) == (repro, cell, form) and r.fix != "none":
+            found[r.fix] = r.outcome if found.get(r.fix, r.outcome) == r.outcome else "FLAKY"
+    return found
+
+
+def follow_up(
+    config: Config,
+    pair: MainPair,
+    ctx: RunContext,
+    finding: Finding,
+    target: tuple[str, str | None],
+) -> Finding:
+    """The commit, the minimized script and the passing fixes of one regression; ``target`` is tonight's outcome
+    and signature id."""
+    finding = _commit(config, pair, ctx, finding, target)
+    finding = _minimized(config, pair, ctx, finding)
+    back = _back_to_baseline(config, pair, ctx, finding.key)
+    return dataclasses.replace(finding, fixes={**finding.fixes, BACK_TO_BASELINE: back})
+
+
+def _commit(
+    config: Config, pair: MainPair, ctx: RunContext, finding: Finding, target: tuple[str, str | None]
+) -> Finding:
+    repro, _, form, fix = finding.key
+    request = BisectRequest(
+        repro=repro,
+        axis=AXIS,
+        good=pair.good,
+        bad=pair.bad,
+        backend=pair.backend,
+        form=form,
+        fix=fix,
+        pins=pair.pins,
+        git=pair.clone,
+        target_outcome=target[0],
+        target=target[1],
+        timeout=pair.timeout,
+        jobs=pair.jobs,
+    )
+    ctx.echo(f"\n== which commit of main made {repro} {form} {fix} fail: {pair.good[:12]} .. {pair.bad[:12]} ==")
+    rerun = _bisect_command(pair, request)
+    try:
+        result, report, _ = run_bisect(config, request, ctx)
+    except BisectInconclusiveError as exc:
+        return dataclasses.replace(finding, commit_why=f"the commits do not say: {exc}", bisect_rerun=rerun)
+    [step] = result.transitions
+    slug = history.github_slug(pair.clone, AXIS)
+    return dataclasses.replace(
+        finding,
+        commit=history.commit_info(pair.clone, step.first, slug).describe(),
+        last_good=history.commit_info(pair.clone, step.last, slug).describe(),
+        probes=int(report["probes_made"]),
+        bisect_rerun=rerun,
+    )
+
+
+def _bisect_command(pair: MainPair, request: BisectRequest) -> str:
+    words = ["reprobisect", "bisect", "--repro", request.repro, "--axis", AXIS, "--git", str(pair.clone)]
+    words += ["--good", pair.good, "--bad", pair.bad, "--form", str(request.form), "--fix", request.fix]
+    words += ["--target-outcome", str(request.target_outcome), "--backend", str(pair.backend)]
+    words += ["--signature", request.target] if request.target else []
+    words += [f"--{axis}={value}" for axis, value in sorted(pair.pins.items())]
+    return " ".join(words)
+
+
+def _minimized(config: Config, pair: MainPair, ctx: RunContext, finding: Finding) -> Finding:
+    """``minimize`` of the form's script between tonight's cell and last night's, within the budget."""
+    repro_name, _, form_name, fix_name = finding.key
+    repro = config.repros[repro_name]
+    form = next(f for name, f in repro.forms.items() if name == form_name)  # the key's form: the repro has it
+    fix = repro.fixes[fix_name]
+    if fix.override or fix.patch:
+        why = f"fix {fix_name} changes the cell (an override or a patch), which a minimized script cannot carry"
+        return dataclasses.replace(finding, minimize_why=why)
+    request = MinimizeRequest(
+        script=form.script_for(fix),
+        bad={AXIS: pair.spec(pair.bad)},
+        good={AXIS: pair.spec(pair.good)},
+        pins={k: v for k, v in pair.pins.items() if k != AXIS},
+        backend=pair.backend,
+        form=form_name,
+        script_args=(*form.args, *fix.args_for(form_name)),
+        env={**form.env, **fix.env},
+        shim=form.shim is not None,
+        timeout=pair.timeout,
+        jobs=pair.jobs,
+        budget=Budget(seconds=pair.minimize_budget),
+        out=pair.out,
+    )
+    # imported here: the reducers (pyflakes, picire) load only when a night has something to minimize
+    from reprobisect.minimize.outputs import write_outputs
+    from reprobisect.minimize.pipeline import minimize
+
+    ctx.echo(f"\n== minimize {request.script.name} for {repro_name} {form_name} {fix_name} ==")
+    try:
+        result = minimize(config, request, base=ctx.base, envs_dir=ctx.envs_dir, environ=ctx.environ, echo=ctx.echo)
+    except NotInterestingError as exc:
+        return dataclasses.replace(finding, minimize_why=str(exc))
+    write_outputs(result, request, request.script.read_text(encoding="utf-8"))
+    minimized = {
+        "path": str(result.folder / "minimized.py"),
+        "text": result.text,
+        "original": str(result.original),
+        "minimized": str(result.minimized),
+        "stopped": result.stopped,
+        "tells_apart": result.verdict.interesting,
+        "runs": [f"{run.cell}: {run.said}" for run in result.verdict.runs],
+    }
+    return dataclasses.replace(finding, minimized=minimized)
+
+
+def _back_to_baseline(config: Config, pair: MainPair, ctx: RunContext, key: Key) -> str:
+    """Tonight's cell with DeepSpeed overridden back to last night's commit: its outcome."""
+    repro_name, _, form, _ = key
+    override = cli_fixes(CliFixes(override=[f"{BACK_TO_BASELINE}={AXIS}={pair.spec(pair.good)}"]))
+    repro = with_fixes(config.repros[repro_name], override)
+    config = dataclasses.replace(config, repros={**config.repros, repro_name: repro})
+    axes = {axis: (value,) for axis, value in pair.pins.items()} | {AXIS: (pair.spec(pair.bad),)}
+    request = MatrixRequest(
+        repros=(repro_name,),
+        backend=pair.backend,
+        axes=axes,
+        forms=(form,),
+        fixes=(BACK_TO_BASELINE,),
+        timeout=pair.timeout,
+        use_includes=False,
+    )
+    ctx.echo(f"\n== {repro_name} {form} on tonight's main with DeepSpeed back at {pair.good[:12]} ==")
+    records = run_matrix(config, request, ctx)
+    outcomes = {r.outcome for r in records}
+    return outcomes.pop() if len(outcomes) == 1 else ("FLAKY" if outcomes else "ENV_ERROR")
