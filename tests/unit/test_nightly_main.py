@@ -62,7 +62,8 @@ def _finding(**kwargs: object) -> Finding:
         "bisect_rerun": "reprobisect bisect --repro gan --git /clone",
         "minimized": {"path": "/out/minimized.py", "text": "import deepspeed\nassert False\n", "original": "80 lines",
                       "minimized": "2 lines", "stopped": "the time budget (600 s)", "tells_apart": True,
-                      "runs": ["bad: OTHER_FAILURE", "good: PASS"]},
+                      "runs": ["bad: OTHER_FAILURE", "good: PASS"],
+                      "rerun": "reprobisect minimize gan.py --bad deepspeed==x --good deepspeed==y"},
         "fixes": {"zero-stage-0": "OTHER_FAILURE", BACK_TO_BASELINE: "PASS"},
         "rerun": ("nox -s repro_gan -- --deepspeed git+file:///clone@" + C,),
     }  # fmt: skip
@@ -95,6 +96,7 @@ def test_the_body_has_the_commit_the_script_inline_the_fixes_and_the_reruns() ->
     assert "```python\nimport deepspeed\nassert False\n```" in body
     assert f"**Fixes that pass tonight**: `{BACK_TO_BASELINE}` (DeepSpeed back at last night's commit)" in body
     assert "reprobisect bisect --repro gan --git /clone" in body and "nox -s repro_gan" in body
+    assert "reprobisect minimize gan.py --bad deepspeed==x --good deepspeed==y" in body
     assert "### Flaky" in body and "freeze-d: PASS → x" in body
     summary = _news(findings=[_finding()]).summary()
     assert summary["regressions"][0]["fixes_passing"] == [BACK_TO_BASELINE]

@@ -16,6 +16,7 @@ others still run; an error of the harness itself is not an answer and stops the 
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,7 @@ def _commit(
         jobs=pair.jobs,
     )
     ctx.echo(f"\n== which commit of main made {repro} {form} {fix} fail: {pair.good[:12]} .. {pair.bad[:12]} ==")
-    rerun = _bisect_command(pair, request)
+    rerun = _bisect_command(pair, request, _source(config, repro, form))
     try:
         result, report, _ = run_bisect(config, request, ctx)
     except BisectInconclusiveError as exc:
@@ -148,13 +149,23 @@ def _commit(
     )
 
 
-def _bisect_command(pair: MainPair, request: BisectRequest) -> str:
-    words = ["reprobisect", "bisect", "--repro", request.repro, "--axis", AXIS, "--git", str(pair.clone)]
+def _source(config: Config, repro_name: str, form_name: str) -> list[str]:
+    """The options that name the repro on a command line: ``--script FILE`` for one made from a script (it is not
+    in matrix.yaml, so ``--repro`` would not find it), else ``--repro NAME``."""
+    repro = config.repros[repro_name]
+    if not repro.rerun:
+        return ["--repro", repro_name]
+    form = next(f for name, f in repro.forms.items() if name == form_name)
+    return ["--script", str(form.script)]
+
+
+def _bisect_command(pair: MainPair, request: BisectRequest, source: Sequence[str]) -> str:
+    words = ["reprobisect", "bisect", *source, "--axis", AXIS, "--git", str(pair.clone)]
     words += ["--good", pair.good, "--bad", pair.bad, "--form", str(request.form), "--fix", request.fix]
     words += ["--target-outcome", str(request.target_outcome), "--backend", str(pair.backend)]
     words += ["--signature", request.target] if request.target else []
-    words += [f"--{axis}={value}" for axis, value in sorted(pair.pins.items())]
-    return " ".join(words)
+    words += _pin_options(pair.pins)
+    return shlex.join(words)
 
 
 def _minimized(config: Config, pair: MainPair, ctx: RunContext, finding: Finding) -> Finding:
@@ -199,8 +210,24 @@ def _minimized(config: Config, pair: MainPair, ctx: RunContext, finding: Finding
         "stopped": result.stopped,
         "tells_apart": result.verdict.interesting,
         "runs": [f"{run.cell}: {run.said}" for run in result.verdict.runs],
+        "rerun": _minimize_command(request, pair.minimize_budget),
     }
     return dataclasses.replace(finding, minimized=minimized)
+
+
+def _pin_options(pins: Mapping[str, str]) -> list[str]:
+    """The slice's pins as command-line options; python and nproc have none (the base interpreter; one rank)."""
+    return [f"--{axis}={value}" for axis, value in sorted(pins.items()) if axis not in ("python", "nproc", AXIS)]
+
+
+def _minimize_command(request: MinimizeRequest, budget: float) -> str:
+    """The command that runs this minimization again (its verdicts are kept: it goes on where it stopped)."""
+    words = ["reprobisect", "minimize", str(request.script), "--bad", f"{AXIS}=={request.bad[AXIS]}"]
+    words += ["--good", f"{AXIS}=={(request.good or {})[AXIS]}", "--form", str(request.form)]
+    words += ["--backend", str(request.backend), "--budget", f"{budget:g}"]
+    words += _pin_options(request.pins)
+    words += ["--", *request.script_args] if request.script_args else []
+    return shlex.join(words)
 
 
 def _back_to_baseline(config: Config, pair: MainPair, ctx: RunContext, key: Key) -> str:

@@ -184,7 +184,8 @@ def _minimized_lines(finding: Finding) -> list[str]:
 
 def _finding_lines(finding: Finding) -> list[str]:
     repro, _, form, fix = finding.key
-    commands = [*finding.rerun, *([finding.bisect_rerun] if finding.bisect_rerun else [])]
+    minimize = [str(finding.minimized["rerun"])] if finding.minimized and finding.minimized.get("rerun") else []
+    commands = [*finding.rerun, *([finding.bisect_rerun] if finding.bisect_rerun else []), *minimize]
     lines = [
         md_safe(f"### {repro} · {form} · fix {fix}: {finding.before} → {finding.after}"),
         "",
