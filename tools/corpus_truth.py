@@ -41,6 +41,7 @@ MARKER = "# --- measured by tools/corpus_truth.py: everything below is rewritten
 LOGS = "truth-logs.tar.xz"
 _PASSED_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "USER", "CUDA_VISIBLE_DEVICES")  # a plain shell's, nothing of ours
 _NOT_BUILT = {"blogs", "docs", "examples", "tests", "benchmarks", "docker", "azure", ".github", "images"}
+_LAYOUT = "tx"  # venvs made with torch excluded from uv's resolution (older ones hold uv's own torch: not reused)
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)\b.*$")
 
 
@@ -67,7 +68,7 @@ def last_line(log: str, status: int) -> str:
 
 def _venv(work: Path, key: str, pins: dict[str, str]) -> Path:
     """A venv over this interpreter (its torch) named by what goes in it; made once."""
-    folder = work / "venvs" / key
+    folder = work / "venvs" / f"{key}-{_LAYOUT}"
     python = folder / "bin" / "python"
     if python.exists():
         return python
@@ -85,13 +86,34 @@ def _venv(work: Path, key: str, pins: dict[str, str]) -> Path:
     return python
 
 
-def _install(python: Path, requirements: list[str], env: dict[str, str] | None = None) -> str:
-    cmd = ["uv", "pip", "install", "--python", str(python), *requirements]
+def _install(python: Path, requirements: list[str], pins: dict[str, str], env: dict[str, str] | None = None) -> str:
+    """uv pip install into the venv; torch excluded from the resolution, so the one the venv already sees (this
+    interpreter's, or the pinned one pip put there) is the one that runs: uv ignores the base's packages of a
+    --system-site-packages venv and would otherwise put the newest torch from the index beside them."""
+    excludes = python.parent.parent / "uv-excludes.txt"
+    excludes.write_text("torch\n")
+    cmd = ["uv", "pip", "install", "--python", str(python), "--excludes", str(excludes), *requirements]
     done = _sh(cmd, env=env)
     if done.returncode:
         shutil.rmtree(python.parent.parent)
         raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
-    return f"$ {' '.join(cmd)}\n{done.stdout}{done.stderr}"
+    return f"$ {' '.join(cmd)}\n{done.stdout}{done.stderr}{_torch_check(python, pins)}"
+
+
+def _torch_check(python: Path, pins: dict[str, str]) -> str:
+    """The torch the venv imports, which must be the pinned one (this interpreter's for ``system``)."""
+    wanted = pins.get("torch", "system")
+    if wanted == "system":
+        import torch  # only here: the tool itself needs no torch
+
+        wanted = str(torch.__version__)
+    code = "import torch; print(torch.__version__, torch.__file__)"
+    got = _sh([str(python), "-c", code]).stdout.strip()
+    version = got.split(" ")[0]
+    if wanted not in (version, version.split("+")[0]):
+        shutil.rmtree(python.parent.parent)
+        raise SystemExit(f"{python}: imports torch {got or '(none)'}, not the pinned {wanted}")
+    return f"$ python -c {code!r}\n{got}\n"
 
 
 def _others(pins: dict[str, str], package: str) -> list[str]:
@@ -107,7 +129,7 @@ def release_venv(work: Path, truth: dict, release: str) -> tuple[Path, str]:  # 
     marker = python.parent.parent / "installed.txt"
     if marker.exists():
         return python, marker.read_text()
-    log = _install(python, wanted)
+    log = _install(python, wanted, pins)
     marker.write_text(log)
     return python, log
 
@@ -127,8 +149,8 @@ def commit_venv(work: Path, truth: dict, clone: Path, rev: str) -> tuple[Path, s
         _export(clone, sha, source)
     env = {**os.environ, "DS_BUILD_OPS": "0"}
     others = _others(pins, package)
-    log = _install(python, others) if others else ""
-    log += _install(python, ["--no-build-isolation", str(source)], env=env)
+    log = _install(python, others, pins) if others else ""
+    log += _install(python, ["--no-build-isolation", str(source)], pins, env=env)
     marker.write_text(log)
     return python, sha, log
 
@@ -165,7 +187,8 @@ def run_issue(python: Path, entry: Path, truth: dict, ext: Path) -> tuple[int, s
         )  # fmt: skip
         status, log = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:
-        status, log = 124, f"{exc.stdout or ''}{exc.stderr or ''}\nTIMEOUT after {exc.timeout} s"
+        out, err = (s.decode(errors="replace") if isinstance(s, bytes) else s or "" for s in (exc.stdout, exc.stderr))
+        status, log = 124, f"{out}{err}\nTIMEOUT after {exc.timeout} s"  # bytes on a timeout, even with text=True
     seconds = round(time.monotonic() - start, 1)
     return status, last_line(log, status), seconds, log
 

@@ -56,9 +56,10 @@ def test_the_ops_a_run_needs_come_from_its_script_and_its_accelerator(tmp_path: 
     script = "from deepspeed.ops.adam import FusedAdam\noptimizer = FusedAdam(params)\n"
     assert ops_for(script, {}, deepspeed) == ("fused_adam",)  # a GPU form: no CPU comm op
     assert ops_for(script, CPU, deepspeed) == ("fused_adam", SHM_OP)
-    assert ops_for("print(1)", CPU, None) == ()  # no DeepSpeed in the cell: nothing to build
+    assert ops_for("import deepspeed", CPU, None) == ()  # no DeepSpeed in the cell: nothing to build
+    assert ops_for("import torch\nprint(1)", CPU, deepspeed) == ()  # a script that never names DeepSpeed
     (deepspeed / "comm" / "torch.py").write_text("pass\n")  # a release that never builds the comm op
-    assert ops_for("print(1)", CPU, deepspeed) == ()
+    assert ops_for("import deepspeed", CPU, deepspeed) == ()
 
 
 @given(st.text(max_size=200))
@@ -73,7 +74,7 @@ def test_a_cell_s_ops_are_built_once_and_the_next_cell_with_the_same_sources_sta
     built.mkdir()
     environ = {**os.environ, "REPROBISECT_OP_CACHE": str(tmp_path / "ops")}
     first, second = _cell(tmp_path, "0.16.4"), _cell(tmp_path, "0.16.5")
-    runs = [("import deepspeed\nFusedAdam\n", {**CPU, "BUILT_INTO": str(built)}), ("print(1)", {})]
+    runs = [("import deepspeed\nFusedAdam\n", {**CPU, "BUILT_INTO": str(built)}), ("import deepspeed", {})]
     (ops,) = cell_ops(first, runs).items()
     assert ops[1] == ("fused_adam", SHM_OP)
     done = prebuild_ops(first, ops[1], dict(ops[0]), environ)

@@ -38,7 +38,7 @@ from reprobisect.run.sandbox import Confinement
 from reprobisect.util.cmd import output_tail, run_tool
 from reprobisect.util.echo import Echo
 
-__all__ = ["BenchResult", "format_bench", "run_bench"]
+__all__ = ["BenchResult", "bare_run", "format_bench", "run_bench"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -81,7 +81,7 @@ def _pip_build(base: BaseInterpreter, packages: Mapping[str, str], venv: Path, c
     return _timed(build)
 
 
-def _bare_run(spec: RunSpec, environ: Mapping[str, str], log: Path) -> float:
+def bare_run(spec: RunSpec, environ: Mapping[str, str], log: Path) -> float:
     """The same child without the bootstrap, record or classification: what a user would type."""
     env = child_environ(spec, environ)
     env.pop("REPROBISECT_SHIM", None)
@@ -231,7 +231,7 @@ def _overhead(
         start = time.perf_counter()
         execute(dataclasses.replace(spec, repeat=i + 1), store, environ=environ)
         harness.append(time.perf_counter() - start)
-        bare.append(_bare_run(spec, environ, root / "bare" / f"run{i}.log"))
+        bare.append(bare_run(spec, environ, root / "bare" / f"run{i}.log"))
     return harness, bare
 
 

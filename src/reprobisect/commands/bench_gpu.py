@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reprobisect.cells.envs import CellEnv
+from reprobisect.commands.bench_figures import bare_run
 from reprobisect.config.load import Config
 from reprobisect.model.store import Store
-from reprobisect.run.execute import RunSpec, child_environ, execute
+from reprobisect.run.execute import RunSpec, execute
 from reprobisect.run.phases import PROFILE_ENV
-from reprobisect.run.runner import ChildSpec, run_child
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.units import job_cpus
 from reprobisect.util.cmd import run_tool
@@ -52,15 +52,6 @@ class GpuBench:
     phases: Mapping[str, float]  # the median of each phase over the harness's runs alone
 
 
-def _bare(spec: RunSpec, environ: Mapping[str, str], log: Path) -> float:
-    """The script as a user runs it in the cell: no bootstrap, sandbox or record."""
-    env = child_environ(spec, environ)
-    argv = (str(spec.env.python), str(spec.script), *spec.args)
-    return run_child(
-        ChildSpec(argv=argv, env=env, cwd=log.parent, log_path=log, timeout=spec.repro.timeout)
-    ).wall_seconds
-
-
 def _imports(env: CellEnv, environ: Mapping[str, str]) -> dict[str, float]:
     done = run_tool([env.python, "-c", _IMPORTS], what="bench: imports", timeout=600, env=dict(environ))
     return {name: float(seconds) for name, seconds in json.loads(done.stdout.strip().splitlines()[-1]).items()}
@@ -85,7 +76,7 @@ def run_gpu_bench(
         start = time.perf_counter()
         records.append(execute(dataclasses.replace(spec, repeat=i, cpus=cpus), store, environ=profiled))
         harness_alone.append(time.perf_counter() - start)
-        bare_alone.append(_bare(spec, environ, bare_logs / f"alone-{i}.log"))
+        bare_alone.append(bare_run(spec, environ, bare_logs / f"alone-{i}.log"))
 
     def together_harness(slot: int) -> float:
         allowed = sorted(os.sched_getaffinity(0))
@@ -96,7 +87,7 @@ def run_gpu_bench(
 
     harness_together = in_parallel(together_harness, list(range(jobs)), jobs)
     bare_together = in_parallel(
-        lambda slot: _bare(spec, environ, bare_logs / f"together-{slot}.log"), list(range(jobs)), jobs
+        lambda slot: bare_run(spec, environ, bare_logs / f"together-{slot}.log"), list(range(jobs)), jobs
     )
     profiles = [r.config.get("profile", {}) for r in records]
     names = list(profiles[0]) if profiles else []

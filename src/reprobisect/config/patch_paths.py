@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import warnings
 from pathlib import Path, PurePosixPath
 
 from reprobisect.errors import ConfigError
@@ -53,10 +54,12 @@ class PatchHeader:
 def _unquote(name: str) -> str:
     """A git-quoted name (``"b/a\\tb.py"``) as the file name it stands for; others as they are."""
     if len(name) >= 2 and name[0] == name[-1] == '"':
-        try:
-            return name[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
-        except UnicodeDecodeError:
-            return name[1:-1]
+        with warnings.catch_warnings():  # an escape the decoder does not know ("\\/") warns: it stays as written
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                return name[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+            except UnicodeDecodeError:
+                return name[1:-1]
     return name
 
 

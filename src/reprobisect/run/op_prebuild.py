@@ -65,7 +65,10 @@ def deepspeed_folder(env: CellEnv) -> Path | None:
 
 
 def ops_for(script_text: str, form_env: Mapping[str, str], deepspeed: Path | None) -> tuple[str, ...]:
-    """The ops a run of ``script_text`` with ``form_env`` will load in a cell whose DeepSpeed is ``deepspeed``."""
+    """The ops a run of ``script_text`` with ``form_env`` will load in a cell whose DeepSpeed is ``deepspeed``: none
+    for a script that never names DeepSpeed (a torch-only script must not wait for an op it never loads)."""
+    if "deepspeed" not in script_text.lower():
+        return ()
     names = [op for word, op in SCRIPT_OPS.items() if word in script_text]
     if form_env.get("DS_ACCELERATOR") == "cpu" and deepspeed is not None and _builds_shm_op(deepspeed):
         names.append(SHM_OP)
