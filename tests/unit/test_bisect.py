@@ -388,10 +388,12 @@ def test_the_culprit_searches_of_two_changes_run_side_by_side_sharing_the_jobs(t
     commit = SimpleNamespace(describe=lambda: {"sha": "abc", "subject": "x (#1)", "pull_request": "#1"})
     monkeypatch.setattr(culprits.history, "commit_info", lambda repo, sha, slug: commit)
     seen: list[tuple[int, str]] = []
+    ends: list[tuple[str, str] | None] = []
     both_running = threading.Barrier(2, timeout=10)
 
     def fake_bisect(config, request, ctx):
         seen.append((request.jobs, request.good))
+        ends.append(request.end_releases)
         if len(tags) == 4:
             both_running.wait()  # fails unless the other search is running at the same time
         step = SimpleNamespace(first="b", last="a", skipped_between=())
@@ -410,6 +412,7 @@ def test_the_culprit_searches_of_two_changes_run_side_by_side_sharing_the_jobs(t
     found = culprits.find_culprits(None, request, changes, clone=tmp_path, ctx=ctx, form="cpu", source=())
     assert [f["commit"]["sha"] for f in found] == ["abc", "abc"] and time.perf_counter() - start < 10
     assert sorted(seen) == [(4, "v0.16.4"), (4, "v0.17.0")]
+    assert sorted(ends) == [("0.16.4", "0.16.5"), ("0.17.0", "0.17.1")]  # the tags' ends are the releases' records
     seen.clear()
     del tags["0.17.0"]  # the clone lacks one end of the second change: the first search gets every job
     found = culprits.find_culprits(None, request, changes, clone=tmp_path, ctx=ctx, form="cpu", source=())

@@ -73,6 +73,9 @@ class BisectRequest:
     probe_all_up_to: int = PROBE_ALL_UP_TO  # all-transitions probes every version of a range this short
     first_parent: bool = True  # commits: the line of the branch --bad is on, each merge one step
     executor: MatrixExecutor | None = None  # where each round of probes runs (run/executor.py); None: here
+    # with ``git``: the releases whose tags are --good and --bad; the two ends are probed as those releases (their
+    # records, when a release search made them, answer without a run) instead of as commits built from the clone
+    end_releases: tuple[str, str] | None = None
 
 
 def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prereleases: bool) -> list[str]:
@@ -151,7 +154,12 @@ def run_bisect(
     else:
         versions = releases_between(index, request.axis, request.good, request.bad, prereleases=request.prereleases)
 
+    ends = dict(zip((versions[0], versions[-1]), request.end_releases, strict=True)) if request.end_releases else {}
+
     def value(version: str) -> str:
+        """The pin a probe of ``version`` runs: a commit of the clone, or the release a tagged end is."""
+        if version in ends:
+            return ends[version]
         return f"git+file://{repo}@{version}" if repo is not None else version
 
     repro = config.repro(request.repro)
@@ -180,13 +188,25 @@ def run_bisect(
             jobs=max(1, min(request.jobs, len(chosen))),
             executor=request.executor,
         )
-        records = run_matrix(config, matrix, ctx.quiet(), stats=stats)
+        try:
+            records = run_matrix(config, matrix, ctx.quiet(), stats=stats)
+        except ConfigError:
+            if not ends.keys() & set(chosen):
+                raise
+            ends.clear()  # a release the index here does not list: the ends are probed as their commits
+            return probe_many(chosen)
         if len(chosen) == 1:
-            return [probe_result(chosen[0][:12] if request.git else chosen[0], records)]
-        return [
-            probe_result(version[:12] if request.git else version, _records_of(records, request.axis, value(version)))
-            for version in chosen
-        ]
+            results = [probe_result(chosen[0][:12] if request.git else chosen[0], records)]
+        else:
+            results = [
+                probe_result(v[:12] if request.git else v, _records_of(records, request.axis, value(v))) for v in chosen
+            ]
+        # an end whose release gave no verdict here (not installable, say) is probed as its commit after all
+        again = [v for v, r in zip(chosen, results, strict=True) if v in ends and r.skipped]
+        for version in again:
+            del ends[version]
+        redone = dict(zip(again, probe_many(again), strict=True)) if again else {}
+        return [redone.get(v, r) for v, r in zip(chosen, results, strict=True)]
 
     def probe(version: str) -> ProbeResult:
         return probe_many([version])[0]
