@@ -18,7 +18,7 @@ from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.model.store import Store
 from reprobisect.nightly.follow_up import BACK_TO_BASELINE, Finding, passing_fixes
-from reprobisect.nightly.main_night import main_commit, run_main_night
+from reprobisect.nightly.main_night import default_branch, main_commit, run_main_night
 from reprobisect.nightly.main_text import MainNews, main_body, main_title
 from reprobisect.nightly.regressions import flaky_keys, regressed_keys
 from reprobisect.nightly.run import NightlyRequest
@@ -126,6 +126,18 @@ def _repo(root: Path) -> str:
                  "--allow-empty", "-m", "one (#1)"]):  # fmt: skip
         subprocess.run(["git", "-C", str(root), *args], check=True)
     return subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+def test_a_night_follows_the_clones_default_branch_deepspeeds_master(tmp_path: Path) -> None:
+    upstream = tmp_path / "upstream"
+    _repo(upstream)
+    subprocess.run(["git", "-C", str(upstream), "branch", "-q", "-m", "main", "master"], check=True)
+    subprocess.run(["git", "clone", "-q", str(upstream), str(tmp_path / "clone")], check=True)
+    assert default_branch(tmp_path / "clone") == "master"  # origin/HEAD, as in a clone of DeepSpeed
+    subprocess.run(["git", "-C", str(upstream), "checkout", "-q", "-b", "topic"], check=True)
+    assert default_branch(upstream) == "topic"  # no origin: the branch checked out
+    subprocess.run(["git", "-C", str(upstream), "checkout", "-q", "--detach"], check=True)
+    assert default_branch(upstream) == "main"  # detached, no origin: main
 
 
 def test_the_state_keeps_mains_folder_beside_the_releases(tmp_path: Path) -> None:

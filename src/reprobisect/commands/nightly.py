@@ -64,8 +64,8 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--git",
         type=Path,
-        help="a whole clone of DeepSpeed: follow --deepspeed REF (default main) in it, commit by commit, against last "
-        "night's commit; each regression gets its commit and pull request, a minimized script and the fixes that pass",
+        help="a whole clone of DeepSpeed: follow --deepspeed REF (default: its default branch, DeepSpeed's master) "
+        "in it, commit by commit, against last night's commit; each regression gets its commit and pull request, a minimized script and the fixes that pass",
     )
     parser.add_argument(
         "--no-fetch", action="store_true", help="with --git: use the clone as it is (offline), no git fetch"

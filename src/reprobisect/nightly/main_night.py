@@ -50,9 +50,25 @@ from reprobisect.util.clock import utc_now
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.files import write_atomic
 
-__all__ = ["main_commit", "run_main_night"]
+__all__ = ["default_branch", "main_commit", "run_main_night"]
 
 Verdicts = dict[Key, Verdict]
+
+
+def default_branch(clone: Path) -> str:
+    """The branch a night follows when ``--deepspeed`` names none: the origin's default branch (DeepSpeed's is
+    ``master``, not ``main``), else the branch the clone has checked out, else ``main``."""
+    for args in (("refs/remotes/origin/HEAD",), ("HEAD",)):
+        done = run_tool(
+            ["git", "-C", clone, "symbolic-ref", "--quiet", "--short", *args],
+            what=f"--git {clone}",
+            timeout=60,
+            check=False,
+        )
+        name = done.stdout.strip().removeprefix("origin/")
+        if done.returncode == 0 and name:
+            return name
+    return "main"
 
 
 def main_commit(clone: Path, ref: str, *, fetch: bool) -> str:
@@ -80,7 +96,7 @@ def main_commit(clone: Path, ref: str, *, fetch: bool) -> str:
 
 def run_main_night(config: Config, request: NightlyRequest, ctx: RunContext, *, fetch: bool = True) -> NightlyResult:
     """One night of main (see the module's docstring); ``request.git`` is the clone, ``request.deepspeed`` the
-    branch (default main)."""
+    branch (default: the clone's default branch, see ``default_branch``)."""
     if request.git is None:
         msg = "the main night follows a clone: give --git CLONE"
         raise ConfigError(msg)
@@ -88,7 +104,7 @@ def run_main_night(config: Config, request: NightlyRequest, ctx: RunContext, *, 
     state = load_state(request.state)
     check_slice(state, night, request)
     clone = request.git.resolve()
-    ref = request.deepspeed or "main"
+    ref = request.deepspeed or default_branch(clone)
     sha = main_commit(clone, ref, fetch=fetch)
     last = state.main
     news = MainNews(at=utc_now(), backend=state.backend or request.backend, ref=ref, clone=str(clone), after=sha)
