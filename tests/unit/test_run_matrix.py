@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.envs import CellEnv
 from reprobisect.config.load import Config, check_name, load_config
-from reprobisect.config.scripts import ReproOptions, script_repro
+from reprobisect.config.scripts import ReproOptions, pytest_repro, script_repro
 from reprobisect.errors import ConfigError, EnvBuildError, NothingToDoError
 from reprobisect.model.cell import Cell, run_cell
 from reprobisect.model.outcome import Outcome
@@ -575,6 +575,16 @@ def test_a_pasted_script_gets_a_one_process_distributed_env_on_cuda_too() -> Non
     script = SCRIPTS / "triage" / "fabric_deepspeed_pasted.py"
     repro = script_repro(script, ReproOptions(expect=None, shim=False))
     assert repro.forms["cuda"].distributed_env and repro.forms["cpu-deepspeed"].distributed_env
+
+
+def test_a_packages_own_tests_run_without_a_distributed_env(tmp_path: Path) -> None:
+    """As their project's CI runs them: Lightning's test_deepspeed_strategy_env_variables[Windows] failed on every
+    release under the harness's RANK/MASTER_PORT, a failure of the harness's making."""
+    (tmp_path / "tests_x").mkdir()
+    (tmp_path / "tests_x" / "__init__.py").write_text("")
+    (tmp_path / "tests_x" / "test_env.py").write_text("def test_env():\n    pass\n")
+    repro = pytest_repro(str(tmp_path / "tests_x" / "test_env.py"))
+    assert not repro.forms["cuda"].distributed_env and not repro.forms["cpu-deepspeed"].distributed_env
 
 
 @contextlib.contextmanager

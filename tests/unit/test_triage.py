@@ -383,6 +383,28 @@ def test_a_pytest_repro_runs_from_above_the_test_tree() -> None:
     assert form.args == (str(TREE), "pkgtests/sub/test_things.py::test_passes", "-k", "passes", "-x")
     assert pytest_root(THINGS) == TREE
     assert pytest_repro(str(THINGS)).name == "pytest-test_things"
+    assert pytest_repro(str(THINGS), qualified=True).name == "pytest-pkgtests_sub_test_things"
+
+
+def test_two_test_files_of_one_name_are_told_apart_by_their_paths(tmp_path: Path) -> None:
+    """Lightning has a test_deepspeed.py under tests_fabric/strategies and tests_pytorch/strategies."""
+    for suite in ("tests_fabric", "tests_pytorch"):
+        (tmp_path / suite / "strategies").mkdir(parents=True)
+        (tmp_path / suite / "__init__.py").write_text("")
+        (tmp_path / suite / "strategies" / "__init__.py").write_text("")
+        (tmp_path / suite / "strategies" / "test_deepspeed.py").write_text("def test_a():\n    pass\n")
+    argv = [
+        "triage",
+        *(
+            a
+            for s in ("tests_fabric", "tests_pytorch")
+            for a in ("--pytest", f"{tmp_path}/{s}/strategies/test_deepspeed.py")
+        ),
+    ]
+    args = _parse(argv)
+    config, made = with_script(load_config(ROOT / "matrix.yaml"), args, None, repros=(), rerun=("x",))
+    assert made == ("pytest-tests_fabric_strategies_test_deepspeed", "pytest-tests_pytorch_strategies_test_deepspeed")
+    assert all(name in config.repros for name in made)
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ A help text that differs between commands is a parameter, not a copy of the opti
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import importlib.util
 import os
@@ -229,6 +230,7 @@ def with_script(
                 instruments=instruments_of(config) if instruments else None,
             )
         )
+    stems = collections.Counter(Path(spec.partition("::")[0]).stem for spec in pytests)
     for spec in pytests:
         selection = [
             *(["--pytest-k", args.pytest_k] if args.pytest_k else []),
@@ -242,6 +244,7 @@ def with_script(
                 ),
                 keyword=args.pytest_k,
                 root=args.pytest_root,
+                qualified=stems[Path(spec.partition("::")[0]).stem] > 1,  # two test_deepspeed.py: their paths
             )
         )
     clash = sorted({r.name for r in made} & set(config.repros)) or [

@@ -125,12 +125,19 @@ def pytest_root(path: Path) -> Path:
 
 
 def pytest_repro(
-    spec: str, options: ReproOptions | None = None, *, keyword: str | None = None, root: Path | None = None
+    spec: str,
+    options: ReproOptions | None = None,
+    *,
+    keyword: str | None = None,
+    root: Path | None = None,
+    qualified: bool = False,
 ) -> Repro:
     """A package's own tests as a repro: ``PATH``, ``PATH::NODE`` (a test file of a tree outside this repository, a
     test in it) and an optional ``-k`` expression, run by pytest in the cell (run/child/pytest_runner.py). One
     outcome per run; the first failing test's exception is the signature; each test's result is kept. ``shim``: the
-    CPU form runs the tests through the Lightning CPU shim (Lightning's own DeepSpeed tests need CUDA otherwise)."""
+    CPU form runs the tests through the Lightning CPU shim (Lightning's own DeepSpeed tests need CUDA otherwise).
+    ``qualified``: the name holds the file's path in the tree, not only its stem (Lightning has a
+    ``test_deepspeed.py`` under both ``tests_fabric/strategies`` and ``tests_pytorch/strategies``)."""
     opts = options or ReproOptions()
     args, env = opts.args, opts.env
     path_text, sep, node = spec.partition("::")
@@ -145,7 +152,8 @@ def pytest_repro(
         raise ConfigError(msg)
     target = str(path.relative_to(tree)) + (f"::{node}" if sep else "")
     selection = [target, *(["-k", keyword] if keyword else [])]
-    label = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{path.stem}-{node.split('::')[-1]}" if sep else path.stem)
+    source = path.relative_to(tree).with_suffix("").as_posix() if qualified else path.stem
+    label = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{source}-{node.split('::')[-1]}" if sep else source)
     name = f"pytest-{label}".rstrip("._-")
     if len(name) > 64:  # cut, with a hash of the whole: parametrized ids differ only at their end
         name = f"{name[:55].rstrip('._-')}-{hashlib.sha256(target.encode()).hexdigest()[:8]}"

@@ -130,7 +130,9 @@ def script_forms(
     The cuda form gets a one-process distributed environment (torchrun's variables), as the canonical cuda
     forms have: without it Lightning probes MPI, and on a GPU image with MPI installed a pasted script dies
     "before MPI_INIT". On the CPU the script runs with DeepSpeed's CPU accelerator (``cpu-deepspeed``) or, with
-    ``shim``, through the Lightning CPU shim (``cpu-shim``). ``args`` go to the script in both.
+    ``shim``, through the Lightning CPU shim (``cpu-shim``). ``args`` go to the script in both. A package's own tests
+    (``pytest``) get no distributed environment: they run as their project's CI runs them, plain ``python -m pytest``
+    (Lightning's ``test_deepspeed_strategy_env_variables[Windows]`` asserts that no ``RANK`` or ``MASTER_PORT`` is set).
     """
     cpu_name: FormName = "cpu-shim" if shim else "cpu-deepspeed"
     cpu = Form(
@@ -140,7 +142,7 @@ def script_forms(
         args=args,
         env={"DS_ACCELERATOR": "cpu"},
         shim="lightning-cpu" if shim else None,
-        distributed_env=not shim,
+        distributed_env=not shim and not pytest,
         inputs=inputs,
         pytest=pytest,
     )
@@ -149,7 +151,7 @@ def script_forms(
         script=script,
         precision="as written",
         args=args,
-        distributed_env=True,
+        distributed_env=not pytest,
         inputs=inputs,
         pytest=pytest,
     )
