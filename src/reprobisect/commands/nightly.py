@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 from pathlib import Path
 
 from reprobisect.commands.options import (
@@ -28,7 +29,8 @@ from reprobisect.commands.options import (
     split,
     with_script,
 )
-from reprobisect.config.load import load_config
+from reprobisect.config.load import Config, load_config
+from reprobisect.corpus.entries import corpus_slice, gpus_here
 from reprobisect.errors import ConfigError, HarnessError
 from reprobisect.util.files import write_atomic
 
@@ -65,7 +67,8 @@ def setup_arguments(subparsers: Subparsers) -> None:
         "--git",
         type=Path,
         help="a whole clone of DeepSpeed: follow --deepspeed REF (default: its default branch, DeepSpeed's master) "
-        "in it, commit by commit, against last night's commit; each regression gets its commit and pull request, a minimized script and the fixes that pass",
+        "in it, commit by commit, against last night's commit; each regression gets its commit and pull request, "
+        "a minimized script and the fixes that pass",
     )
     parser.add_argument(
         "--no-fetch", action="store_true", help="with --git: use the clone as it is (offline), no git fetch"
@@ -74,6 +77,15 @@ def setup_arguments(subparsers: Subparsers) -> None:
         "--minimize-budget", default="10m", help="with --git: minimize each regression for this long (600, 10m)"
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs of each (repro, form, fix): disagreeing is flaky")
+    parser.add_argument(
+        "--corpus",
+        action="append",
+        default=[],
+        metavar="ENTRY",
+        help="run this regression corpus entry (corpus/ENTRY/issue.py) beside the repros, repeatable; 'all' for "
+        "every entry, 'none' for none (default: matrix.yaml's nightly.corpus, when no --repro, script or --pytest)",
+    )
+    parser.add_argument("--corpus-dir", type=Path, help="the corpus folder (default: corpus/ beside matrix.yaml)")
     add_script_options(parser)
     add_executor(parser)
     add_common(
@@ -106,6 +118,9 @@ def _night(args: argparse.Namespace) -> int:
     config, made = with_script(
         load_config(args.config), args, args.script, repros=split(args.repro), rerun=("nox", "-s", "triage", "--")
     )
+    config, repros, not_run = _with_corpus(config, args, (*split(args.repro), *made))
+    for why in not_run:
+        print(f"Not run on this machine: {why}")
     request = NightlyRequest(
         state=args.state,
         out=args.out,
@@ -114,7 +129,8 @@ def _night(args: argparse.Namespace) -> int:
         up_to=args.up_to,
         baseline_release=args.baseline_release,
         pins={k: v for k, v in pins(args).items() if k != "deepspeed"},
-        repros=(*split(args.repro), *made),
+        repros=repros,
+        not_run=not_run,
         forms=split(args.form),
         fixes=split(args.fix),
         jobs=args.jobs,
@@ -137,6 +153,27 @@ def _night(args: argparse.Namespace) -> int:
     for line in engine_summary(request.executor):
         print(line)
     return result.exit_code
+
+
+def _with_corpus(
+    config: Config, args: argparse.Namespace, asked: tuple[str, ...]
+) -> tuple[Config, tuple[str, ...], tuple[str, ...]]:
+    """``config`` with the corpus entries the night runs as repros, the repros the night runs (empty: matrix.yaml's
+    nightly.repros) and the entries this machine cannot run, each with why. ``--corpus`` adds to whatever runs;
+    matrix.yaml's ``nightly.corpus`` joins its default slice only (a night of one script stays that script)."""
+    named = [name for given in args.corpus for name in split([given])]
+    spec = config.nightly
+    names = named or (list(spec.corpus) if spec is not None and not asked else [])
+    if not names or "none" in names:
+        return config, asked, ()
+    axes = {**(spec.axes if spec is not None else {}), **pins(args)}
+    axes.pop("deepspeed", None)
+    backend = args.backend if args.backend != "auto" else ("cuda" if gpus_here() else "cpu")
+    root = args.corpus_dir or config.path.parent / "corpus"
+    found = corpus_slice(root, names, backend=backend, axes=axes, strict=bool(named))
+    base = asked or (spec.repros if spec is not None else ())
+    config = dataclasses.replace(config, repros={**config.repros, **found.repros})
+    return config, (*base, *found.repros), found.not_run
 
 
 def _write_status(path: Path, code: int) -> None:

@@ -69,6 +69,9 @@ class NightlySpec:
 
     axes: Mapping[str, str]
     repros: tuple[str, ...]
+    # regression corpus entries (corpus/<name>/) the night runs beside the repros, ("all",) for every one: an entry
+    # whose truth says fixed that fails again is a regression like any other
+    corpus: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -412,7 +415,7 @@ def _default_fixes(reader: _Reader, where: str, data: dict[str, Any], fixes: dic
 
 
 def _read_nightly(reader: _Reader, raw: Any, matrix: MatrixSpec, repros: Mapping[str, Repro]) -> NightlySpec:
-    data = reader.mapping(raw, "nightly", allowed={"axes", "repros"}, required={"axes", "repros"})
+    data = reader.mapping(raw, "nightly", allowed={"axes", "repros", "corpus"}, required={"axes", "repros"})
     axes = _pins(reader, data["axes"], "nightly.axes")
     for axis in axes:
         if axis == "deepspeed":
@@ -423,7 +426,14 @@ def _read_nightly(reader: _Reader, raw: Any, matrix: MatrixSpec, repros: Mapping
     for name in names:
         if name not in repros:
             raise reader.fail("nightly.repros", _unknown("repro", name, repros))
-    return NightlySpec(axes=axes, repros=names)
+    corpus = reader.strings(data.get("corpus", []), "nightly.corpus")
+    for name in corpus:
+        if not _ENTRY_NAME.fullmatch(name):
+            raise reader.fail("nightly.corpus", f"{name!r} is not a corpus entry's folder name (or 'all')")
+    return NightlySpec(axes=axes, repros=names, corpus=corpus)
+
+
+_ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 # Where a built package holds the checkout's matrix.yaml and repros/ (setup.py copies them there): the default matrix

@@ -46,6 +46,7 @@ class NightNews:
     runs_reused: int = 0
     advanced_to: str | None = None
     seeded: bool = False
+    repros_not_run: list[str] = dataclasses.field(default_factory=list)  # asked for, not runnable here: why
 
     @property
     def is_regression(self) -> bool:
@@ -106,6 +107,7 @@ class NightNews:
             "ran": self.ran,
             "refs": self.refs,
             "not_run": self.skipped,
+            "repros_not_run": self.repros_not_run,
             "newest_on_index": self.newest,
             "up_to": self.up_to,
             "advanced_to": self.advanced_to,
@@ -234,6 +236,7 @@ def _head(news: NightNews) -> list[str]:
         "",
         f"Night of {news.at}, backend `{news.backend}`. Baseline: deepspeed **{news.baseline}**{since}.",
     ]
+    lines += [md_safe(f"Not run on this machine: {why}.") for why in news.repros_not_run]
     if news.seeded:
         return [
             *lines,

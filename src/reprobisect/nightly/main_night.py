@@ -185,6 +185,7 @@ def _reproduce(night: Night, tonight: Sequence[Record], key: Key, cell_of: dict[
 def _close(night: Night, state: NightlyState, news: MainNews, records: Sequence[Record] | None) -> NightlyResult:
     """Write the body and the summary; make tonight's commit main's baseline (when it ran), then the state."""
     request = night.request
+    news = dataclasses.replace(news, repros_not_run=tuple(request.not_run))
     request.out.mkdir(parents=True, exist_ok=True)
     markdown, summary = request.out / "nightly.md", request.out / "nightly.json"
     write_atomic(markdown, main_body(news), what="the nightly issue body")

@@ -40,6 +40,7 @@ class MainNews:
     not_followed: int = 0  # regressions beyond --max-bisects
     runs_executed: int = 0
     runs_reused: int = 0
+    repros_not_run: Sequence[str] = ()  # asked for, not runnable on this machine: why
 
     @property
     def is_regression(self) -> bool:
@@ -72,6 +73,7 @@ class MainNews:
             "flaky": [{"repro": k[0], "form": k[2], "fix": k[3], "states": v} for k, v in self.flaky.items()],
             "regressions": [f.to_json() for f in self.findings],
             "not_followed": self.not_followed,
+            "repros_not_run": list(self.repros_not_run),
         }
 
     def history(self) -> dict[str, Any]:
@@ -137,6 +139,7 @@ def _head(news: MainNews) -> list[str]:
         f"Night of {news.at}, backend `{news.backend}`, clone `{news.clone}`. Tonight's {news.ref}: `{news.after}`"
         + (f"; last night's: `{news.before}`." if news.before else "."),
         f"{news.runs_executed} runs executed, {news.runs_reused} reused from records.",
+        *(md_safe(f"Not run on this machine: {why}.") for why in news.repros_not_run),
         "",
     ]
     if news.seeded:

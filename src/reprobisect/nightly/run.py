@@ -88,6 +88,7 @@ class NightlyRequest:
     repo: str = DEEPSPEED_REPO
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
     executor: MatrixExecutor | None = None  # where the slice and the bisections run (run/executor.py); None: here
+    not_run: tuple[str, ...] = ()  # repros asked for that this machine cannot run, each with why (corpus entries)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -233,6 +234,7 @@ def _close(
     holds the records that become the baseline, None when the baseline stays.
     """
     request = night.request
+    news = dataclasses.replace(news, repros_not_run=list(request.not_run))
     if report is None:
         shutil.rmtree(request.out / "report", ignore_errors=True)  # an earlier night's report would read as tonight's
     markdown, summary = _write_outputs(request.out, news, report)
