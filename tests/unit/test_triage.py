@@ -416,6 +416,16 @@ def test_a_bad_pytest_selection_is_refused(spec: str, root: Path | None, message
         pytest_repro(spec, root=root)
 
 
+def test_a_packages_tests_get_no_rendezvous_variables_a_script_does(plain_env: object) -> None:
+    """Lightning's tests pick their own port and one asserts none is set; scripts side by side need one each."""
+    tests = pytest_repro(str(THINGS))
+    script = script_repro(PASSES)
+    for repro, present in ((tests, False), (script, True)):
+        for form in repro.forms.values():
+            env = child_environ(RunSpec(repro=repro, form=form, fix=repro.fixes["none"], env=plain_env), {})  # type: ignore[arg-type]
+            assert all((name in env) == present for name in ("MASTER_PORT", "MASTER_ADDR", "RANK", "WORLD_SIZE"))
+
+
 def test_a_changed_conftest_is_another_run(tmp_path: Path, plain_env: object) -> None:
     tree = tmp_path / "tree"
     (tree / "pkg").mkdir(parents=True)

@@ -124,10 +124,11 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
             "VIRTUAL_ENV": str(spec.env.path),
             "TORCH_EXTENSIONS_DIR": str(spec.env.torch_extensions),  # ops the cache does not serve
             "PYTHONUNBUFFERED": "1",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(free_port()),
         }
     )
+    if not spec.form.pytest or spec.nproc > 1:  # a port of its own for runs side by side; a package's tests run as
+        # in their CI, without one (Lightning picks a free port itself, and one test asserts none is set)
+        env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
     if spec.form.distributed_env or spec.nproc > 1:  # with several ranks the launcher sets each rank's own
         # torchrun's variables, TORCHELASTIC_RUN_ID included: Lightning then takes the TorchElastic environment and
         # never probes MPI (importing mpi4py where an MPI is installed but cannot start aborts the process).
