@@ -119,7 +119,8 @@ def test_git_mode_offline_with_pip_as_on_a_gpu_image(tmp_path: Path) -> None:
 
 def test_a_commit_that_does_not_build_is_skipped_and_a_shallow_clone_is_named(tmp_path: Path) -> None:
     """A commit whose tree does not build is skipped like git bisect's 125 (ENV_ERROR, the build's words), and the
-    answer names the pair around it; a shallow clone is refused once, by name, instead of failing at every commit."""
+    answer names the pair around it; a shallow clone whose history stops inside the range is refused once, by name,
+    instead of failing at every commit."""
     shas = _tiny_repo(tmp_path, broken_from=99, commits=4)
     repo = tmp_path / "tinypkg"
     good_toml = (repo / "pyproject.toml").read_text()
@@ -141,7 +142,7 @@ def test_a_commit_that_does_not_build_is_skipped_and_a_shallow_clone_is_named(tm
     shallow = tmp_path / "shallow"
     subprocess.run(["git", "clone", "-q", "--depth", "2", f"file://{repo}", str(shallow)], check=True)
     argv = ["bisect", "--script", str(tmp_path / "repro.py"), "--axis", "tinypkg", "--git", str(shallow)]
-    argv += ["--good", "HEAD~1", "--bad", "HEAD", "--any-failure", "--backend", "cpu", "--config"]
+    argv += ["--good", "HEAD~2", "--bad", "HEAD", "--any-failure", "--backend", "cpu", "--config"]
     argv += [str(tmp_path / "matrix.yaml"), "--out", str(tmp_path / "r2"), "--envs", str(tmp_path / "cells")]
     refused = subprocess.run(
         [sys.executable, "-m", "reprobisect", *argv, "--base-python", base_python()],

@@ -60,8 +60,9 @@ def _git(repo: Path, *args: str, timeout: float = 300) -> str:
 
 
 def check_clone(repo: Path) -> None:
-    """Refuse, once and by name, a clone that cannot build its past commits offline: a shallow clone lacks the
-    history between two releases, a partial (``--filter``) one lacks the files and would fetch them per commit."""
+    """Refuse, once and by name, a clone that cannot build its past commits offline: a partial (``--filter``) one
+    lacks the files and would fetch them per commit. A shallow clone serves the commits it holds (the nightly's
+    clone of DeepSpeed since last night's main); a range reaching past them is named by ``revisions``."""
     if not repo.is_dir():
         msg = f"--git {repo}: no such folder; pass a clone of the package's repository"
         raise ConfigError(msg)
@@ -70,12 +71,6 @@ def check_clone(repo: Path) -> None:
         if top.resolve() != repo.resolve():
             msg = f"--git {repo}: not a clone but a folder inside the clone {top}; pass the package's own clone"
             raise ConfigError(msg)
-    if _git(repo, "rev-parse", "--is-shallow-repository") == "true":
-        msg = (
-            f"--git {repo}: a shallow clone, whose history stops before the commits to bisect; "
-            f"run `git -C {repo} fetch --unshallow --tags` or clone it whole"
-        )
-        raise ConfigError(msg)
     promisor = run_tool(
         ["git", "-C", repo, "config", "--get-regexp", r"^(extensions\.partialclone|remote\..*\.promisor)$"],
         what=f"--git {repo}",
@@ -107,8 +102,17 @@ def revisions(repo: Path, good: str, bad: str, *, first_parent: bool = True) -> 
     ``first_parent``: where history merges, the line of the branch ``bad`` is on (each merge is one step, as
     ``git bisect --first-parent`` takes it), not every commit of every merged branch; ancestry-path otherwise.
     """
-    start = _git(repo, "rev-parse", "--verify", "--end-of-options", f"{good}^{{commit}}")
-    end = _git(repo, "rev-parse", "--verify", "--end-of-options", f"{bad}^{{commit}}")
+    try:
+        start = _git(repo, "rev-parse", "--verify", "--end-of-options", f"{good}^{{commit}}")
+        end = _git(repo, "rev-parse", "--verify", "--end-of-options", f"{bad}^{{commit}}")
+    except ConfigError as exc:
+        if _git(repo, "rev-parse", "--is-shallow-repository") != "true":
+            raise
+        msg = (
+            f"--git {repo}: a shallow clone, whose history stops before {good} or {bad}; "
+            f"run `git -C {repo} fetch --unshallow --tags` or clone it whole"
+        )
+        raise ConfigError(msg) from exc
     if not _is_ancestor(repo, start, end):
         msg = f"--good {good!r} is not an ancestor of --bad {bad!r} in {repo}: give two revisions of one history"
         raise ConfigError(msg)
