@@ -38,6 +38,7 @@ EXPECTED_PERMISSIONS: dict[str, dict[str, dict[str, str]]] = {
     "nightly.yml": {
         "cpu": {"contents": "read", "actions": "read"},  # actions: read for gh run list / download
         "gpu": {"contents": "read", "actions": "read"},
+        "main": {"contents": "read", "actions": "read"},
         "track": {"contents": "read", "issues": "write"},  # the only write: the tracking issue
     },
     "matrix.yml": {"cells": {"contents": "read"}, "run": {"contents": "read"}, "merge": {"contents": "read"}},
@@ -381,6 +382,11 @@ def test_nightly_job_runs_the_agreed_command(
     assert f"args=(--backend {backend} --state {state} --out {out})" in run["run"]
     assert 'args+=(--deepspeed "$DEEPSPEED")' in run["run"]
     assert f'{python} -m nox -s nightly -- "${{args[@]}}" || status=$?' in run["run"]
+    assert "args+=(--repro gan --repro zero3 --corpus all)" in run["run"]  # matrix.yaml's slice, with --pytest
+    for suite in ("tests_fabric", "tests_pytorch"):
+        assert f"args+=(--pytest .nightly/lightning/tests/{suite}/strategies/test_deepspeed.py)" in run["run"]
+    tests = step_named(nightly, job_id, "Lightning's own tests")
+    assert tests["run"] == "bash .github/scripts/lightning-tests.sh .nightly/lightning"
     assert 'echo "status=$status" >> "$GITHUB_OUTPUT"' in run["run"]
     # nox exits 1 on any failure: the harness's own status file tells a regression from a harness error
     assert f'status=$(cat "{out}/exit-status" 2>/dev/null || echo "$status-unknown")' in run["run"]
@@ -400,10 +406,36 @@ def test_nightly_job_runs_the_agreed_command(
         assert not any("setup-python" in s.get("uses", "") for s in job["steps"])
 
 
+def test_nightly_main_job_follows_a_fresh_clone_since_last_night(workflows: dict[str, dict[str, Any]]) -> None:
+    """The main track: its own state artifact, the clone made by deepspeed-clone.sh from that state, offline after."""
+    nightly = workflows["nightly.yml"]
+    job = nightly["jobs"]["main"]
+    state, out = "reports/nightly/state-main-cpu", "reports/nightly/main-cpu"
+    assert job["outputs"] == {"status": "${{ steps.nightly.outputs.status }}"}
+    restore = step_named(nightly, "main", "Restore")
+    assert restore["run"] == f"bash .github/scripts/restore-nightly-state.sh nightly-state-main-cpu {state}"
+    clone = step_named(nightly, "main", "DeepSpeed's commits")
+    assert clone["run"] == f"bash .github/scripts/deepspeed-clone.sh {state} .nightly/DeepSpeed"
+    names = [s.get("name", "") for s in job["steps"]]
+    assert names.index("Restore the previous night's state") < names.index(clone["name"])  # it reads the state
+    run = step_named(nightly, "main", "nox -s nightly")
+    assert f"args=(--backend cpu --git .nightly/DeepSpeed --no-fetch --state {state} --out {out})" in run["run"]
+    assert f'status=$(cat "{out}/exit-status" 2>/dev/null || echo "$status-unknown")' in run["run"]
+    uploads = {
+        s["with"]["name"]: s for j, s in steps(nightly) if j == "main" and "upload-artifact" in s.get("uses", "")
+    }
+    assert set(uploads) == {"nightly-state-main-cpu", "nightly-report-main-cpu"}
+    assert uploads["nightly-state-main-cpu"]["with"]["path"] == state
+    assert uploads["nightly-report-main-cpu"]["with"]["path"] == out
+
+
 def test_nightly_track_job_opens_one_issue(workflows: dict[str, dict[str, Any]]) -> None:
     track = workflows["nightly.yml"]["jobs"]["track"]
-    assert track["needs"] == ["cpu", "gpu"]
-    assert track["if"] == "always() && (needs.cpu.outputs.status == '1' || needs.gpu.outputs.status == '1')"
+    assert track["needs"] == ["cpu", "gpu", "main"]
+    assert track["if"] == (
+        "always() && (needs.cpu.outputs.status == '1' || needs.gpu.outputs.status == '1' || "
+        "needs.main.outputs.status == '1')"
+    )
     download = next(s for s in track["steps"] if "download-artifact" in s.get("uses", ""))
     assert download["with"] == {"pattern": "nightly-report-*", "path": "reports/nightly"}
     assert track["steps"][-1]["run"] == "bash .github/scripts/nightly-issue.sh reports/nightly"
