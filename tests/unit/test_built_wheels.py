@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from reprobisect.cells import built_wheels, envs
+from reprobisect.cells.backend_build import backend_wheel
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.built_wheels import build, check_wheel, entry_name, lookup
 from reprobisect.errors import EnvBuildError
@@ -369,3 +370,50 @@ def test_the_ops_command_shows_bounds_and_clears_the_kept_wheels_too(
     assert "2 kept wheels" in shown and "'deepspeed-0.19.8-py3.11'" in shown and "'x\\nodd'" in shown
     assert ops_command.run_from_args(argparse.Namespace(envs=envs_dir, clear=True, max_gib=None)) == 0
     assert "0 kept wheels" in capsys.readouterr().out and built_wheels.WHEELS.entries(envs_dir / "wheels") == []
+
+
+# --- one run of the tree's build backend instead of pip's two (cells/backend_build.py) -------------------------
+
+
+def _tree(root: Path, pyproject: str | None) -> Path:
+    (root / "tinypkg").mkdir(parents=True)
+    (root / "tinypkg" / "__init__.py").write_text("VALUE = 1\n")
+    (root / "setup.py").write_text(
+        "from setuptools import setup\nsetup(name='tinypkg', version='0.3', packages=['tinypkg'])\n"
+    )
+    if pyproject is not None:
+        (root / "pyproject.toml").write_text(pyproject)
+    return root
+
+
+@pytest.mark.parametrize(
+    "pyproject",
+    [None, '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'],
+    ids=["setup.py only (setuptools' legacy backend)", "pyproject.toml naming its backend"],
+)
+def test_the_tree_s_backend_builds_the_wheel_in_one_run(tmp_path: Path, pyproject: str | None) -> None:
+    notes: list[str] = []
+    wheel = backend_wheel(
+        sys.executable, _tree(tmp_path / "src", pyproject), tmp_path / "dist", timeout=300, note=notes.append
+    )
+    assert wheel is not None and wheel.name == "tinypkg-0.3-py3-none-any.whl", notes
+    assert check_wheel(wheel, "tinypkg", "0.3") is None and "in one run" in notes[-1]
+
+
+@pytest.mark.parametrize(
+    "pyproject",
+    [
+        '[build-system]\nbuild-backend = "no_such_backend_anywhere"\n',
+        "[build-system\n",
+        '[build-system]\nbuild-backend = "os:getcwd"\n',
+    ],
+)
+def test_a_backend_that_cannot_build_leaves_it_to_pip(tmp_path: Path, pyproject: str) -> None:
+    notes: list[str] = []
+    assert (
+        backend_wheel(
+            sys.executable, _tree(tmp_path / "src", pyproject), tmp_path / "dist", timeout=300, note=notes.append
+        )
+        is None
+    )
+    assert "pip builds it" in notes[-1]
