@@ -120,3 +120,18 @@ def test_a_record_of_an_older_harness_loads_its_memory_figures_as_claims() -> No
     assert record.claimed_memory == {"peak_rss_bytes": 396513280}
     again = Record.parse(record.to_json().encode(), source=path)  # written again: measured stays unmeasured
     assert again == record
+
+
+def test_a_stop_of_the_harness_ends_the_watch_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the H100 a `timeout -s INT` of a triage printed a KeyboardInterrupt traceback from a watch thread whose
+    nvidia-smi was cut short; the main thread says "interrupted", the watch just ends."""
+    looks: list[int] = []
+
+    def interrupted(self: RunWatch) -> None:
+        looks.append(1)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunWatch, "sample", interrupted)
+    watcher = RunWatch(os.getpid(), every=0.01, gpu=False, pids=False)
+    watcher._run()  # returns instead of raising
+    assert looks == [1]

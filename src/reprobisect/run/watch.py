@@ -127,7 +127,10 @@ class RunWatch:
     def _run(self) -> None:
         # soon after the start as well: a run that dies in its first second still shows its processes
         for wait in itertools.chain((0.05, 0.25), itertools.repeat(self.every)):
-            self.sample()
+            try:
+                self.sample()
+            except KeyboardInterrupt:  # a stop of the whole harness (Ctrl-C, timeout -s INT): the main thread says it
+                return
             if self._stop.wait(min(wait, self.every)):
                 return
 
