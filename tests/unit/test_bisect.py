@@ -417,3 +417,34 @@ def test_the_culprit_searches_of_two_changes_run_side_by_side_sharing_the_jobs(t
     del tags["0.17.0"]  # the clone lacks one end of the second change: the first search gets every job
     found = culprits.find_culprits(None, request, changes, clone=tmp_path, ctx=ctx, form="cpu", source=())
     assert seen == [(8, "v0.16.4")] and "no tag of deepspeed 0.17.0" in found[1]["why"]
+
+
+def test_each_round_tells_what_the_next_may_probe_before_it_runs() -> None:
+    """Whatever a round finds, the next round's probes are among what ``prepare`` heard before the round ran: their
+    wheels can build while it runs (bisect/prebuild.py)."""
+    versions = [f"{i:040x}" for i in range(46)]
+    for culprit in (1, 9, 28, 45):
+        probe, rounds = _commits_probe(versions, first_bad_index=culprit)
+        heard: list[list[str]] = []
+        asked: list[list[str]] = []
+
+        def batch(chosen, rounds=rounds):
+            asked.append(list(chosen))
+            return rounds.batch(chosen)
+
+        result = first_bad(
+            versions, probe, lambda p: p.outcome == "REPRODUCED", probe_many=batch, jobs=4, prepare=heard.append
+        )
+        assert (result.transitions[0].first) == versions[culprit]
+        # asked[0] holds the ends, asked[k] round k; the round after each prepare was told of in advance
+        later_rounds = [*asked[2:], *([rounds.sequential] if rounds.sequential else [])]  # a last single probe too
+        for told, later in zip(heard, later_rounds, strict=False):
+            assert set(later) <= set(told), (culprit, later, told)
+        assert all(not set(told) & set(asked[0]) for told in heard)  # never what was probed already
+
+
+@pytest.mark.parametrize(("cores", "jobs", "builders"), [(2, 2, 0), (2, 1, 0), (8, 4, 2), (16, 8, 4), (64, 8, 4)])
+def test_wheels_build_ahead_only_with_cores_to_spare(cores: int, jobs: int, builders: int) -> None:
+    from reprobisect.bisect.prebuild import spare_builders
+
+    assert spare_builders(cores, jobs) == builders

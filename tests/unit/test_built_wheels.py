@@ -5,6 +5,7 @@ removed and the pin built again; one builder at a time; bounded in size; and how
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 import zipfile
@@ -16,7 +17,7 @@ import pytest
 from reprobisect.cells import built_wheels, envs
 from reprobisect.cells.backend_build import backend_wheel
 from reprobisect.cells.base import BaseInterpreter
-from reprobisect.cells.built_wheels import build, check_wheel, entry_name, lookup
+from reprobisect.cells.built_wheels import build, build_commit, check_wheel, entry_name, lookup
 from reprobisect.errors import EnvBuildError
 from reprobisect.model.cell import SYSTEM, Cell
 
@@ -417,3 +418,42 @@ def test_a_backend_that_cannot_build_leaves_it_to_pip(tmp_path: Path, pyproject:
         is None
     )
     assert "pip builds it" in notes[-1]
+
+
+def test_wheels_of_the_next_round_are_built_ahead_once_and_kept(tmp_path: Path) -> None:
+    """bisect/prebuild.py: the commits a search may probe next get their kept wheels in the background, each once;
+    the cell that probes one later finds it kept."""
+    from reprobisect.bisect.prebuild import WheelPrebuilder
+    from reprobisect.cells.base import base_interpreter
+
+    repo = _tree(tmp_path / "repo", None)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    shas = []
+    for n in (1, 2):
+        (repo / "tinypkg" / "__init__.py").write_text(f"VALUE = {n}\n")
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-q", "-m", f"change {n}"], check=True)
+        shas.append(
+            subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        )
+    base = base_interpreter(sys.executable)
+    prebuilder = WheelPrebuilder(
+        root=tmp_path / "wheels", package="tinypkg", clone=repo, base=base, log=tmp_path / "log", workers=2
+    )
+    prebuilder.submit([shas[0], shas[1], shas[0]])
+    prebuilder.submit([shas[1]])  # asked again: not built again
+    prebuilder.close(wait=True)
+    assert sorted(prebuilder.built) == sorted(shas)
+    for sha in shas:
+        kept, why = build_commit(
+            tmp_path / "wheels",
+            "tinypkg",
+            repo,
+            sha,
+            python=sys.executable,
+            python_version=base.version,
+            log=tmp_path / "log2",
+        )
+        assert kept is not None and why == ""
+    assert (tmp_path / "log2").read_text().count("built before, not built again") == 2

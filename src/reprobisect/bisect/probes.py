@@ -12,6 +12,7 @@ from typing import Any, Literal
 from packaging.version import Version
 
 from reprobisect.bisect import history
+from reprobisect.bisect.prebuild import prebuilder_for
 from reprobisect.bisect.search import (
     PROBE_ALL_UP_TO,
     BisectResult,
@@ -218,6 +219,7 @@ def run_bisect(
         f"about {estimate(len(versions))} probes for one transition"
     )
     short = [v[:12] for v in versions] if request.git else versions
+    full = dict(zip(short, versions, strict=True))
 
     def probe_by_short(version: str) -> ProbeResult:
         return probe(versions[short.index(version)])
@@ -236,9 +238,24 @@ def run_bisect(
         )
     else:
         many = many_by_short if request.jobs > 1 else None
-        result = first_bad(
-            short, probe_by_short, _target(config, request), log=echo, probe_many=many, jobs=request.jobs
+        local = request.executor is None  # a Slurm job builds its cells on its node: nothing to gain here
+        prebuilder = prebuilder_for(
+            repo if local else None,
+            request.axis,
+            base=base,
+            envs_dir=ctx.envs_dir,
+            log=ctx.store.root / "logs" / "wheel-prebuild.log",
+            jobs=request.jobs,
         )
+        prepare = None if prebuilder is None else (lambda chosen: prebuilder.submit([full[v] for v in chosen]))
+        try:
+            result = first_bad(
+                short, probe_by_short, _target(config, request), log=echo, probe_many=many, jobs=request.jobs,
+                prepare=prepare,
+            )  # fmt: skip
+        finally:
+            if prebuilder is not None:
+                prebuilder.close()
     report = _report(config, request, repro.name, form, versions, result, stats, held)
     path = ctx.store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
     write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")

@@ -130,6 +130,7 @@ class Search:
         self.results: dict[int, ProbeResult] = {}
         self.order: list[int] = []
         self.log = log
+        self.prepare: Callable[[Sequence[str]], None] | None = None  # versions a later round may probe
 
     def at(self, index: int) -> ProbeResult:
         """Probe ``versions[index]`` once; later calls return the same result."""
@@ -203,13 +204,16 @@ def first_bad(
     probe_many: Callable[[Sequence[str]], Sequence[ProbeResult]] | None = None,
     *,
     jobs: int = 1,
+    prepare: Callable[[Sequence[str]], None] | None = None,
 ) -> BisectResult:
     """The adjacent (last good, first bad) pair between a good first and a bad last version.
 
     With ``probe_many`` and ``jobs`` > 1 each round probes ``jobs`` evenly spaced versions of the open segment
     together (a (jobs+1)-ary search): 45 commits take 3 rounds of 8 on a node with 16 cores instead of 6 one at a
-    time; the answer is the same pair."""
+    time; the answer is the same pair. ``prepare`` is told, before each round runs, the versions the round after
+    it may probe whatever this one finds (it starts building them meanwhile; it must not wait for them)."""
     search = Search(versions, probe, log, probe_many)
+    search.prepare = prepare
     search.prefetch([0, len(versions) - 1])
     lo = _end(search, 0, 1, len(versions) - 1)
     hi = _end(search, len(versions) - 1, -1, lo)
@@ -241,14 +245,23 @@ def first_bad(
     return search.result([transition])
 
 
+def round_points(lo: int, hi: int, jobs: int) -> list[int]:
+    """The ``jobs`` evenly spaced indices strictly between ``lo`` and ``hi`` that one round probes."""
+    inside = hi - lo - 1
+    return sorted({lo + 1 + (k * inside) // (jobs + 1) for k in range(1, jobs + 1)} - {lo, hi})
+
+
 def _round(
     search: Search, lo: int, hi: int, jobs: int, is_bad: Callable[[ProbeResult], bool]
 ) -> tuple[int, int] | None:
     """One round of a (jobs+1)-ary search: ``jobs`` evenly spaced versions strictly between ``lo`` and ``hi``
     probed together, and the segment between the last good and the first bad of them; None when every one of
     them was skipped (the caller then walks to a usable neighbour one at a time)."""
-    inside = hi - lo - 1
-    points = sorted({lo + 1 + (k * inside) // (jobs + 1) for k in range(1, jobs + 1)} - {lo, hi})
+    points = round_points(lo, hi, jobs)
+    if search.prepare is not None:  # whichever segment this round leaves open, the next round probes its points
+        ends = [lo, *points, hi]
+        upcoming = [i for a, b in itertools.pairwise(ends) if b - a > 1 for i in round_points(a, b, jobs)]
+        search.prepare([search.versions[i] for i in upcoming if i not in search.results])
     search.prefetch(points)
     usable = [i for i in points if search.at(i).skipped is None]
     if not usable:
