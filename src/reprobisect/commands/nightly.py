@@ -63,19 +63,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.add_argument("--fail-on-change", action="store_true", help="exit 1 on any change, not only regressions")
     parser.add_argument("--keep-baseline", action="store_true", help="do not advance the baseline")
     parser.add_argument("--repo", default=None, help="DeepSpeed's git repository, for --deepspeed REF")
-    parser.add_argument(
-        "--git",
-        type=Path,
-        help="a whole clone of DeepSpeed: follow --deepspeed REF (default: its default branch, DeepSpeed's master) "
-        "in it, commit by commit, against last night's commit; each regression gets its commit and pull request, "
-        "a minimized script and the fixes that pass",
-    )
-    parser.add_argument(
-        "--no-fetch", action="store_true", help="with --git: use the clone as it is (offline), no git fetch"
-    )
-    parser.add_argument(
-        "--minimize-budget", default="10m", help="with --git: minimize each regression for this long (600, 10m)"
-    )
+    _add_clone_options(parser)
     parser.add_argument("--repeat", type=int, default=1, help="runs of each (repro, form, fix): disagreeing is flaky")
     parser.add_argument(
         "--corpus",
@@ -97,20 +85,48 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args, out=Path("reports/nightly/latest"))
 
 
+def _add_clone_options(parser: argparse.ArgumentParser) -> None:
+    """--git and what goes with it: the clone a night follows (main) or searches between releases' tags."""
+    parser.add_argument(
+        "--git",
+        type=Path,
+        help="a whole clone of DeepSpeed: follow --deepspeed REF (default: its default branch, DeepSpeed's master) "
+        "in it, commit by commit, against last night's commit; each regression gets its commit and pull request, "
+        "a minimized script and the fixes that pass",
+    )
+    parser.add_argument(
+        "--track",
+        choices=("main", "releases"),
+        help="with --git: follow the clone's branch commit by commit (main, the default), or run the new releases "
+        "and find each regression's commit and pull request between their tags in the clone, with a minimized "
+        "script and the fixes that pass (releases)",
+    )
+    parser.add_argument(
+        "--culprits",
+        action="store_true",
+        help="the release track with a clone of DeepSpeed's repository the harness keeps under <envs>/clones "
+        "(cloned once, fetched each night): --track releases without --git",
+    )
+    parser.add_argument(
+        "--no-fetch", action="store_true", help="with --git: use the clone as it is (offline), no git fetch"
+    )
+    parser.add_argument(
+        "--minimize-budget", default="10m", help="with --git: minimize each regression for this long (600, 10m)"
+    )
+
+
 def _night(args: argparse.Namespace) -> int:
     """Check the options, run the night, return its verdict (0, or 1 on a regression)."""
     # imported here: the night imports the report writer (matplotlib), which no other command's start needs
+    from reprobisect.bisect import history
     from reprobisect.commands.minimize import parse_budget
-    from reprobisect.nightly.main_night import run_main_night
+    from reprobisect.nightly.main_night import fetch_origin, run_main_night
     from reprobisect.nightly.run import NightlyRequest, run_nightly
-    from reprobisect.nightly.targets import DEEPSPEED_REPO
+    from reprobisect.nightly.targets import AXIS, DEEPSPEED_REPO
 
-    if min(args.jobs, args.max_releases, args.repeat) < 1 or args.max_bisects < 0:
-        msg = f"--jobs {args.jobs} / --max-releases {args.max_releases} / --repeat must be >= 1, --max-bisects >= 0"
-        raise ConfigError(msg)
-    if args.baseline_release and (args.deepspeed or args.up_to or args.git):
-        msg = "--baseline-release seeds the baseline: it goes without --deepspeed, --up-to and --git"
-        raise ConfigError(msg)
+    _check_options(args)
+    if args.culprits:  # the clone the harness keeps, fetched now (a night with network)
+        args.git, args.track, args.no_fetch = history.clone_known(AXIS, args.envs / "clones"), "releases", True
     budget = parse_budget([args.minimize_budget]).seconds
     if budget is None:
         msg = f"--minimize-budget {args.minimize_budget}: give a time (600, 10m), not runs"
@@ -146,13 +162,34 @@ def _night(args: argparse.Namespace) -> int:
         confinement=confinement(args),
         executor=executor(args),
     )
-    if args.git is not None:
+    if args.git is not None and args.track != "releases":
         result = run_main_night(config, request, run_context(args), fetch=not args.no_fetch)
     else:
+        if args.git is not None and not args.no_fetch:
+            fetch_origin(args.git)  # the new release's tag
         result = run_nightly(config, request, run_context(args))
     for line in engine_summary(request.executor):
         print(line)
     return result.exit_code
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Options that contradict each other or are out of range, named."""
+    if min(args.jobs, args.max_releases, args.repeat) < 1 or args.max_bisects < 0:
+        msg = f"--jobs {args.jobs} / --max-releases {args.max_releases} / --repeat must be >= 1, --max-bisects >= 0"
+        raise ConfigError(msg)
+    if args.culprits and (args.git is not None or args.track == "main"):
+        msg = "--culprits makes the harness's own clone for the release track: it goes without --git and --track main"
+        raise ConfigError(msg)
+    if args.track == "main" and args.git is None:
+        msg = "--track main follows a clone: give --git CLONE"
+        raise ConfigError(msg)
+    if args.baseline_release and (args.deepspeed or args.up_to or (args.git and args.track != "releases")):
+        msg = (
+            "--baseline-release seeds the baseline: it goes without --deepspeed, --up-to and --git "
+            "(except with --track releases)"
+        )
+        raise ConfigError(msg)
 
 
 def _with_corpus(

@@ -53,10 +53,27 @@ class MainPair:
     jobs: int
     minimize_budget: float
     out: Path
+    # a release night's pair: good and bad are the two releases' tags, whose pins are the releases themselves
+    releases: tuple[str, str] | None = None
 
     def spec(self, sha: str) -> str:
-        """The DeepSpeed pin of a commit: the one commit bisection gives its probes, so records meet."""
+        """The DeepSpeed pin of a commit: the one commit bisection gives its probes, so records meet (a release for
+        a release night's ends)."""
+        if self.releases is not None and sha in (self.good, self.bad):
+            return self.releases[0] if sha == self.good else self.releases[1]
         return f"git+file://{self.clone.resolve()}@{sha}"
+
+    @property
+    def back_fix(self) -> str:
+        """The override fix's name: DeepSpeed back at last night's main, or at the last good release."""
+        return BACK_TO_BASELINE if self.releases is None else f"back-to-{self.releases[0]}"
+
+    @property
+    def span(self) -> str:
+        """What the commit search spans, for the night's output."""
+        if self.releases is None:
+            return f"which commit of main made {{}} fail: {self.good[:12]} .. {self.bad[:12]}"
+        return f"which commit between {self.good} and {self.bad} made {{}} fail"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -110,7 +127,7 @@ def follow_up(
     finding = _commit(config, pair, ctx, finding, target)
     finding = _minimized(config, pair, ctx, finding)
     back = _back_to_baseline(config, pair, ctx, finding.key)
-    return dataclasses.replace(finding, fixes={**finding.fixes, BACK_TO_BASELINE: back})
+    return dataclasses.replace(finding, fixes={**finding.fixes, pair.back_fix: back})
 
 
 def _commit(
@@ -131,8 +148,9 @@ def _commit(
         target=target[1],
         timeout=pair.timeout,
         jobs=pair.jobs,
+        end_releases=pair.releases,
     )
-    ctx.echo(f"\n== which commit of main made {repro} {form} {fix} fail: {pair.good[:12]} .. {pair.bad[:12]} ==")
+    ctx.echo(f"\n== {pair.span.format(f'{repro} {form} {fix}')} ==")
     rerun = _bisect_command(pair, request, _source(config, repro, form))
     try:
         result, report, _ = run_bisect(config, request, ctx)
@@ -233,7 +251,7 @@ def _minimize_command(request: MinimizeRequest, budget: float) -> str:
 def _back_to_baseline(config: Config, pair: MainPair, ctx: RunContext, key: Key) -> str:
     """Tonight's cell with DeepSpeed overridden back to last night's commit: its outcome."""
     repro_name, _, form, _ = key
-    override = cli_fixes(CliFixes(override=[f"{BACK_TO_BASELINE}={AXIS}={pair.spec(pair.good)}"]))
+    override = cli_fixes(CliFixes(override=[f"{pair.back_fix}={AXIS}={pair.spec(pair.good)}"]))
     repro = with_fixes(config.repros[repro_name], override)
     config = dataclasses.replace(config, repros={**config.repros, repro_name: repro})
     axes = {axis: (value,) for axis, value in pair.pins.items()} | {AXIS: (pair.spec(pair.bad),)}
@@ -242,11 +260,12 @@ def _back_to_baseline(config: Config, pair: MainPair, ctx: RunContext, key: Key)
         backend=pair.backend,
         axes=axes,
         forms=(form,),
-        fixes=(BACK_TO_BASELINE,),
+        fixes=(pair.back_fix,),
         timeout=pair.timeout,
         use_includes=False,
     )
-    ctx.echo(f"\n== {repro_name} {form} on tonight's main with DeepSpeed back at {pair.good[:12]} ==")
+    back = pair.good[:12] if pair.releases is None else pair.releases[0]
+    ctx.echo(f"\n== {repro_name} {form} on tonight's cell with DeepSpeed back at {back} ==")
     records = run_matrix(config, request, ctx)
     outcomes = {r.outcome for r in records}
     return outcomes.pop() if len(outcomes) == 1 else ("FLAKY" if outcomes else "ENV_ERROR")

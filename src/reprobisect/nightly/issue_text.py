@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from reprobisect.nightly.follow_up import Finding
+from reprobisect.nightly.main_text import finding_lines
 from reprobisect.report.compare import Comparison
 from reprobisect.report.frame import Bisect
 from reprobisect.report.markdown import GITHUB_LIMIT, fit_limit, report_markdown, safe_frame
@@ -47,6 +49,7 @@ class NightNews:
     advanced_to: str | None = None
     seeded: bool = False
     repros_not_run: list[str] = dataclasses.field(default_factory=list)  # asked for, not runnable here: why
+    findings: list[Finding] = dataclasses.field(default_factory=list)  # with a clone: each regression's answers
 
     @property
     def is_regression(self) -> bool:
@@ -108,6 +111,7 @@ class NightNews:
             "refs": self.refs,
             "not_run": self.skipped,
             "repros_not_run": self.repros_not_run,
+            "regressions": [f.to_json() for f in self.findings],
             "newest_on_index": self.newest,
             "up_to": self.up_to,
             "advanced_to": self.advanced_to,
@@ -172,7 +176,11 @@ def title_of(news: NightNews) -> str:
     ran = ", ".join(news.ran)
     regressions = sum(len(keys) for keys in news.regressed.values())
     if regressions:
-        return f"Nightly {where}: deepspeed {ran} regressed {regressions} run(s) that passed on {news.baseline}"
+        culprit = next((f.commit for f in news.findings if f.commit), None)
+        named = f"; introduced by {culprit['sha'][:12]}" if culprit else ""
+        pr = culprit.get("pull_request") if culprit else None
+        named += f" (#{str(pr).rpartition('#')[2]})" if pr else ""
+        return f"Nightly {where}: deepspeed {ran} regressed {regressions} run(s) that passed on {news.baseline}{named}"
     slower = f"; {news.slower()} run(s) slower" if news.slower() else ""
     changed = news.outcome_changes()
     if changed:
@@ -275,6 +283,8 @@ def issue_body(news: NightNews, report: ReportData | None, *, limit: int = GITHU
     if not changes.empty:
         first = changes.sort_values("regression", ascending=False, kind="stable")  # regressions on top
         lines += ["### What changed", "", *_table(first, news.baseline), ""]
+    for finding in news.findings:  # with a clone: the pull request, a minimized script, the fixes that pass
+        lines += finding_lines(finding)
     if news.bisects:
         lines += ["### Bisection (every transition between the baseline and the release)", ""]
         for bisect in news.bisects:

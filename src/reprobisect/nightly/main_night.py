@@ -50,7 +50,7 @@ from reprobisect.util.clock import utc_now
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.files import write_atomic
 
-__all__ = ["default_branch", "main_commit", "run_main_night"]
+__all__ = ["default_branch", "fetch_origin", "main_commit", "run_main_night"]
 
 Verdicts = dict[Key, Verdict]
 
@@ -71,15 +71,22 @@ def default_branch(clone: Path) -> str:
     return "main"
 
 
-def main_commit(clone: Path, ref: str, *, fetch: bool) -> str:
-    """The full hash ``ref`` names tonight: ``origin/REF`` after ``git fetch`` when the clone has an origin and
-    ``fetch`` is on, else ``REF`` as the clone has it."""
+def fetch_origin(clone: Path) -> bool:
+    """``git fetch --tags origin`` in the clone when it has an origin; whether it has one."""
     remotes = run_tool(
         ["git", "-C", clone, "remote"], what=f"--git {clone}", timeout=60, error=ConfigError
     ).stdout.split()
+    if "origin" not in remotes:
+        return False
+    run_tool(["git", "-C", clone, "fetch", "--quiet", "--tags", "origin"], what=f"fetching {clone}", timeout=1800)
+    return True
+
+
+def main_commit(clone: Path, ref: str, *, fetch: bool) -> str:
+    """The full hash ``ref`` names tonight: ``origin/REF`` after ``git fetch`` when the clone has an origin and
+    ``fetch`` is on, else ``REF`` as the clone has it."""
     names = [ref]
-    if fetch and "origin" in remotes:
-        run_tool(["git", "-C", clone, "fetch", "--quiet", "--tags", "origin"], what=f"fetching {clone}", timeout=1800)
+    if fetch and fetch_origin(clone):
         names.insert(0, f"origin/{ref}")
     for name in names:
         done = run_tool(

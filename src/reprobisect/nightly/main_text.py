@@ -18,7 +18,7 @@ from reprobisect.report.markdown import GITHUB_LIMIT, fit_limit
 from reprobisect.report.verdicts import Key
 from reprobisect.util.neutral import md_document, md_safe
 
-__all__ = ["MAIN_MARKER", "MainNews", "main_body", "main_title"]
+__all__ = ["MAIN_MARKER", "MainNews", "finding_lines", "main_body", "main_title"]
 
 MAIN_MARKER = "<!-- reprobisect-nightly backend={backend} track=main -->"
 
@@ -160,10 +160,19 @@ def _commit_lines(finding: Finding) -> list[str]:
     return [" ".join(lines)]
 
 
+def _override_note(fix: str) -> str:
+    """What the night's own override fix is, next to its name."""
+    if fix == BACK_TO_BASELINE:
+        return " (DeepSpeed back at last night's commit)"
+    if fix.startswith("back-to-"):
+        return f" (DeepSpeed back at {fix.removeprefix('back-to-')}, the last good release)"
+    return ""
+
+
 def _fix_lines(finding: Finding) -> list[str]:
     passing = finding.passing()
     tried = ", ".join(f"{name} {outcome}" for name, outcome in finding.fixes.items())
-    named = [f"`{n}`" + (" (DeepSpeed back at last night's commit)" if n == BACK_TO_BASELINE else "") for n in passing]
+    named = [f"`{n}`" + _override_note(n) for n in passing]
     if not passing:
         return [f"**Fixes that pass tonight**: none ({tried or 'none tried'})."]
     return [f"**Fixes that pass tonight**: {', '.join(named)} (tried: {tried})."]
@@ -185,7 +194,7 @@ def _minimized_lines(finding: Finding) -> list[str]:
     ]
 
 
-def _finding_lines(finding: Finding) -> list[str]:
+def finding_lines(finding: Finding) -> list[str]:
     repro, _, form, fix = finding.key
     minimize = [str(finding.minimized["rerun"])] if finding.minimized and finding.minimized.get("rerun") else []
     commands = [*finding.rerun, *([finding.bisect_rerun] if finding.bisect_rerun else []), *minimize]
@@ -209,7 +218,7 @@ def main_body(news: MainNews, *, limit: int = GITHUB_LIMIT) -> str:
     changes, cut to fit GitHub's limit."""
     lines = _head(news)
     for finding in news.findings:
-        lines += _finding_lines(finding)
+        lines += finding_lines(finding)
     if news.not_followed:
         lines += [f"{news.not_followed} more regression(s) not followed up (--max-bisects).", ""]
     if news.flaky:

@@ -32,8 +32,10 @@ from reprobisect.config.load import Config
 from reprobisect.errors import FAIL_EXIT, ConfigError
 from reprobisect.model.record import Record
 from reprobisect.model.store import Store
+from reprobisect.model.verdict import Verdict
 from reprobisect.nightly.issue_text import NightNews, issue_body, title_of
 from reprobisect.nightly.regressions import masked, regressed_keys
+from reprobisect.nightly.release_follow_up import release_findings
 from reprobisect.nightly.state import (
     NightlyState,
     baseline_records,
@@ -46,7 +48,7 @@ from reprobisect.nightly.state import (
 from reprobisect.nightly.targets import AXIS, DEEPSPEED_REPO, Target, new_releases, pinned_ref, target_of
 from reprobisect.report.compare import Comparison, compare
 from reprobisect.report.frame import Bisect, Loaded, records_frame
-from reprobisect.report.verdicts import Key
+from reprobisect.report.verdicts import Key, verdicts
 from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report
 from reprobisect.run.context import RunContext
@@ -311,11 +313,13 @@ def run_nightly(
     runs: dict[str, list[Record]] = {}
     comparisons: dict[str, Comparison] = {}
     regressed: dict[str, list[Key]] = {}
+    labels: dict[str, Mapping[Key, Verdict]] = {}
     for target in targets:
         runs[target.name] = night.run_slice(target)
         current = masked(records_frame(night.loaded(runs[target.name])))
         comparisons[target.name] = compare(current, base_frame)
         regressed[target.name] = regressed_keys(base_frame, current)
+        labels[target.name] = verdicts(current)
     news = dataclasses.replace(
         news,
         ran=[t.name for t in targets],
@@ -324,8 +328,11 @@ def run_nightly(
         regressed=regressed,
     )
     bisects = _bisects(night, news, targets, baseline)
+    findings = (
+        release_findings(night, bisects, regressed, runs, (verdicts(base_frame), labels)) if request.git else []
+    )  # with a clone: each regression's commit and pull request, a minimized script, the fixes that pass
     news = dataclasses.replace(
-        news, bisects=bisects, runs_executed=night.stats.executed, runs_reused=night.stats.reused
+        news, bisects=bisects, findings=findings, runs_executed=night.stats.executed, runs_reused=night.stats.reused
     )
     newest = targets[-1]
     all_runs = [r for records in runs.values() for r in records]
