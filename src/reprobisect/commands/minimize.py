@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.options import (
     Subparsers,
     add_backend,
@@ -26,7 +25,7 @@ from reprobisect.commands.options import (
     confinement,
     pins,
     prepare,
-    run_environ,
+    run_context,
 )
 from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import check_pin, load_config
@@ -167,13 +166,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     from reprobisect.minimize.pipeline import minimize
 
     source = args.script.read_text(encoding="utf-8")
-    result = minimize(
-        load_config(args.config),
-        request,
-        base=base_interpreter(args.base_python),
-        envs_dir=args.envs,
-        environ=run_environ(args),
-    )
+    result = minimize(load_config(args.config), request, run_context(args))
     write_outputs(result, request, source)
     _print(result)
     if result.interrupted:  # the best so far is on disk: Ctrl-C means Ctrl-C again

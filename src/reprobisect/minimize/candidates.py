@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from reprobisect.cells.base import BaseInterpreter
 from reprobisect.config.load import Config
 from reprobisect.config.scripts import ReproOptions, script_repro
 from reprobisect.minimize.statements import Size, size_of
@@ -214,9 +213,7 @@ class Cells:
     cpus_per_run: int | None = None
     jobs: int = 1  # candidates at a time: each run gets its share of the cores
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
-    base: BaseInterpreter
-    envs_dir: Path
-    environ: Mapping[str, str]
+    ctx: RunContext  # where the runs happen: the base interpreter, the cells folder, the environment
 
 
 def _threads(jobs: int) -> dict[str, str]:
@@ -311,7 +308,7 @@ class Tester:
             use_includes=False,
         )
         stats = RunStats()
-        ctx = RunContext(base=cells.base, store=self.store, envs_dir=cells.envs_dir, environ=cells.environ)
+        ctx = dataclasses.replace(cells.ctx, store=self.store)
         records = run_matrix(config, request, ctx.quiet(), stats=stats)
         if len(records) != 1:
             msg = f"a candidate run in {dict(pins)} gave {len(records)} records, not one"

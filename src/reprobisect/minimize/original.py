@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from reprobisect.cells.base import BaseInterpreter
 from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError, NotInterestingError
 from reprobisect.minimize.candidates import CandidateVerdict, CellRun, Cells, FailureTarget, Tester, text_key
@@ -22,6 +21,7 @@ from reprobisect.minimize.static import undefined_names
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.repro import script_forms
 from reprobisect.model.signature import script_lines
+from reprobisect.run.context import RunContext
 from reprobisect.run.events import read_events
 from reprobisect.run.select import detect_cuda
 from reprobisect.util.echo import Echo
@@ -98,19 +98,12 @@ def pins_text(pins: Mapping[str, str] | None) -> str:
     return ", ".join(f"{k} {v}" for k, v in (pins or {}).items()) or "(the default cell)"
 
 
-def cells_for(
-    config: Config,
-    request: MinimizeRequest,
-    name: str,
-    base: BaseInterpreter,
-    envs_dir: Path,
-    environ: Mapping[str, str],
-) -> Cells:
+def cells_for(config: Config, request: MinimizeRequest, name: str, ctx: RunContext) -> Cells:
     """Where candidates run: the two cells, the backend (CUDA when the base torch sees a GPU, asked once) and the
     form; ConfigError for a form the script does not run in."""
     backend: Literal["cuda", "cpu"]
     if request.backend == "auto":  # asked once: each ask imports torch
-        backend = "cuda" if base.torch and detect_cuda(Path(base.executable)) else "cpu"
+        backend = "cuda" if ctx.base.torch and detect_cuda(Path(ctx.base.executable)) else "cpu"
     else:
         backend = request.backend
     forms = script_forms(request.script.resolve(), shim=request.shim)
@@ -138,9 +131,7 @@ def cells_for(
         # does not need it.
         cpus_per_run=request.cpus_per_run if request.cpus_per_run is not None else 0,
         confinement=request.confinement,
-        base=base,
-        envs_dir=envs_dir,
-        environ=environ,
+        ctx=ctx,
     )
 
 

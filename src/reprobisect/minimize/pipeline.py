@@ -22,10 +22,9 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
-from reprobisect.cells.base import BaseInterpreter
 from reprobisect.config.load import Config
 from reprobisect.config.scripts import script_name
 from reprobisect.minimize.candidates import CandidateVerdict, Tester, read_log
@@ -50,28 +49,22 @@ from reprobisect.minimize.progress import progress_lines, runs_executed
 from reprobisect.minimize.reduce import prune_unused, reduce_statements
 from reprobisect.minimize.request import MinimizeRequest, MinimizeResult
 from reprobisect.minimize.statements import Script, parse_script, size_of, tidy
+from reprobisect.run.context import RunContext
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import write_atomic
 
 __all__ = ["MinimizeRequest", "MinimizeResult", "minimize"]
 
 
-def minimize(
-    config: Config,
-    request: MinimizeRequest,
-    *,
-    base: BaseInterpreter,
-    envs_dir: Path,
-    environ: Mapping[str, str],
-    echo: Echo = print,
-) -> MinimizeResult:
-    """Minimize ``request.script`` between its two cells, in ``out/minimize/NAME/``; on Ctrl-C, the best so far
-    (``result.interrupted``)."""
+def minimize(config: Config, request: MinimizeRequest, ctx: RunContext) -> MinimizeResult:
+    """Minimize ``request.script`` between its two cells, in ``out/minimize/NAME/``, its runs where ``ctx`` says
+    (what it prints to ``ctx.echo``); on Ctrl-C, the best so far (``result.interrupted``)."""
+    echo = ctx.echo
     source = read_script(request.script)
     script, original_undefined = parse_original(request.script, source)
     name = script_name(request.script)
     folder = (request.out / "minimize" / name).resolve()
-    cells = cells_for(config, request, name, base, envs_dir, environ)
+    cells = cells_for(config, request, name, ctx)
     echo(
         f"Minimizing {request.script} ({size_of(source)}): bad cell {pins_text(cells.bad)}"
         + (f", good cell {pins_text(cells.good)}" if cells.good is not None else ", no good cell")

@@ -216,7 +216,7 @@ def _minimized(config: Config, pair: MainPair, ctx: RunContext, finding: Finding
 
     ctx.echo(f"\n== minimize {request.script.name} for {repro_name} {form_name} {fix_name} ==")
     try:
-        result = minimize(config, request, base=ctx.base, envs_dir=ctx.envs_dir, environ=ctx.environ, echo=ctx.echo)
+        result = minimize(config, request, ctx)
     except NotInterestingError as exc:
         return dataclasses.replace(finding, minimize_why=str(exc))
     write_outputs(result, request, request.script.read_text(encoding="utf-8"))
