@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reprobisect.commands.corpus import _clone_for
 from reprobisect.commands.main import main
 from reprobisect.corpus.scoring import Found, score, signature_agrees
 from reprobisect.corpus.table import NotRun, Table, markdown, write_table
@@ -278,6 +279,20 @@ def test_the_command_lists_an_unmeasured_entry_as_not_run_and_refuses_a_typo(tmp
     data = json.loads((out / "corpus.json").read_text())
     assert data["ran"] == 0 and "tools/corpus_truth.py" in data["not_run"][0]["why"]
     assert main(["corpus", "--corpus", str(corpus), "--entry", "unmeasure", "--out", str(out)]) == 2
+
+
+def test_each_entry_gets_the_clone_of_its_own_package_and_a_wrong_git_is_refused(tmp_path: Path) -> None:
+    both = ["lightning=/l", "deepspeed=/d"]
+    assert _clone_for("lightning", both) == Path("/l") and _clone_for("deepspeed", both) == Path("/d")
+    assert _clone_for("lightning", ["/any"]) == Path("/any") and _clone_for("deepspeed", ["/any"]) == Path("/any")
+    assert _clone_for("lightning", ["deepspeed=/d"]) is None  # the harness's own clone (--culprits)
+    assert _clone_for("deepspeed", ["/any", "deepspeed=/d"]) == Path("/d")
+    for wrong in (["torch=/t"], ["deepspeed=/a", "DeepSpeed=/b"], ["/a", "/b"]):
+        with pytest.raises(ConfigError, match="--git"):
+            _clone_for("deepspeed", wrong)
+    corpus = tmp_path / "corpus"
+    _entry(corpus, GOOD.split("[runs]")[0], name="unmeasured")
+    assert main(["corpus", "--corpus", str(corpus), "--git", "torch=/t", "--out", str(tmp_path / "out")]) == 2
 
 
 def test_every_real_entry_loads_and_is_measured() -> None:
