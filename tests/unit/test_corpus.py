@@ -7,9 +7,12 @@ corpus/ must load.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 import tomllib
+import types
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reprobisect.commands import matrix
 from reprobisect.commands.corpus import _clone_for
 from reprobisect.commands.main import main
 from reprobisect.corpus.scoring import Found, score, signature_agrees
@@ -302,3 +306,19 @@ def test_every_real_entry_loads_and_is_measured() -> None:
         truth = load_truth(path.parent)
         assert set(truth.runs) == set(truth.releases), f"{path}: run tools/corpus_truth.py"
         assert (path.parent / "truth-logs.tar.xz").is_file(), f"{path}: its hand-run logs are not packed"
+
+
+def test_the_summary_of_an_entrys_triage_says_the_triage_that_reruns_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(matrix, "run_matrix", lambda *a, **k: [])
+    monkeypatch.setattr(matrix, "run_context", lambda args: None)
+    monkeypatch.setattr(matrix, "engine_summary", lambda executor: [])
+    monkeypatch.setattr(sys, "argv", ["reprobisect", "corpus", "--entry", "e", "--git", "lightning=/l"])
+    args = argparse.Namespace(out=tmp_path, command="triage")
+    request = types.SimpleNamespace(executor=None)
+    rerun = "reprobisect triage corpus/e/issue.py --lightning 2.5.3,2.5.4 --git /l"
+    _, path = matrix.run_and_summarize(None, request, args, title="t", summary="s.md", command=rerun)  # type: ignore[arg-type]
+    assert f"Reproduce: `{rerun}`" in path.read_text()
+    _, path = matrix.run_and_summarize(None, request, args, title="t", summary="s.md")  # type: ignore[arg-type]
+    assert "Reproduce: `nox -s triage -- --entry e --git lightning=/l`" in path.read_text()  # a command's own argv
