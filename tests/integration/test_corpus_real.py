@@ -6,6 +6,11 @@ tests/integration/release_history.py): the introducing pull request the truth na
 changes deepspeed/runtime/constants.py there (DeepSpeed #7018 changed that default). ``reprobisect corpus`` must
 triage it, find the range, the commit and its pull request, agree with every release's signature and say "1 of 1
 exact"; a second truth with the wrong pull request must make the row wrong and the command exit 1.
+
+The second test is the same on the Lightning axis (pl-ds3-summary-flops, 2.5.3 passes, 2.5.4 fails), the fast one:
+DeepSpeed is pinned, so it is built once and its op compiled once for every cell and every probe, and each probe
+builds a pure-Python Lightning wheel; the history from the two sdists holds 28 file commits, the culprit the one
+that changes model_summary_deepspeed.py (Lightning #21100 there).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.requires_tool(*DEEPSPEED_OPS)]
 
 ENTRY = ROOT / "corpus" / "ds-bf16-stray-grad"
 CULPRIT = "deepspeed/runtime/constants.py"
+PL_ENTRY = ROOT / "corpus" / "pl-ds3-summary-flops"
+PL_CULPRIT = "src/lightning/pytorch/utilities/model_summary/model_summary_deepspeed.py"
 
 
 def _entry(root: Path, pr: str) -> Path:
@@ -80,3 +87,42 @@ def test_one_real_entry_is_triaged_and_scored_exact_and_a_wrong_truth_fails(
     wrong = _corpus(_entry(tmp_path / "wrong", "deepspeedai/DeepSpeed#1"), history.repo, out, envs_dir)
     assert wrong.returncode == 1, wrong.stdout[-4000:]
     assert json.loads((out / "corpus.json").read_text())["headline"] == "0 of 1 exact"
+
+
+def _pl_entry(root: Path, pr: str) -> Path:
+    """pl-ds3-summary-flops's script and its measured runs of 2.5.3 and 2.5.4, with ``pr`` as the introducing PR."""
+    runs = tomllib.loads((PL_ENTRY / "truth.toml").read_text())["runs"]
+    folder = root / "pl-ds3-summary-flops-two"
+    folder.mkdir(parents=True)
+    shutil.copy(PL_ENTRY / "issue.py", folder / "issue.py")
+    rows = "\n".join(
+        f'"{r}" = {{ exit = {runs[r]["exit"]}, last_line = {json.dumps(runs[r]["last_line"])}, seconds = 1.0 }}'
+        for r in ("2.5.3", "2.5.4")
+    )
+    (folder / "truth.toml").write_text(
+        'schema = 1\ntitle = "t"\nreport = "Lightning-AI/pytorch-lightning#21231"\nreporter = "r"\n'
+        'kinds = ["exception", "lightning"]\npackage = "lightning"\nreleases = ["2.5.3", "2.5.4"]\nbackend = "cpu"\n'
+        'precision = "32-true"\ntimeout = 900\n[pins]\ntorch = "system"\ndeepspeed = "0.18.6"\n'
+        f'[[affected]]\nfirst = "2.5.4"\nlast = "2.5.4"\n[affected.introduced]\npr = "{pr}"\ncommit = "abcdef0"\n'
+        f"[runs]\n{rows}\n"
+    )
+    return root
+
+
+def test_a_lightning_entry_is_triaged_and_scored_exact(
+    tmp_path: Path,
+    envs_dir: Path,  # noqa: F811
+) -> None:
+    history = build_history(tmp_path / "history", "lightning", "2.5.3", "2.5.4", base_python())
+    subject = subprocess.run(
+        ["git", "-C", str(history.repo), "log", "-1", "--format=%s", history.sha_of(PL_CULPRIT)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    pr = "Lightning-AI/pytorch-lightning#" + re.findall(r"\(#(\d+)\)", subject)[-1]
+    out = tmp_path / "out"
+    done = _corpus(_pl_entry(tmp_path / "right", pr), history.repo, out, envs_dir)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    table = json.loads((out / "corpus.json").read_text())
+    assert table["headline"] == "1 of 1 exact", table
+    [row] = table["rows"]
+    assert row["ranges"]["found"] == "2.5.4" and row["introduced"]["found"] == pr and row["fixed"]["ok"] is None

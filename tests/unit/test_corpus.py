@@ -7,9 +7,12 @@ corpus/ must load.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 import tomllib
+import types
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reprobisect.commands import matrix
+from reprobisect.commands.corpus import _clone_for
 from reprobisect.commands.main import main
 from reprobisect.corpus.scoring import Found, score, signature_agrees
 from reprobisect.corpus.table import NotRun, Table, markdown, write_table
@@ -280,6 +285,20 @@ def test_the_command_lists_an_unmeasured_entry_as_not_run_and_refuses_a_typo(tmp
     assert main(["corpus", "--corpus", str(corpus), "--entry", "unmeasure", "--out", str(out)]) == 2
 
 
+def test_each_entry_gets_the_clone_of_its_own_package_and_a_wrong_git_is_refused(tmp_path: Path) -> None:
+    both = ["lightning=/l", "deepspeed=/d"]
+    assert _clone_for("lightning", both) == Path("/l") and _clone_for("deepspeed", both) == Path("/d")
+    assert _clone_for("lightning", ["/any"]) == Path("/any") and _clone_for("deepspeed", ["/any"]) == Path("/any")
+    assert _clone_for("lightning", ["deepspeed=/d"]) is None  # the harness's own clone (--culprits)
+    assert _clone_for("deepspeed", ["/any", "deepspeed=/d"]) == Path("/d")
+    for wrong in (["torch=/t"], ["deepspeed=/a", "DeepSpeed=/b"], ["/a", "/b"]):
+        with pytest.raises(ConfigError, match="--git"):
+            _clone_for("deepspeed", wrong)
+    corpus = tmp_path / "corpus"
+    _entry(corpus, GOOD.split("[runs]")[0], name="unmeasured")
+    assert main(["corpus", "--corpus", str(corpus), "--git", "torch=/t", "--out", str(tmp_path / "out")]) == 2
+
+
 def test_every_real_entry_loads_and_is_measured() -> None:
     entries = sorted((ROOT / "corpus").glob("*/truth.toml"))
     assert entries
@@ -287,3 +306,19 @@ def test_every_real_entry_loads_and_is_measured() -> None:
         truth = load_truth(path.parent)
         assert set(truth.runs) == set(truth.releases), f"{path}: run tools/corpus_truth.py"
         assert (path.parent / "truth-logs.tar.xz").is_file(), f"{path}: its hand-run logs are not packed"
+
+
+def test_the_summary_of_an_entrys_triage_says_the_triage_that_reruns_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(matrix, "run_matrix", lambda *a, **k: [])
+    monkeypatch.setattr(matrix, "run_context", lambda args: None)
+    monkeypatch.setattr(matrix, "engine_summary", lambda executor: [])
+    monkeypatch.setattr(sys, "argv", ["reprobisect", "corpus", "--entry", "e", "--git", "lightning=/l"])
+    args = argparse.Namespace(out=tmp_path, command="triage")
+    request = types.SimpleNamespace(executor=None)
+    rerun = "reprobisect triage corpus/e/issue.py --lightning 2.5.3,2.5.4 --git /l"
+    _, path = matrix.run_and_summarize(None, request, args, title="t", summary="s.md", command=rerun)  # type: ignore[arg-type]
+    assert f"Reproduce: `{rerun}`" in path.read_text()
+    _, path = matrix.run_and_summarize(None, request, args, title="t", summary="s.md")  # type: ignore[arg-type]
+    assert "Reproduce: `nox -s triage -- --entry e --git lightning=/l`" in path.read_text()  # a command's own argv

@@ -22,7 +22,7 @@ from reprobisect.commands import triage
 from reprobisect.commands.options import Subparsers, add_common
 from reprobisect.corpus.scoring import ColumnVerdict, Found, Row, score
 from reprobisect.corpus.table import NotRun, Table, markdown, write_table
-from reprobisect.corpus.truth import Truth, load_truth
+from reprobisect.corpus.truth import PACKAGES, Truth, load_truth
 from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError
 
 __all__ = ["run_from_args", "setup_arguments"]
@@ -47,7 +47,14 @@ def setup_arguments(subparsers: Subparsers) -> None:
         help="cpu: the CPU entries; cuda: the GPU entries too (on GPUs), the CPU ones still on the CPU",
     )
     parser.add_argument("--gpus", type=int, help="GPUs this machine has (default: as nvidia-smi lists them)")
-    parser.add_argument("--git", type=Path, help="a whole clone of the package (DeepSpeed or Lightning)")
+    parser.add_argument(
+        "--git",
+        action="append",
+        default=[],
+        metavar="[PACKAGE=]CLONE",
+        help="a whole clone of the package whose releases an entry varies; PACKAGE= (deepspeed, lightning) gives it "
+        "to that package's entries only, repeatable, so that one call scores both kinds; a bare CLONE is every entry's",
+    )
     parser.add_argument(
         "--no-culprits",
         action="store_true",
@@ -111,8 +118,33 @@ def _triage_argv(truth: Truth, args: argparse.Namespace) -> list[str]:
     argv += [] if args.sandbox else ["--no-sandbox"]
     argv += ["--network", args.network]
     if not args.no_culprits:
-        argv += ["--git", str(args.git)] if args.git is not None else ["--culprits"]
+        clone = _clone_for(truth.package, args.git)
+        argv += ["--git", str(clone)] if clone is not None else ["--culprits"]
     return argv + (["--debug"] if args.debug else [])
+
+
+def _clones(given: list[str]) -> dict[str | None, Path]:
+    """``--git`` values by package (None: a bare CLONE, for every entry); a package named twice or unknown is an
+    error naming the value."""
+    clones: dict[str | None, Path] = {}
+    for value in given:
+        package, sep, path = value.partition("=")
+        name = package.strip().lower() if sep else None
+        if name is not None and name not in PACKAGES:
+            msg = f"--git {value!r}: {package!r} is not a corpus package ({', '.join(PACKAGES)}); give PACKAGE=CLONE"
+            raise ConfigError(msg)
+        if name in clones:
+            msg = f"--git {value!r}: a clone for {name or 'every entry'} was given twice"
+            raise ConfigError(msg)
+        clones[name] = Path(path if sep else value)
+    return clones
+
+
+def _clone_for(package: str, given: list[str]) -> Path | None:
+    """The clone an entry of ``package`` is triaged with: the one named for its package, else a bare one, else None
+    (the harness's own clone, ``--culprits``)."""
+    clones = _clones(given)
+    return clones.get(package, clones.get(None))
 
 
 def _parse_triage(argv: list[str]) -> argparse.Namespace:
@@ -159,6 +191,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     if pinned:
         msg = f"--{pinned[0]}: a corpus entry's versions are its truth's; run triage on the script to pin others"
         raise ConfigError(msg)
+    _clones(args.git)  # a wrong --git is refused before any entry runs
     truths = [load_truth(folder) for folder in _entries(args.corpus, args.entry)]
     gpus = _gpus(args) if args.backend == "cuda" else 0
     rows: list[Row] = []

@@ -142,16 +142,18 @@ def run_and_summarize(
     title: str,
     summary: str,
     cells: tuple[str, ...] = (),
+    command: str | None = None,
 ) -> tuple[list[Record], Path]:
     """Run the request, print the table and write the Markdown summary under ``--out``; returns the records and
-    the summary's path."""
+    the summary's path. ``command``: the one that re-runs it, when the caller knows it better than this process's
+    own command line (``corpus`` runs ``triage`` for each entry: its own argv would re-run the corpus command)."""
     records = run_matrix(config, request, run_context(args), cells=cells)
     print_runs(records)
     for line in engine_summary(request.executor):
         print(line)
     path = args.out / summary
     path.parent.mkdir(parents=True, exist_ok=True)
-    command = f"nox -s {args.command} -- " + shlex.join(sys.argv[2:])
+    command = command or f"nox -s {args.command} -- " + shlex.join(sys.argv[2:])
     write_atomic(path, markdown_summary(records, title=title, command=command), what="the summary")
     print(f"\nRecords: {args.out / 'records'}  Summary: {path}")
     return records, path

@@ -88,7 +88,9 @@ def triage_answers(args: argparse.Namespace, *, rerun: str) -> list[tuple[Answer
     base_axes = {axis: axis_values(value) for axis, value in config.default_cell.items()}
     request = matrix_request(args, made, base_axes=base_axes)
     title = config.repro(made[0]).title if len(made) == 1 else f"{len(made)} test selections"
-    records, summary = run_and_summarize(config, request, args, title=title, summary=f"summary-{made[0]}.md")
+    records, summary = run_and_summarize(
+        config, request, args, title=title, summary=f"summary-{made[0]}.md", command=rerun
+    )
     found = [(answer, _culprits(config, answer, args)) for answer in sweep_answers(records)]
     hint = "" if args.git is not None or args.culprits else _HINT
     sections = [answer_markdown(a, c, rerun=rerun, culprit_hint=hint) for a, c in found]

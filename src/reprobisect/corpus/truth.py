@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from reprobisect.errors import ConfigError
 
-__all__ = ["BACKENDS", "KINDS", "Change", "MeasuredRelease", "Span", "Truth", "load_truth", "parse_truth"]
+__all__ = ["BACKENDS", "KINDS", "PACKAGES", "Change", "MeasuredRelease", "Span", "Truth", "load_truth", "parse_truth"]
 
 MAX_TRUTH_BYTES = 1 << 20
 BACKENDS = ("cpu", "gpu", "gpus")
