@@ -89,7 +89,7 @@ def bisect(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def corpus(session: nox.Session) -> None:
-    """The harness's accuracy on real regressions (corpus/): triage each entry, score it, k of n exact (`-- --entry N`)."""
+    """Accuracy on real regressions (corpus/): each entry triaged and scored, k of n exact (`-- --entry N`)."""
     _harness(session, "corpus")
 
 
@@ -135,7 +135,23 @@ def env(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Unit tests and the slow integration tests that build real cells and run real repros on the CPU."""
     session.install("-e", ".[test]")
-    session.run("pytest", "--durations=25", *session.posargs, env={"REPROBISECT_BASE_PYTHON": BASE_PYTHON})
+    session.run(
+        "pytest",
+        "-m",
+        "not scheduled",
+        "--durations=25",
+        *session.posargs,
+        env={"REPROBISECT_BASE_PYTHON": BASE_PYTHON},
+    )
+
+
+@nox.session(default=False)
+def scheduled(session: nox.Session) -> None:
+    """The long real checks CI's time leaves out (more corpus entries, each triaged and scored): a scheduled job."""
+    session.install("-e", ".[test]")
+    session.run(
+        "pytest", "-m", "scheduled", "--durations=25", *session.posargs, env={"REPROBISECT_BASE_PYTHON": BASE_PYTHON}
+    )
 
 
 @nox.session(default=False)

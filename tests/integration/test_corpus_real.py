@@ -109,6 +109,7 @@ def _pl_entry(root: Path, pr: str) -> Path:
     return root
 
 
+@pytest.mark.scheduled  # about 4.5 minutes on CI's two cores: beside the DeepSpeed entry, past CI's budget
 def test_a_lightning_entry_is_triaged_and_scored_exact(
     tmp_path: Path,
     envs_dir: Path,  # noqa: F811

@@ -428,7 +428,7 @@ def test_each_round_tells_what_the_next_may_probe_before_it_runs() -> None:
         heard: list[list[str]] = []
         asked: list[list[str]] = []
 
-        def batch(chosen, rounds=rounds):
+        def batch(chosen, rounds=rounds, asked=asked):
             asked.append(list(chosen))
             return rounds.batch(chosen)
 
