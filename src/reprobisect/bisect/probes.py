@@ -22,10 +22,12 @@ from reprobisect.bisect.search import (
     first_bad,
     first_sample,
 )
+from reprobisect.bisect.timed import TimedProbes
 from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
+from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.model.verdict import fold_repeats
 from reprobisect.run.context import RunContext
 from reprobisect.run.executor import MatrixExecutor
@@ -73,6 +75,8 @@ class BisectRequest:
     probe_all_up_to: int = PROBE_ALL_UP_TO  # all-transitions probes every version of a range this short
     first_parent: bool = True  # commits: the line of the branch --bad is on, each merge one step
     executor: MatrixExecutor | None = None  # where each round of probes runs (run/executor.py); None: here
+    # a timing search (--slower-than): bad = slower than the good end beyond the threshold, with confidence
+    slowdown: SlowdownRule | None = None
 
 
 def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prereleases: bool) -> list[str]:
@@ -120,7 +124,10 @@ def _records_of(records: Sequence[Record], axis: str, value: str) -> list[Record
 
 
 def _target(config: Config, request: BisectRequest) -> Callable[[ProbeResult], bool]:
-    """What counts as bad: the target signature id, any failure, or (default) the repro's expected signature."""
+    """What counts as bad: slower than the good end (a timing search), the target signature id, any failure, or
+    (default) the repro's expected signature."""
+    if request.slowdown is not None:
+        return lambda p: p.slower is True
     if request.any_failure:
         return lambda p: p.outcome in ("REPRODUCED", "OTHER_FAILURE", "CRASH")
     if request.target_outcome:
@@ -150,29 +157,78 @@ def run_bisect(
         versions = git_revisions(repo, request.good, request.bad, first_parent=request.first_parent)
     else:
         versions = releases_between(index, request.axis, request.good, request.bad, prereleases=request.prereleases)
-
-    def value(version: str) -> str:
-        return f"git+file://{repo}@{version}" if repo is not None else version
-
     repro = config.repro(request.repro)
     form = request.form or _default_form(list(repro.forms), request.backend)
     held = {**config.default_cell, **request.pins}
     held.pop(request.axis, None)
-    stats = RunStats()
     backend = request.backend
     if backend == "auto":  # asked once here, not by every probe (each ask imports torch: seconds on a small CPU)
         backend = "cuda" if base.torch and detect_cuda(Path(base.executable)) else "cpu"
+    runs = _MatrixProbes(
+        config=config, request=request, ctx=ctx, repro=repro.name, form=form, held=held, backend=backend, repo=repo
+    )
+    mode = "all-transitions" if request.all_transitions else "first-bad"
+    echo(
+        f"Bisecting {repro.name} ({form}, fix {request.fix}) over {len(versions)} {request.axis} "
+        f"{'commits' if request.git else 'releases'} {versions[0][:12]} … {versions[-1][:12]} ({mode}); "
+        f"about {estimate(len(versions))} probes for one transition" + _timing_words(request.slowdown)
+    )
+    short = [v[:12] for v in versions] if request.git else versions
+    full = dict(zip(short, versions, strict=True))
+    timed = None
+    if request.slowdown is not None:
+        timed = TimedProbes(request.slowdown, short[0], lambda v, n: runs.records([full[v]], n)[0], probe_result)
+    probe = timed.probe if timed is not None else (lambda v: runs.probes([full[v]])[0])
+    many = None if timed is not None else (lambda chosen: runs.probes([full[v] for v in chosen]))
+    if request.all_transitions:
+        chosen = first_sample(short, request.probe_all_up_to)
+        echo(
+            f"Probing {'every one' if len(chosen) == len(short) else f'{len(chosen)}'} of the {len(short)} versions "
+            "first (a bug may come and go between two ends that agree)"
+        )
+        result = all_transitions(short, probe, log=echo, probe_many=many, probe_all_up_to=request.probe_all_up_to)
+    else:
+        many = many if request.jobs > 1 else None
+        result = first_bad(short, probe, _target(config, request), log=echo, probe_many=many, jobs=request.jobs)
+    stats = runs.stats
+    report = _report(config, request, repro.name, form, versions, result, stats, held)
+    if timed is not None:
+        report.update(_timing_report(request, timed))
+    path = ctx.store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
+    write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
+    return result, report, path
 
-    def probe_many(chosen: Sequence[str]) -> list[ProbeResult]:
-        axes: dict[str, tuple[str, ...]] = {name: (spec,) for name, spec in held.items()}
-        axes[request.axis] = tuple(value(version) for version in chosen)
+
+@dataclasses.dataclass(kw_only=True)
+class _MatrixProbes:
+    """Probes as matrix runs: the axis holding the versions asked, every other axis held; one matrix run per ask."""
+
+    config: Config
+    request: BisectRequest
+    ctx: RunContext
+    repro: str
+    form: str
+    held: Mapping[str, str]
+    backend: Literal["auto", "cuda", "cpu"]
+    repo: Path | None
+    stats: RunStats = dataclasses.field(default_factory=RunStats)
+
+    def value(self, version: str) -> str:
+        """The axis's pin of a version: the release, or the clone at that commit."""
+        return f"git+file://{self.repo}@{version}" if self.repo is not None else version
+
+    def records(self, chosen: Sequence[str], repeat: int) -> list[list[Record]]:
+        """Each chosen version's records of its first ``repeat`` runs (earlier ones reused), in one matrix run."""
+        request = self.request
+        axes: dict[str, tuple[str, ...]] = {name: (spec,) for name, spec in self.held.items()}
+        axes[request.axis] = tuple(self.value(version) for version in chosen)
         matrix = MatrixRequest(
-            repros=(repro.name,),
-            backend=backend,
+            repros=(self.repro,),
+            backend=self.backend,
             axes=axes,
-            forms=(form,),
+            forms=(self.form,),
             fixes=(request.fix,),
-            repeat=request.repeat,
+            repeat=repeat,
             fresh=request.fresh,
             timeout=request.timeout,
             use_includes=False,
@@ -180,49 +236,38 @@ def run_bisect(
             jobs=max(1, min(request.jobs, len(chosen))),
             executor=request.executor,
         )
-        records = run_matrix(config, matrix, ctx.quiet(), stats=stats)
+        records = run_matrix(self.config, matrix, self.ctx.quiet(), stats=self.stats)
         if len(chosen) == 1:
-            return [probe_result(chosen[0][:12] if request.git else chosen[0], records)]
-        return [
-            probe_result(version[:12] if request.git else version, _records_of(records, request.axis, value(version)))
-            for version in chosen
-        ]
+            return [records]
+        return [_records_of(records, request.axis, self.value(version)) for version in chosen]
 
-    def probe(version: str) -> ProbeResult:
-        return probe_many([version])[0]
+    def probes(self, chosen: Sequence[str]) -> list[ProbeResult]:
+        """Each chosen version's outcome as a probe, with ``--repeat`` runs each."""
+        found = self.records(chosen, self.request.repeat)
+        cut = 12 if self.request.git else None
+        return [probe_result(version[:cut], records) for version, records in zip(chosen, found, strict=True)]
 
-    mode = "all-transitions" if request.all_transitions else "first-bad"
-    echo(
-        f"Bisecting {repro.name} ({form}, fix {request.fix}) over {len(versions)} {request.axis} "
-        f"{'commits' if request.git else 'releases'} {versions[0][:12]} … {versions[-1][:12]} ({mode}); "
-        f"about {estimate(len(versions))} probes for one transition"
+
+def _timing_words(rule: SlowdownRule | None) -> str:
+    if rule is None:
+        return ""
+    return (
+        f"; bad = {rule.metric} more than {rule.threshold:.0%} slower than the good end, "
+        f"{rule.min_repeats} to {rule.max_repeats} runs a version"
     )
-    short = [v[:12] for v in versions] if request.git else versions
 
-    def probe_by_short(version: str) -> ProbeResult:
-        return probe(versions[short.index(version)])
 
-    def many_by_short(chosen: Sequence[str]) -> list[ProbeResult]:
-        return probe_many([versions[short.index(version)] for version in chosen])
-
-    if request.all_transitions:
-        chosen = first_sample(short, request.probe_all_up_to)
-        echo(
-            f"Probing {'every one' if len(chosen) == len(short) else f'{len(chosen)}'} of the {len(short)} versions "
-            "first (a bug may come and go between two ends that agree)"
-        )
-        result = all_transitions(
-            short, probe_by_short, log=echo, probe_many=many_by_short, probe_all_up_to=request.probe_all_up_to
-        )
-    else:
-        many = many_by_short if request.jobs > 1 else None
-        result = first_bad(
-            short, probe_by_short, _target(config, request), log=echo, probe_many=many, jobs=request.jobs
-        )
-    report = _report(config, request, repro.name, form, versions, result, stats, held)
-    path = ctx.store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
-    write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
-    return result, report, path
+def _timing_report(request: BisectRequest, timed: TimedProbes) -> dict[str, Any]:
+    """What a timing search adds to its report: the rule, and whether its runs ran alike."""
+    assert request.slowdown is not None  # only timing searches have a TimedProbes
+    differences = timed.unlike()
+    return {
+        "slowdown": request.slowdown.describe(),
+        "comparable": not differences,
+        "unlike": differences,
+        "target": f"{request.slowdown.metric} slower than {request.good[:12]} by more than "
+        f"{request.slowdown.threshold:.0%}",
+    }
 
 
 def _default_form(forms: list[str], backend: str) -> str:
