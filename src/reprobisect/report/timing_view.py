@@ -13,7 +13,19 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["HEADER", "TimingRow", "TimingSearch", "interval", "shown", "table_rows", "timing_lines", "timing_search"]
+from reprobisect.util.neutral import md_safe
+
+__all__ = [
+    "HEADER",
+    "TimingRow",
+    "TimingSearch",
+    "interval",
+    "shown",
+    "table_rows",
+    "timing_lines",
+    "timing_markdown",
+    "timing_search",
+]
 
 _VERDICTS = ("slower", "not slower", "ambiguous", "unmeasured")
 _NUMBERS = ("value", "value_low", "value_high", "ratio", "low", "high")
@@ -143,6 +155,65 @@ def timing_lines(data: Mapping[str, Any]) -> list[str]:
     lines += ["  " + "  ".join(cells) for cells in table_rows(search)]
     lines += _unlike_lines(search.unlike)
     return lines
+
+
+def timing_markdown(data: Mapping[str, Any], name: str) -> list[str]:
+    """A Markdown section for one timing search (``name``: its file): the rule, the table, unlike runs; none for
+    a search on outcomes."""
+    search = timing_search(data)
+    if search is None:
+        return []
+    lines = [
+        f"**{md_safe(name)}**: {search.metric}, slower = more than {search.threshold_percent:g} % above the good "
+        f"end (ratio above ×{search.limit:.3f}) with 95 % confidence; {search.min_repeats} to "
+        f"{search.max_repeats} runs a version; ambiguous versions are skipped.",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---|" * len(HEADER),
+        *("| " + " | ".join(md_safe(cell) for cell in cells) + " |" for cells in table_rows(search)),
+        "",
+    ]
+    if search.unlike:
+        lines += ["**Not comparable**: the runs did not run alike:", "", *(f"- {md_safe(u)}" for u in search.unlike)]
+    else:
+        lines.append("The runs compared ran alike (cores, threads, runs at once, CPU, GPU, ranks, sandbox).")
+    return [*lines, ""]
+
+
+_COLOURS = {"slower": "#c0392b", "not slower": "#27ae60", "ambiguous": "#d68910", "unmeasured": "#7f8c8d"}
+_WIDTH, _HEIGHT, _LEFT, _TOP, _BOTTOM = 640, 240, 56, 12, 48
+
+
+def timing_plot(search: TimingSearch) -> dict[str, Any]:
+    """An SVG plot's geometry (numbers and the versions' names only; the template draws it, autoescaped): each
+    version's ratio to the good end with its interval, on a log scale, beside the lines at 1 and at the limit."""
+    bounds = [v for r in search.rows for v in (r.low, r.high, r.ratio) if v is not None and v > 0]
+    lo, hi = math.log(min([0.8, *bounds])), math.log(max([search.limit * 1.2, *bounds]))
+    span, inner = (hi - lo) or 1.0, _HEIGHT - _TOP - _BOTTOM
+
+    def y(ratio: float) -> float:
+        return round(_TOP + inner * (hi - math.log(ratio)) / span, 1)
+
+    step = (_WIDTH - _LEFT - 16) / max(1, len(search.rows))
+    points = []
+    for i, row in enumerate(search.rows):
+        x = round(_LEFT + step * (i + 0.5), 1)
+        point = {"x": x, "version": row.version, "colour": _COLOURS[row.verdict], "verdict": row.verdict}
+        if row.ratio is not None and row.low is not None and row.high is not None:
+            point |= {"y": y(row.ratio), "y_low": y(row.low), "y_high": y(row.high), "ratio": f"×{row.ratio:.2f}"}
+        points.append(point)
+    ticks = [t for t in (0.5, 1, 2, 5, 10, 20, 50, 100) if lo <= math.log(t) <= hi]
+    return {
+        "width": _WIDTH,
+        "height": _HEIGHT,
+        "left": _LEFT,
+        "right": _WIDTH - 16,
+        "base": _HEIGHT - _BOTTOM,
+        "limit_y": y(search.limit),
+        "limit": f"×{search.limit:.2f}",
+        "ticks": [{"y": y(t), "label": f"×{t:g}"} for t in ticks],
+        "points": points,
+    }
 
 
 def _unlike_lines(unlike: Sequence[str]) -> list[str]:
