@@ -210,3 +210,24 @@ def test_a_malformed_timing_in_a_merged_file_shows_as_unmeasured(probe: dict[str
     assert search is not None
     [row] = search.rows
     assert row.ratio is None and row.runs == 0 and row.verdict in ("slower", "unmeasured")
+
+
+def test_a_slowdown_that_came_is_searched_by_commit_and_its_rerun_line_is_a_timing_search(tmp_path) -> None:
+    from reprobisect.bisect import culprits
+
+    came = ({"outcome": "PASS", "slower": False}, {"outcome": "PASS", "slower": True})
+    assert culprits.timing_kind(*came) == "introduced" and culprits.timing_kind(*reversed(came)) == "fixed"
+    request = probes.BisectRequest(
+        repro="gan", axis="deepspeed", good="v0.18.4", bad="v0.18.5", slowdown=SlowdownRule(threshold=0.5)
+    )
+    search = culprits._Search(
+        config=None,  # type: ignore[arg-type]
+        request=request,
+        clone=tmp_path,
+        slug=None,
+        ctx=None,  # type: ignore[arg-type]
+        source=["--script", "s.py", "--", "--steps", "20"],
+    )
+    line = culprits._rerun(search, request)
+    assert "--slower-than 50 --metric step --min-repeats 3 --max-repeats 10" in line
+    assert "--target-outcome" not in line and line.endswith("-- --steps 20")
