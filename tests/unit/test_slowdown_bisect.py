@@ -231,3 +231,13 @@ def test_a_slowdown_that_came_is_searched_by_commit_and_its_rerun_line_is_a_timi
     line = culprits._rerun(search, request)
     assert "--slower-than 50 --metric step --min-repeats 3 --max-repeats 10" in line
     assert "--target-outcome" not in line and line.endswith("-- --steps 20")
+
+
+def test_fresh_reruns_a_version_once_not_at_every_extra_repeat(monkeypatch, tmp_path) -> None:
+    speed = {**SLOW_FROM_5, "0.18.6": NOISY}
+    _, report, requests = _bisect(
+        monkeypatch, tmp_path, speed, rule=SlowdownRule(threshold=0.1, max_repeats=5), fresh=True
+    )
+    asked = [(r.axes["deepspeed"], r.repeat, r.fresh) for r in requests if r.axes["deepspeed"] == ("0.18.6",)]
+    assert asked == [(("0.18.6",), 3, True), (("0.18.6",), 4, False), (("0.18.6",), 5, False)]
+    assert report["reference"] == {"version": "0.18.3", "runs": 5}

@@ -212,6 +212,7 @@ class _MatrixProbes:
     backend: Literal["auto", "cuda", "cpu"]
     repo: Path | None
     stats: RunStats = dataclasses.field(default_factory=RunStats)
+    asked: set[str] = dataclasses.field(default_factory=set)  # versions run before: --fresh only their first time
 
     def value(self, version: str) -> str:
         """The axis's pin of a version: the release, or the clone at that commit."""
@@ -229,7 +230,8 @@ class _MatrixProbes:
             forms=(self.form,),
             fixes=(request.fix,),
             repeat=repeat,
-            fresh=request.fresh,
+            # a timing search asks a version again for one more run: --fresh re-runs only its first ones
+            fresh=request.fresh and not self.asked.issuperset(chosen),
             timeout=request.timeout,
             use_includes=False,
             confinement=request.confinement,
@@ -237,6 +239,7 @@ class _MatrixProbes:
             executor=request.executor,
         )
         records = run_matrix(self.config, matrix, self.ctx.quiet(), stats=self.stats)
+        self.asked.update(chosen)
         if len(chosen) == 1:
             return [records]
         return [_records_of(records, request.axis, self.value(version)) for version in chosen]
@@ -263,6 +266,7 @@ def _timing_report(request: BisectRequest, timed: TimedProbes) -> dict[str, Any]
     differences = timed.unlike()
     return {
         "slowdown": request.slowdown.describe(),
+        "reference": {"version": timed.reference, "runs": len(timed.records.get(timed.reference, []))},
         "comparable": not differences,
         "unlike": differences,
         "target": f"{request.slowdown.metric} slower than {request.good[:12]} by more than "
