@@ -17,7 +17,7 @@ from reprobisect.bisect import probes
 from reprobisect.commands import bisect as command
 from reprobisect.config.load import load_config
 from reprobisect.errors import BisectInconclusiveError, ConfigError
-from reprobisect.model.fairness import UNSAID, how_it_ran, unlike
+from reprobisect.model.fairness import UNSAID, busy, how_it_ran, unlike
 from reprobisect.model.record import StepTime
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.model.store import Store
@@ -190,6 +190,11 @@ def test_a_record_says_how_its_run_was_given_the_machine() -> None:
     given = run_resources((3,), {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "2"}, jobs=4)
     assert given["pinned_cores"] == 1 and given["omp_threads"] == "1" and given["jobs"] == 4
     assert given["gpus_visible"] == 1 and given["cpu_model"]
+    assert isinstance(given["load_1m"], float)
+    loaded = types.SimpleNamespace(config={"resources": {"load_1m": 9.6, "allowed_cores": 2}})
+    calm = types.SimpleNamespace(config={"resources": {"load_1m": 0.5, "allowed_cores": 2}})
+    assert busy([loaded, calm, calm]) == "1 of 3 runs ended with the machine's load above its cores (up to 9.6 on 2)"
+    assert busy([calm]) is None and busy([types.SimpleNamespace(config={"resources": "x"})]) is None
     older = types.SimpleNamespace(config={}, gpu=None, nproc=1, sandbox="none")
     assert how_it_ran(older)["jobs"] == UNSAID  # written before records said it: not a guess
     assert unlike([older, older]) == []

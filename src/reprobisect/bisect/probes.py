@@ -269,6 +269,7 @@ def _timing_report(request: BisectRequest, timed: TimedProbes) -> dict[str, Any]
         "reference": {"version": timed.reference, "runs": len(timed.records.get(timed.reference, []))},
         "comparable": not differences,
         "unlike": differences,
+        "busy": timed.busy(),
         "target": f"{request.slowdown.metric} slower than {request.good[:12]} by more than "
         f"{request.slowdown.threshold:.0%}",
     }

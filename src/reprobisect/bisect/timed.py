@@ -16,7 +16,7 @@ from typing import Any
 
 from reprobisect.bisect.search import ProbeResult
 from reprobisect.errors import BisectInconclusiveError
-from reprobisect.model.fairness import unlike
+from reprobisect.model.fairness import busy, unlike
 from reprobisect.model.record import Record
 from reprobisect.model.slowdown import AMBIGUOUS, NOT_SLOWER, SLOWER, SlowdownRule, SlowdownVerdict, compare_timings
 
@@ -79,6 +79,10 @@ class TimedProbes:
             raise BisectInconclusiveError(msg)
         mine = dataclasses.replace(verdict, verdict=NOT_SLOWER, why="the good end: the reference itself")
         return timed_result(base, mine, unlike(records))
+
+    def busy(self) -> str | None:
+        """Whether the search's runs ended on a machine busier than its cores (``model/fairness.py``)."""
+        return busy([r for records in self.records.values() for r in records])
 
     def unlike(self) -> list[str]:
         """Where the runs of the whole search differ in how they ran (``model/fairness.py``); none when alike."""

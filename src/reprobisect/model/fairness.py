@@ -13,7 +13,7 @@ from typing import Any
 
 from reprobisect.model.record import Record
 
-__all__ = ["UNSAID", "how_it_ran", "unlike"]
+__all__ = ["UNSAID", "busy", "how_it_ran", "unlike"]
 
 UNSAID = "not recorded"
 _RESOURCES = ("pinned_cores", "allowed_cores", "omp_threads", "jobs", "gpus_visible", "cpu_model")
@@ -43,3 +43,23 @@ def unlike(records: Sequence[Record]) -> list[str]:
             shown = ", ".join(f"{value} ({count} run{'s' if count != 1 else ''})" for value, count in counts.items())
             lines.append(f"{name}: {shown}")
     return lines
+
+
+def busy(records: Sequence[Record]) -> str | None:
+    """Whether runs ended on a machine busier than its cores (load average above the cores the harness could
+    use): work nobody in the search started, which makes timings noisier however alike the runs were given the
+    machine. Said, never a verdict: the noise model's intervals already widen with it."""
+    loads = []
+    for record in records:
+        raw = record.config.get("resources")
+        resources = raw if isinstance(raw, dict) else {}
+        load, cores = resources.get("load_1m"), resources.get("allowed_cores")
+        if isinstance(load, (int, float)) and isinstance(cores, int) and cores > 0:
+            loads.append((float(load), cores))
+    over = [(load, cores) for load, cores in loads if load > cores]
+    if not over:
+        return None
+    top, cores = max(over)
+    return (
+        f"{len(over)} of {len(records)} runs ended with the machine's load above its cores (up to {top:g} on {cores})"
+    )

@@ -203,6 +203,7 @@ def _timing(bisect: Bisect) -> dict[str, Any] | None:
         "rows": [[_cell(text) for text in row] for row in table_rows(search)],
         "plot": timing_plot(search),
         "unlike": list(search.unlike),
+        "busy": search.busy,
     }
 
 

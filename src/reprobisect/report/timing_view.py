@@ -56,6 +56,7 @@ class TimingSearch:
     max_repeats: int
     rows: tuple[TimingRow, ...]
     unlike: tuple[str, ...]
+    busy: str | None = None
 
     @property
     def limit(self) -> float:
@@ -106,6 +107,7 @@ def timing_search(data: Mapping[str, Any]) -> TimingSearch | None:
         max_repeats=_count(rule.get("max_repeats")),
         rows=tuple(rows),
         unlike=tuple(str(u)[:200] for u in unlike) if isinstance(unlike, list) else (),
+        busy=str(data["busy"])[:200] if isinstance(data.get("busy"), str) else None,
     )
 
 
@@ -154,7 +156,7 @@ def timing_lines(data: Mapping[str, Any]) -> list[str]:
     ]
     lines += ["  " + "  ".join(cells) for cells in table_rows(search)]
     lines += _unlike_lines(search.unlike)
-    return lines
+    return lines + ([f"  busy machine: {search.busy}"] if search.busy else [])
 
 
 def timing_markdown(data: Mapping[str, Any], name: str) -> list[str]:
@@ -177,6 +179,8 @@ def timing_markdown(data: Mapping[str, Any], name: str) -> list[str]:
         lines += ["**Not comparable**: the runs did not run alike:", "", *(f"- {md_safe(u)}" for u in search.unlike)]
     else:
         lines.append("The runs compared ran alike (cores, threads, runs at once, CPU, GPU, ranks, sandbox).")
+    if search.busy:
+        lines += ["", f"Busy machine: {md_safe(search.busy)}; timings are noisier, intervals wider."]
     return [*lines, ""]
 
 

@@ -38,12 +38,21 @@ def _allowed_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _load() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def run_resources(cpus: tuple[int, ...], env: Mapping[str, str], jobs: int) -> dict[str, Any]:
     """The record's ``config.resources``: cores pinned to (0: unpinned, the scheduler's choice), the cores the
-    harness could use, threads (``OMP_NUM_THREADS`` as the run saw it), runs at once in its matrix run (itself
-    included), GPUs visible to it and the CPU's model."""
+    harness could use, threads (``OMP_NUM_THREADS`` as the run saw it), the matrix run's jobs (runs at once, at
+    most), GPUs visible to it, the CPU's model, and the machine's load average over the minute before the run
+    ended (work the harness did not start shows only there)."""
     visible = env.get("CUDA_VISIBLE_DEVICES")
     return {
+        "load_1m": _load(),
         "pinned_cores": len(cpus),
         "allowed_cores": _allowed_cores(),
         "omp_threads": env.get("OMP_NUM_THREADS", "unset"),
