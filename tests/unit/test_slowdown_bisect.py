@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reprobisect.bisect import probes
 from reprobisect.commands import bisect as command
@@ -246,3 +248,38 @@ def test_fresh_reruns_a_version_once_not_at_every_extra_repeat(monkeypatch, tmp_
     asked = [(r.axes["deepspeed"], r.repeat, r.fresh) for r in requests if r.axes["deepspeed"] == ("0.18.6",)]
     assert asked == [(("0.18.6",), 3, True), (("0.18.6",), 4, False), (("0.18.6",), 5, False)]
     assert report["reference"] == {"version": "0.18.3", "runs": 5}
+
+
+@settings(max_examples=25, deadline=None)
+@given(levels=st.lists(st.floats(min_value=0.5, max_value=3.0), min_size=1, max_size=4), spread=st.floats(0, 0.5))
+def test_no_version_is_run_beyond_the_budget_and_the_good_end_never_slower(levels: list[float], spread: float) -> None:
+    """Whatever the speeds and the noise, a probe stops at max_repeats a side, and the good end is not slower."""
+    from reprobisect.bisect.timed import TimedProbes
+
+    rule = SlowdownRule(threshold=0.1, min_repeats=2, max_repeats=4, resamples=200)
+    versions = ["good", *(f"v{i}" for i in range(len(levels)))]
+    speed = dict(zip(versions, [1.0, *levels], strict=True))
+    asked: dict[str, int] = {}
+
+    def run(version: str, repeats: int) -> list[Any]:
+        asked[version] = max(asked.get(version, 0), repeats)
+        rng = random.Random(f"{version}{spread}")
+        return [
+            types.SimpleNamespace(
+                outcome="PASS",
+                steps=[
+                    StepTime(step=i, seconds=0.01 * speed[version] * rng.uniform(1 - spread, 1 + spread), ok=True)
+                    for i in range(12)
+                ],
+                config={},
+                gpu=None,
+                nproc=1,
+                sandbox="none",
+            )
+            for _ in range(repeats)
+        ]
+
+    timed = TimedProbes(rule, "good", run, lambda v, records: probes.ProbeResult(version=v, outcome="PASS"))
+    results = [timed.probe(v) for v in versions]
+    assert results[0].slower is False
+    assert all(count <= rule.max_repeats for count in asked.values())
