@@ -5,6 +5,7 @@ alike said, and the report's timing picture."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import types
@@ -109,6 +110,14 @@ def test_a_slowdown_that_came_and_went_gives_both_transitions(monkeypatch, tmp_p
     assert [(t.last, t.first) for t in result.transitions] == [("0.18.4", "0.18.5"), ("0.18.6", "0.18.7")]
 
 
+def test_compared_with_the_bad_end_the_search_finds_where_a_slowdown_went(monkeypatch, tmp_path) -> None:
+    speed = {"0.18.3": 3.0, "0.18.4": 3.0, "0.18.5": 3.0, "0.18.6": 3.0}  # slow up to 0.18.6, mended in 0.18.7
+    result, report, _ = _bisect(monkeypatch, tmp_path, speed, compare_with="bad")
+    [t] = result.transitions
+    assert (t.last, t.first) == ("0.18.6", "0.18.7") and t.before.slower and t.after.slower is False
+    assert report["reference"]["version"] == "0.18.9" and report["target"].startswith("step no longer slower")
+
+
 def test_a_version_at_the_threshold_is_repeated_then_skipped_and_listed(monkeypatch, tmp_path) -> None:
     speed = {**SLOW_FROM_5, "0.18.6": NOISY}  # the middle probe sits on the limit, in much noise
     rule = SlowdownRule(threshold=0.10, max_repeats=5)
@@ -151,7 +160,7 @@ def test_a_good_end_that_times_nothing_stops_the_search_by_name(monkeypatch, tmp
         environ={},
         echo=lambda _: None,
     )
-    with pytest.raises(BisectInconclusiveError, match=r"the good end 0\.18\.3 cannot be the reference"):
+    with pytest.raises(BisectInconclusiveError, match=r"0\.18\.3 cannot be the reference of a timing search"):
         probes.run_bisect(load_config(ROOT / "matrix.yaml"), request, ctx)
 
 
@@ -219,7 +228,7 @@ def test_a_malformed_timing_in_a_merged_file_shows_as_unmeasured(probe: dict[str
     assert row.ratio is None and row.runs == 0 and row.verdict in ("slower", "unmeasured")
 
 
-def test_a_slowdown_that_came_is_searched_by_commit_and_its_rerun_line_is_a_timing_search(tmp_path) -> None:
+def test_a_slowdown_that_came_or_went_is_searched_by_commit_and_its_rerun_line_is_a_timing_search(tmp_path) -> None:
     from reprobisect.bisect import culprits
 
     came = ({"outcome": "PASS", "slower": False}, {"outcome": "PASS", "slower": True})
@@ -237,7 +246,9 @@ def test_a_slowdown_that_came_is_searched_by_commit_and_its_rerun_line_is_a_timi
     )
     line = culprits._rerun(search, request)
     assert "--slower-than 50 --metric step --min-repeats 3 --max-repeats 10" in line
-    assert "--target-outcome" not in line and line.endswith("-- --steps 20")
+    assert "--target-outcome" not in line and line.endswith("-- --steps 20") and "--compare-with" not in line
+    went = culprits._rerun(search, dataclasses.replace(request, compare_with="bad"))
+    assert "--max-repeats 10 --compare-with bad" in went
 
 
 def test_fresh_reruns_a_version_once_not_at_every_extra_repeat(monkeypatch, tmp_path) -> None:

@@ -123,11 +123,8 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
         )
         return found
     good, bad = str(tags[0]), str(tags[1])
-    if timed and found["kind"] != "introduced":
-        found["why"] = (
-            "only the commit that made it slower is searched: a commit search compares each commit with its good "
-            f"end, and here that is {good}, the slower one"
-        )
+    if timed and found["kind"] == "changed":
+        found["why"] = "the two releases are alike in timing: no commit to look for"
         return found
     request = dataclasses.replace(
         search.request,
@@ -138,6 +135,8 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
         any_failure=False,
         target_outcome=after["outcome"],
         target=after["signature_id"],
+        # where a slowdown went, each commit is compared with the later (fast) tag: the first no longer slower
+        compare_with="bad" if timed and found["kind"] == "fixed" else "good",
     )
     found["rerun"] = _rerun(search, request)
     search.ctx.echo(
@@ -168,6 +167,7 @@ def _rerun(search: _Search, request: BisectRequest) -> str:
         rule = request.slowdown
         argv += ["--slower-than", f"{rule.threshold * 100:g}", "--metric", rule.metric]
         argv += ["--min-repeats", str(rule.min_repeats), "--max-repeats", str(rule.max_repeats)]
+        argv += ["--compare-with", request.compare_with] if request.compare_with != "good" else []
     else:
         argv += ["--target-outcome", str(request.target_outcome)]
     if request.target and request.slowdown is None:

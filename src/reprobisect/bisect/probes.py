@@ -77,6 +77,9 @@ class BisectRequest:
     executor: MatrixExecutor | None = None  # where each round of probes runs (run/executor.py); None: here
     # a timing search (--slower-than): bad = slower than the good end beyond the threshold, with confidence
     slowdown: SlowdownRule | None = None
+    # the end a timing search compares every version with: "good" (bad = slower than it: where a slowdown came) or
+    # "bad" (bad = no longer slower than it: where a slowdown went, the later end being the fast one)
+    compare_with: Literal["good", "bad"] = "good"
 
 
 def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prereleases: bool) -> list[str]:
@@ -127,7 +130,8 @@ def _target(config: Config, request: BisectRequest) -> Callable[[ProbeResult], b
     """What counts as bad: slower than the good end (a timing search), the target signature id, any failure, or
     (default) the repro's expected signature."""
     if request.slowdown is not None:
-        return lambda p: p.slower is True
+        went = request.compare_with == "bad"
+        return (lambda p: p.slower is False) if went else (lambda p: p.slower is True)
     if request.any_failure:
         return lambda p: p.outcome in ("REPRODUCED", "OTHER_FAILURE", "CRASH")
     if request.target_outcome:
@@ -171,13 +175,14 @@ def run_bisect(
     echo(
         f"Bisecting {repro.name} ({form}, fix {request.fix}) over {len(versions)} {request.axis} "
         f"{'commits' if request.git else 'releases'} {versions[0][:12]} … {versions[-1][:12]} ({mode}); "
-        f"about {estimate(len(versions))} probes for one transition" + _timing_words(request.slowdown)
+        f"about {estimate(len(versions))} probes for one transition" + _timing_words(request)
     )
     short = [v[:12] for v in versions] if request.git else versions
     full = dict(zip(short, versions, strict=True))
     timed = None
     if request.slowdown is not None:
-        timed = TimedProbes(request.slowdown, short[0], lambda v, n: runs.records([full[v]], n)[0], probe_result)
+        reference = short[-1] if request.compare_with == "bad" else short[0]
+        timed = TimedProbes(request.slowdown, reference, lambda v, n: runs.records([full[v]], n)[0], probe_result)
     probe = timed.probe if timed is not None else (lambda v: runs.probes([full[v]])[0])
     many = None if timed is not None else (lambda chosen: runs.probes([full[v] for v in chosen]))
     if request.all_transitions:
@@ -251,11 +256,13 @@ class _MatrixProbes:
         return [probe_result(version[:cut], records) for version, records in zip(chosen, found, strict=True)]
 
 
-def _timing_words(rule: SlowdownRule | None) -> str:
+def _timing_words(request: BisectRequest) -> str:
+    rule = request.slowdown
     if rule is None:
         return ""
+    bad = "no longer" if request.compare_with == "bad" else "more than"
     return (
-        f"; bad = {rule.metric} more than {rule.threshold:.0%} slower than the good end, "
+        f"; bad = {rule.metric} {bad} {rule.threshold:.0%} slower than the {request.compare_with} end, "
         f"{rule.min_repeats} to {rule.max_repeats} runs a version"
     )
 
@@ -270,8 +277,8 @@ def _timing_report(request: BisectRequest, timed: TimedProbes) -> dict[str, Any]
         "comparable": not differences,
         "unlike": differences,
         "busy": timed.busy(),
-        "target": f"{request.slowdown.metric} slower than {request.good[:12]} by more than "
-        f"{request.slowdown.threshold:.0%}",
+        "target": f"{request.slowdown.metric} {'no longer ' if request.compare_with == 'bad' else ''}slower than "
+        f"{timed.reference} by more than {request.slowdown.threshold:.0%}",
     }
 
 

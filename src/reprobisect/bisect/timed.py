@@ -5,7 +5,8 @@ A version is probed with the rule's minimum of repeats; while its interval strad
 and, while the good end has fewer, one more of the good end too: both sides' noise is in the interval, and the good
 end's extra runs, taken between the candidates', also catch a machine that changed speed during the search. A
 version still ambiguous at ``max_repeats`` is skipped, like ``git bisect``'s 125, and listed with its interval; one
-whose runs failed or timed nothing is skipped as unmeasured. The good end is "not slower" by definition.
+whose runs failed or timed nothing is skipped as unmeasured. The reference (the good end, or with ``compare_with
+"bad"`` the bad end, to find where a slowdown went) is "not slower" by definition.
 """
 
 from __future__ import annotations
@@ -75,9 +76,9 @@ class TimedProbes:
         base = self._fold(version, records)
         if base.skipped or verdict.ratio is None:
             why = base.skipped or verdict.why
-            msg = f"the good end {version} cannot be the reference of a timing search ({why}); pick another --good"
+            msg = f"{version} cannot be the reference of a timing search ({why}); pick another end"
             raise BisectInconclusiveError(msg)
-        mine = dataclasses.replace(verdict, verdict=NOT_SLOWER, why="the good end: the reference itself")
+        mine = dataclasses.replace(verdict, verdict=NOT_SLOWER, why="the reference itself")
         return timed_result(base, mine, unlike(records))
 
     def busy(self) -> str | None:

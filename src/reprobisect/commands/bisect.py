@@ -119,6 +119,13 @@ def _add_timing(parser: argparse.ArgumentParser) -> None:
         default="step",
         help="with --slower-than: the median step (default, warm-up left out), peak GPU memory or wall time",
     )
+    group.add_argument(
+        "--compare-with",
+        choices=("good", "bad"),
+        default="good",
+        help="with --slower-than: the end every version is compared with; good (default): bad = slower than it, "
+        "where a slowdown came; bad: bad = no longer slower than the --bad end, where a slowdown went",
+    )
     group.add_argument("--min-repeats", type=int, default=3, metavar="N", help="with --slower-than: runs a version")
     group.add_argument(
         "--max-repeats",
@@ -199,6 +206,7 @@ def _request(args: argparse.Namespace, repro: str) -> BisectRequest:
         first_parent=not args.all_parents,
         executor=executor(args),
         slowdown=_slowdown(args),
+        compare_with=args.compare_with,
     )
 
 
