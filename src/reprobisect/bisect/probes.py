@@ -260,7 +260,7 @@ def _timing_words(request: BisectRequest) -> str:
     rule = request.slowdown
     if rule is None:
         return ""
-    bad = "no longer" if request.compare_with == "bad" else "more than"
+    bad = "no longer more than" if request.compare_with == "bad" else "more than"
     return (
         f"; bad = {rule.metric} {bad} {rule.threshold:.0%} slower than the {request.compare_with} end, "
         f"{rule.min_repeats} to {rule.max_repeats} runs a version"
