@@ -139,10 +139,12 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
         compare_with="bad" if timed and found["kind"] == "fixed" else "good",
     )
     found["rerun"] = _rerun(search, request)
-    search.ctx.echo(
-        f"\nWhich commit between {good} and {bad} {found['kind']} it: bisecting for "
-        f"{after['outcome']} {after['signature_id'] or ''}".rstrip()
-    )
+    wanted = f"{after['outcome']} {after['signature_id'] or ''}".rstrip()
+    if timed and found["kind"] == "fixed":
+        wanted = f"the first commit no longer slower than {bad}"
+    elif timed:
+        wanted = f"the first commit slower than {good}"
+    search.ctx.echo(f"\nWhich commit between {good} and {bad} {found['kind']} it: bisecting for {wanted}")
     try:
         result, report, _ = run_bisect(search.config, request, search.ctx)
     except BisectInconclusiveError as exc:
