@@ -139,11 +139,7 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
         compare_with="bad" if timed and found["kind"] == "fixed" else "good",
     )
     found["rerun"] = _rerun(search, request)
-    wanted = f"{after['outcome']} {after['signature_id'] or ''}".rstrip()
-    if timed and found["kind"] == "fixed":
-        wanted = f"the first commit no longer slower than {bad}"
-    elif timed:
-        wanted = f"the first commit slower than {good}"
+    wanted = _wanted(request, found["kind"], after)
     search.ctx.echo(f"\nWhich commit between {good} and {bad} {found['kind']} it: bisecting for {wanted}")
     try:
         result, report, _ = run_bisect(search.config, request, search.ctx)
@@ -159,6 +155,15 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
         last_good_commit=history.commit_info(search.clone, step.last, search.slug).describe(),
     )
     return found
+
+
+def _wanted(request: BisectRequest, kind: str, after: Mapping[str, Any]) -> str:
+    """What a commit search looks for, as its first line says it."""
+    if request.slowdown is None:
+        return f"{after['outcome']} {after['signature_id'] or ''}".rstrip()
+    if kind == "fixed":
+        return f"the first commit no longer slower than {request.bad}"
+    return f"the first commit slower than {request.good}"
 
 
 def _rerun(search: _Search, request: BisectRequest) -> str:
