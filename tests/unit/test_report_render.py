@@ -322,3 +322,47 @@ def test_log_tail_reads_only_the_end_of_a_runaway_log(tmp_path: Path) -> None:
     log.write_text("FIRST\n" + "x" * 99 + "\n" + ("y" * 99 + "\n") * 30_000 + "the last line\n")
     tail, total = log_tail(log)
     assert total < 30_000 and "FIRST" not in tail and tail.endswith("the last line")
+
+
+def _timing_bisect(version: str = "0.18.5", unlike: tuple[str, ...] = ()) -> Bisect:
+    """A timing search's file (bisect --slower-than) as probes.py writes it."""
+
+    def probe(name: str, verdict: str, ratio: float) -> dict[str, object]:
+        timing = {"verdict": verdict, "ratio": ratio, "low": ratio * 0.9, "high": ratio * 1.1, "runs": 3}
+        timing |= {"value": 0.01 * ratio, "value_low": 0.009 * ratio, "value_high": 0.011 * ratio}
+        return {"version": name, "outcome": "PASS", "timing": timing}
+
+    data = {
+        **_bisect().data,
+        "range": {"good": "0.18.4", "bad": "0.18.9", "versions": ["0.18.4", version]},
+        "transitions": [],
+        "skipped": [],
+        "slowdown": {"metric": "step", "threshold_percent": 10, "min_repeats": 3, "max_repeats": 10},
+        "probes": [probe(version, "slower", 8.5), probe("0.18.4", "not slower", 1.0)],
+        "unlike": list(unlike),
+    }
+    return Bisect(path=Path("bisect-slow.json"), data=data)
+
+
+def test_a_timing_search_shows_each_version_with_its_interval_in_markdown_and_html() -> None:
+    data = _data("releases", bisects=[_timing_bisect()])
+    text = report_markdown(data)
+    assert "## Slower, not broken (timing bisect)" in text
+    assert "| 0.18.4 | not slower | 10.00 ms [9.00 ms, 11.00 ms] | ×1.000 [×0.900, ×1.100] | 3 |" in text
+    assert "| 0.18.5 | slower | 85.00 ms [76.50 ms, 93.50 ms] | ×8.500 [×7.650, ×9.350] | 3 |" in text
+    assert text.index("| 0.18.4 |") < text.index("| 0.18.5 |")  # in version order, not probe order
+    assert "ran alike" in text
+    page = report_html(data)
+    assert page.count("<circle") == 2 and "limit ×1.10" in page and "×8.500 [×7.650, ×9.350]" in page
+
+
+def test_a_hostile_timing_search_is_shown_inert_and_its_unlike_runs_said() -> None:
+    bisect = _timing_bisect(version=HOSTILE, unlike=(f"jobs: 1 (3 runs), {HOSTILE} (3 runs)",))
+    data = _data("releases", bisects=[bisect])
+    text = report_markdown(data)
+    section = text[text.index("## Slower, not broken") :]
+    assert "**Not comparable**" in section and "<script>" not in section
+    page = report_html(data)
+    parsed = _assert_inert(page)
+    assert "<script>alert(1)" not in page and "Not comparable" in page
+    assert HOSTILE in "".join(parsed.text)

@@ -23,9 +23,18 @@ from reprobisect.errors import BisectInconclusiveError
 from reprobisect.run.context import RunContext
 from reprobisect.util.stop import in_parallel
 
-__all__ = ["change_kind", "find_culprits"]
+__all__ = ["change_kind", "find_culprits", "timing_kind"]
 
 FAILING = ("REPRODUCED", "OTHER_FAILURE", "CRASH")
+
+
+def timing_kind(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """A timing search's transition: ``introduced`` (the slowdown came), ``fixed`` (it went) or ``changed``."""
+    if after.get("slower") and not before.get("slower"):
+        return "introduced"
+    if before.get("slower") and not after.get("slower"):
+        return "fixed"
+    return "changed"
 
 
 def change_kind(before: str, after: str) -> str:
@@ -91,10 +100,11 @@ def _tags(search: _Search, transition: Mapping[str, Any]) -> tuple[str, str] | N
 
 def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
     before, after = transition["from"], transition["to"]
+    timed = search.request.slowdown is not None
     found: dict[str, Any] = {
         "last": transition["last"],
         "first": transition["first"],
-        "kind": change_kind(before["outcome"], after["outcome"]),
+        "kind": timing_kind(before, after) if timed else change_kind(before["outcome"], after["outcome"]),
         "target": {"outcome": after["outcome"], "signature_id": after["signature_id"]},
         "commit": None,
         "last_good_commit": None,
@@ -113,6 +123,9 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
         )
         return found
     good, bad = str(tags[0]), str(tags[1])
+    if timed and found["kind"] == "changed":
+        found["why"] = "the two releases are alike in timing: no commit to look for"
+        return found
     request = dataclasses.replace(
         search.request,
         git=search.clone,
@@ -125,12 +138,12 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
         # the tags are the releases the transition was found between: their records answer the ends (no round of
         # two commit builds and runs that only repeat them; on an H100 that round cost 45 s of a 230 s triage)
         end_releases=(str(transition["last"]), str(transition["first"])),
+        # where a slowdown went, each commit is compared with the later (fast) tag: the first no longer slower
+        compare_with="bad" if timed and found["kind"] == "fixed" else "good",
     )
     found["rerun"] = _rerun(search, request)
-    search.ctx.echo(
-        f"\nWhich commit between {good} and {bad} {found['kind']} it: bisecting for "
-        f"{after['outcome']} {after['signature_id'] or ''}".rstrip()
-    )
+    wanted = _wanted(request, found["kind"], after)
+    search.ctx.echo(f"\nWhich commit between {good} and {bad} {found['kind']} it: bisecting for {wanted}")
     try:
         result, report, _ = run_bisect(search.config, request, search.ctx)
     except BisectInconclusiveError as exc:
@@ -147,11 +160,27 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
+def _wanted(request: BisectRequest, kind: str, after: Mapping[str, Any]) -> str:
+    """What a commit search looks for, as its first line says it."""
+    if request.slowdown is None:
+        return f"{after['outcome']} {after['signature_id'] or ''}".rstrip()
+    if kind == "fixed":
+        return f"the first commit no longer slower than {request.bad}"
+    return f"the first commit slower than {request.good}"
+
+
 def _rerun(search: _Search, request: BisectRequest) -> str:
     """The command that runs this commit search again (its probes' records are reused)."""
     argv = ["reprobisect", "bisect", "--axis", request.axis, "--git", str(search.clone), "--backend", request.backend]
-    argv += ["--good", request.good, "--bad", request.bad, "--target-outcome", str(request.target_outcome)]
-    if request.target:
+    argv += ["--good", request.good, "--bad", request.bad]
+    if request.slowdown is not None:
+        rule = request.slowdown
+        argv += ["--slower-than", f"{rule.threshold * 100:g}", "--metric", rule.metric]
+        argv += ["--min-repeats", str(rule.min_repeats), "--max-repeats", str(rule.max_repeats)]
+        argv += ["--compare-with", request.compare_with] if request.compare_with != "good" else []
+    else:
+        argv += ["--target-outcome", str(request.target_outcome)]
+    if request.target and request.slowdown is None:
         argv += ["--signature", request.target]
     if request.form:
         argv += ["--form", request.form]

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from packaging.version import Version
 
 from reprobisect.bisect import history
-from reprobisect.bisect.prebuild import prebuilder_for
+from reprobisect.bisect.prebuild import WheelPrebuilder, prebuilder_for
 from reprobisect.bisect.search import (
     PROBE_ALL_UP_TO,
     BisectResult,
@@ -23,10 +23,12 @@ from reprobisect.bisect.search import (
     first_bad,
     first_sample,
 )
+from reprobisect.bisect.timed import TimedProbes
 from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
+from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.model.verdict import fold_repeats
 from reprobisect.run.context import RunContext
 from reprobisect.run.executor import MatrixExecutor
@@ -77,6 +79,11 @@ class BisectRequest:
     # with ``git``: the releases whose tags are --good and --bad; the two ends are probed as those releases (their
     # records, when a release search made them, answer without a run) instead of as commits built from the clone
     end_releases: tuple[str, str] | None = None
+    # a timing search (--slower-than): bad = slower than the good end beyond the threshold, with confidence
+    slowdown: SlowdownRule | None = None
+    # the end a timing search compares every version with: "good" (bad = slower than it: where a slowdown came) or
+    # "bad" (bad = no longer slower than it: where a slowdown went, the later end being the fast one)
+    compare_with: Literal["good", "bad"] = "good"
 
 
 def releases_between(index: IndexCache, axis: str, good: str, bad: str, *, prereleases: bool) -> list[str]:
@@ -124,7 +131,11 @@ def _records_of(records: Sequence[Record], axis: str, value: str) -> list[Record
 
 
 def _target(config: Config, request: BisectRequest) -> Callable[[ProbeResult], bool]:
-    """What counts as bad: the target signature id, any failure, or (default) the repro's expected signature."""
+    """What counts as bad: slower than the good end (a timing search), the target signature id, any failure, or
+    (default) the repro's expected signature."""
+    if request.slowdown is not None:
+        went = request.compare_with == "bad"
+        return (lambda p: p.slower is False) if went else (lambda p: p.slower is True)
     if request.any_failure:
         return lambda p: p.outcome in ("REPRODUCED", "OTHER_FAILURE", "CRASH")
     if request.target_outcome:
@@ -148,41 +159,97 @@ def run_bisect(
     """Search, write ``<out>/bisect-<id>.json`` under the context's store and return the result, the report and
     its path. The probes run quietly: the search prints its own lines."""
     base, echo = ctx.base, ctx.echo
-    index = IndexCache(ctx.envs_dir / "index-cache.json", base.executable)
     repo = request.git.resolve() if request.git is not None else None
-    if repo is not None:
-        versions = git_revisions(repo, request.good, request.bad, first_parent=request.first_parent)
-    else:
-        versions = releases_between(index, request.axis, request.good, request.bad, prereleases=request.prereleases)
-
-    ends = dict(zip((versions[0], versions[-1]), request.end_releases, strict=True)) if request.end_releases else {}
-
-    def value(version: str) -> str:
-        """The pin a probe of ``version`` runs: a commit of the clone, or the release a tagged end is."""
-        if version in ends:
-            return ends[version]
-        return f"git+file://{repo}@{version}" if repo is not None else version
-
+    versions = _versions(request, ctx, repo)
     repro = config.repro(request.repro)
     form = request.form or _default_form(list(repro.forms), request.backend)
     held = {**config.default_cell, **request.pins}
     held.pop(request.axis, None)
-    stats = RunStats()
     backend = request.backend
     if backend == "auto":  # asked once here, not by every probe (each ask imports torch: seconds on a small CPU)
         backend = "cuda" if base.torch and detect_cuda(Path(base.executable)) else "cpu"
+    runs = _MatrixProbes(
+        config=config, request=request, ctx=ctx, repro=repro.name, form=form, held=held, backend=backend, repo=repo
+    )
+    runs.ends = dict(zip((versions[0], versions[-1]), request.end_releases or (), strict=False))
+    mode = "all-transitions" if request.all_transitions else "first-bad"
+    echo(
+        f"Bisecting {repro.name} ({form}, fix {request.fix}) over {len(versions)} {request.axis} "
+        f"{'commits' if request.git else 'releases'} {versions[0][:12]} … {versions[-1][:12]} ({mode}); "
+        f"about {estimate(len(versions))} probes for one transition" + _timing_words(request)
+    )
+    short = [v[:12] for v in versions] if request.git else versions
+    full = dict(zip(short, versions, strict=True))
+    timed = None
+    if request.slowdown is not None:
+        reference = short[-1] if request.compare_with == "bad" else short[0]
+        timed = TimedProbes(request.slowdown, reference, lambda v, n: runs.records([full[v]], n)[0], probe_result)
+    probe = timed.probe if timed is not None else (lambda v: runs.probes([full[v]])[0])
+    many = None if timed is not None else (lambda chosen: runs.probes([full[v] for v in chosen]))
+    if request.all_transitions:
+        chosen = first_sample(short, request.probe_all_up_to)
+        echo(
+            f"Probing {'every one' if len(chosen) == len(short) else f'{len(chosen)}'} of the {len(short)} versions "
+            "first (a bug may come and go between two ends that agree)"
+        )
+        result = all_transitions(short, probe, log=echo, probe_many=many, probe_all_up_to=request.probe_all_up_to)
+    else:
+        prebuilder = _prebuilder(request, ctx, repo)
+        prepare = None if prebuilder is None else (lambda chosen: prebuilder.submit([full[v] for v in chosen]))
+        try:
+            many = many if request.jobs > 1 else None
+            result = first_bad(
+                short, probe, _target(config, request), log=echo, probe_many=many, jobs=request.jobs, prepare=prepare
+            )
+        finally:
+            if prebuilder is not None:
+                prebuilder.close()
+    stats = runs.stats
+    report = _report(config, request, repro.name, form, versions, result, stats, held)
+    if timed is not None:
+        report.update(_timing_report(request, timed))
+    path = ctx.store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
+    write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
+    return result, report, path
 
-    def probe_many(chosen: Sequence[str]) -> list[ProbeResult]:
-        axes: dict[str, tuple[str, ...]] = {name: (spec,) for name, spec in held.items()}
-        axes[request.axis] = tuple(value(version) for version in chosen)
+
+@dataclasses.dataclass(kw_only=True)
+class _MatrixProbes:
+    """Probes as matrix runs: the axis holding the versions asked, every other axis held; one matrix run per ask."""
+
+    config: Config
+    request: BisectRequest
+    ctx: RunContext
+    repro: str
+    form: str
+    held: Mapping[str, str]
+    backend: Literal["auto", "cuda", "cpu"]
+    repo: Path | None
+    stats: RunStats = dataclasses.field(default_factory=RunStats)
+    asked: set[str] = dataclasses.field(default_factory=set)  # versions run before: --fresh only their first time
+    # a commit search's two tagged ends and the releases they are (BisectRequest.end_releases): probed as releases
+    ends: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def value(self, version: str) -> str:
+        """The axis's pin of a version: the release, the clone at that commit, or the release a tagged end is."""
+        if version in self.ends:
+            return self.ends[version]
+        return f"git+file://{self.repo}@{version}" if self.repo is not None else version
+
+    def records(self, chosen: Sequence[str], repeat: int) -> list[list[Record]]:
+        """Each chosen version's records of its first ``repeat`` runs (earlier ones reused), in one matrix run."""
+        request = self.request
+        axes: dict[str, tuple[str, ...]] = {name: (spec,) for name, spec in self.held.items()}
+        axes[request.axis] = tuple(self.value(version) for version in chosen)
         matrix = MatrixRequest(
-            repros=(repro.name,),
-            backend=backend,
+            repros=(self.repro,),
+            backend=self.backend,
             axes=axes,
-            forms=(form,),
+            forms=(self.form,),
             fixes=(request.fix,),
-            repeat=request.repeat,
-            fresh=request.fresh,
+            repeat=repeat,
+            # a timing search asks a version again for one more run: --fresh re-runs only its first ones
+            fresh=request.fresh and not self.asked.issuperset(chosen),
             timeout=request.timeout,
             use_includes=False,
             confinement=request.confinement,
@@ -190,76 +257,76 @@ def run_bisect(
             executor=request.executor,
         )
         try:
-            records = run_matrix(config, matrix, ctx.quiet(), stats=stats)
+            records = run_matrix(self.config, matrix, self.ctx.quiet(), stats=self.stats)
         except ConfigError:
-            if not ends.keys() & set(chosen):
+            if not self.ends.keys() & set(chosen):
                 raise
-            ends.clear()  # a release the index here does not list: the ends are probed as their commits
-            return probe_many(chosen)
+            self.ends.clear()  # a release the index here does not list: the ends are probed as their commits
+            return self.records(chosen, repeat)
+        self.asked.update(chosen)
         if len(chosen) == 1:
-            results = [probe_result(chosen[0][:12] if request.git else chosen[0], records)]
-        else:
-            results = [
-                probe_result(v[:12] if request.git else v, _records_of(records, request.axis, value(v))) for v in chosen
-            ]
+            return [records]
+        return [_records_of(records, request.axis, self.value(version)) for version in chosen]
+
+    def probes(self, chosen: Sequence[str]) -> list[ProbeResult]:
+        """Each chosen version's outcome as a probe, with ``--repeat`` runs each."""
+        found = self.records(chosen, self.request.repeat)
+        cut = 12 if self.request.git else None
+        results = [probe_result(version[:cut], records) for version, records in zip(chosen, found, strict=True)]
         # an end whose release gave no verdict here (not installable, say) is probed as its commit after all
-        again = [v for v, r in zip(chosen, results, strict=True) if v in ends and r.skipped]
+        again = [v for v, r in zip(chosen, results, strict=True) if v in self.ends and r.skipped]
         for version in again:
-            del ends[version]
-        redone = dict(zip(again, probe_many(again), strict=True)) if again else {}
+            del self.ends[version]
+        redone = dict(zip(again, self.probes(again), strict=True)) if again else {}
         return [redone.get(v, r) for v, r in zip(chosen, results, strict=True)]
 
-    def probe(version: str) -> ProbeResult:
-        return probe_many([version])[0]
 
-    mode = "all-transitions" if request.all_transitions else "first-bad"
-    echo(
-        f"Bisecting {repro.name} ({form}, fix {request.fix}) over {len(versions)} {request.axis} "
-        f"{'commits' if request.git else 'releases'} {versions[0][:12]} … {versions[-1][:12]} ({mode}); "
-        f"about {estimate(len(versions))} probes for one transition"
+def _versions(request: BisectRequest, ctx: RunContext, repo: Path | None) -> list[str]:
+    """The versions searched, oldest first: the clone's commits from --good to --bad, or the index's releases."""
+    if repo is not None:
+        return git_revisions(repo, request.good, request.bad, first_parent=request.first_parent)
+    index = IndexCache(ctx.envs_dir / "index-cache.json", ctx.base.executable)
+    return releases_between(index, request.axis, request.good, request.bad, prereleases=request.prereleases)
+
+
+def _prebuilder(request: BisectRequest, ctx: RunContext, repo: Path | None) -> WheelPrebuilder | None:
+    """Wheels of the next round's commits built while a round runs (bisect/prebuild.py), for a commit search run
+    here: a Slurm job builds its cells on its node, where nothing is gained."""
+    local = request.executor is None
+    return prebuilder_for(
+        repo if local else None,
+        request.axis,
+        base=ctx.base,
+        envs_dir=ctx.envs_dir,
+        log=ctx.store.root / "logs" / "wheel-prebuild.log",
+        jobs=request.jobs,
     )
-    short = [v[:12] for v in versions] if request.git else versions
-    full = dict(zip(short, versions, strict=True))
 
-    def probe_by_short(version: str) -> ProbeResult:
-        return probe(versions[short.index(version)])
 
-    def many_by_short(chosen: Sequence[str]) -> list[ProbeResult]:
-        return probe_many([versions[short.index(version)] for version in chosen])
+def _timing_words(request: BisectRequest) -> str:
+    rule = request.slowdown
+    if rule is None:
+        return ""
+    bad = "no longer more than" if request.compare_with == "bad" else "more than"
+    return (
+        f"; bad = {rule.metric} {bad} {rule.threshold:.0%} slower than the {request.compare_with} end, "
+        f"{rule.min_repeats} to {rule.max_repeats} runs a version"
+    )
 
-    if request.all_transitions:
-        chosen = first_sample(short, request.probe_all_up_to)
-        echo(
-            f"Probing {'every one' if len(chosen) == len(short) else f'{len(chosen)}'} of the {len(short)} versions "
-            "first (a bug may come and go between two ends that agree)"
-        )
-        result = all_transitions(
-            short, probe_by_short, log=echo, probe_many=many_by_short, probe_all_up_to=request.probe_all_up_to
-        )
-    else:
-        many = many_by_short if request.jobs > 1 else None
-        local = request.executor is None  # a Slurm job builds its cells on its node: nothing to gain here
-        prebuilder = prebuilder_for(
-            repo if local else None,
-            request.axis,
-            base=base,
-            envs_dir=ctx.envs_dir,
-            log=ctx.store.root / "logs" / "wheel-prebuild.log",
-            jobs=request.jobs,
-        )
-        prepare = None if prebuilder is None else (lambda chosen: prebuilder.submit([full[v] for v in chosen]))
-        try:
-            result = first_bad(
-                short, probe_by_short, _target(config, request), log=echo, probe_many=many, jobs=request.jobs,
-                prepare=prepare,
-            )  # fmt: skip
-        finally:
-            if prebuilder is not None:
-                prebuilder.close()
-    report = _report(config, request, repro.name, form, versions, result, stats, held)
-    path = ctx.store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
-    write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
-    return result, report, path
+
+def _timing_report(request: BisectRequest, timed: TimedProbes) -> dict[str, Any]:
+    """What a timing search adds to its report: the rule, and whether its runs ran alike."""
+    assert request.slowdown is not None  # only timing searches have a TimedProbes
+    differences = timed.unlike()
+    return {
+        "slowdown": request.slowdown.describe(),
+        "reference": {"version": timed.reference, "runs": len(timed.records.get(timed.reference, []))},
+        "comparable": not differences,
+        "unlike": differences,
+        "busy": timed.busy(),
+        "target": f"{request.slowdown.metric} {'no longer ' if request.compare_with == 'bad' else ''}slower than "
+        f"{timed.reference} by more than {request.slowdown.threshold:.0%}",
+    }
 
 
 def _default_form(forms: list[str], backend: str) -> str:

@@ -28,7 +28,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -60,24 +61,41 @@ class ProbeResult:
     signature: str | None = None
     flaky: bool = False
     runs: int = 1
+    # a timing search's probe (bisect/timed.py): slower than the good end beyond the threshold, or not; None when
+    # the search is on outcomes. ``ambiguous`` says why a timing verdict could not be given (skipped, like 125)
+    slower: bool | None = None
+    ambiguous: str | None = None
+    timing: Mapping[str, Any] | None = None  # the numbers behind the timing verdict, as the report writes them
 
     @property
     def skipped(self) -> str | None:
         """Why this probe cannot be trusted, or None."""
         if self.flaky:
             return "flaky: repeats disagree"
+        if self.ambiguous:
+            return self.ambiguous
         if self.outcome in SKIPPED_OUTCOMES:
             return f"{self.outcome}: {self.signature or 'no signature'}"
         return None
 
     @property
     def state(self) -> tuple[str, str | None]:
-        """Outcome plus signature id: two failures with different signatures are different states."""
+        """Outcome plus signature id: two failures with different signatures are different states; in a timing
+        search, outcome plus ``slower`` or ``not slower``."""
+        if self.slower is not None:
+            return (self.outcome, "slower" if self.slower else "not slower")
         return (self.outcome, self.signature_id)
 
-    def describe(self) -> dict[str, str | None]:
-        """The ``from``/``to`` form used in bisect reports."""
-        return {"outcome": self.outcome, "signature_id": self.signature_id, "signature": self.signature}
+    def describe(self) -> dict[str, Any]:
+        """The ``from``/``to`` form used in bisect reports (with ``slower`` and ``timing`` in a timing search)."""
+        described: dict[str, Any] = {
+            "outcome": self.outcome,
+            "signature_id": self.signature_id,
+            "signature": self.signature,
+        }
+        if self.timing is not None:
+            described.update(slower=self.slower, timing=dict(self.timing))
+        return described
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -164,21 +182,37 @@ class Search:
 
     def picture(self, current: int | None = None) -> str:
         """One character per version: the probed outcome's glyph, ``?`` skipped, ``·`` not probed."""
-        glyphs = {"PASS": "✓", "REPRODUCED": "✗", "OTHER_FAILURE": "!", "CRASH": "☠"}
-        marks = []
-        for index in range(len(self.versions)):
-            result = self.results.get(index)
-            marks.append("·" if result is None else ("?" if result.skipped else glyphs.get(result.outcome, "!")))
+        marks = [_glyph(self.results.get(index)) for index in range(len(self.versions))]
         line = "".join(marks)
         if current is None:
             return line
         result = self.results[current]
-        return f"{line}  {self.versions[current]}: {result.outcome} {result.signature_id or ''}"
+        said = result.skipped if result.ambiguous else result.state[1] or ""
+        return f"{line}  {self.versions[current]}: {result.outcome} {said}{_timing_text(result.timing)}"
 
     def result(self, transitions: list[Transition], assumed: Sequence[Stretch] = ()) -> BisectResult:
         probes = [self.results[i] for i in self.order]
         skipped = [p for p in probes if p.skipped]
         return BisectResult(transitions=transitions, probes=probes, skipped=skipped, assumed=list(assumed))
+
+
+_GLYPHS = {"PASS": "✓", "REPRODUCED": "✗", "OTHER_FAILURE": "!", "CRASH": "☠"}
+
+
+def _glyph(result: ProbeResult | None) -> str:
+    """``·`` not probed, ``?`` skipped, ``▲`` slower (a timing search), else the outcome's mark."""
+    if result is None:
+        return "·"
+    if result.skipped:
+        return "?"
+    return "▲" if result.slower else _GLYPHS.get(result.outcome, "!")
+
+
+def _timing_text(timing: Mapping[str, Any] | None) -> str:
+    """`` ×1.52 [1.47, 1.58], 3 runs`` for a timing probe with a ratio, else nothing."""
+    if not timing or timing.get("ratio") is None:
+        return ""
+    return f" ×{timing['ratio']:.2f} [{timing['low']:.2f}, {timing['high']:.2f}], {timing['runs']} runs"
 
 
 def estimate(n: int) -> int:

@@ -31,6 +31,8 @@ from reprobisect.commands.options import (
 )
 from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
+from reprobisect.model.slowdown import METRICS, SlowdownRule
+from reprobisect.report.timing_view import timing_lines
 from reprobisect.util.files import write_atomic
 
 __all__ = ["run_from_args", "setup_arguments"]
@@ -95,9 +97,71 @@ def setup_arguments(subparsers: Subparsers) -> None:
         "evenly spaced versions a round (a search for one change, commits included)",
     )
     add_timeout(parser, help="seconds per run")
+    _add_timing(parser)
     add_executor(parser)
     add_common(parser)
     parser.set_defaults(run=run_from_args, script_args=())
+
+
+def _add_timing(parser: argparse.ArgumentParser) -> None:
+    """The options of a timing search: bad = slower than the good end beyond a threshold, with confidence."""
+    group = parser.add_argument_group("a timing search (slower, not broken)")
+    group.add_argument(
+        "--slower-than",
+        type=float,
+        metavar="PERCENT",
+        help="bad = the --metric worse than the good end's by more than PERCENT, with confidence (a bootstrap "
+        "interval of the ratio of medians over repeated runs); an ambiguous version is skipped and listed",
+    )
+    group.add_argument(
+        "--metric",
+        choices=METRICS,
+        default="step",
+        help="with --slower-than: the median step (default, warm-up left out), peak GPU memory or wall time",
+    )
+    group.add_argument(
+        "--compare-with",
+        choices=("good", "bad"),
+        default="good",
+        help="with --slower-than: the end every version is compared with; good (default): bad = slower than it, "
+        "where a slowdown came; bad: bad = no longer slower than the --bad end, where a slowdown went",
+    )
+    group.add_argument("--min-repeats", type=int, default=3, metavar="N", help="with --slower-than: runs a version")
+    group.add_argument(
+        "--max-repeats",
+        type=int,
+        default=10,
+        metavar="N",
+        help="with --slower-than: runs a version at most, while its interval straddles the threshold",
+    )
+
+
+def _slowdown(args: argparse.Namespace) -> SlowdownRule | None:
+    """The timing rule of ``--slower-than``, or None; contradictions and impossible values refused by flag."""
+    if args.slower_than is None:
+        return None
+    if args.any_failure or args.signature or args.target_outcome:
+        msg = "--slower-than is the target of the search: it contradicts --signature, --any-failure, --target-outcome"
+        raise ConfigError(msg)
+    if args.jobs > 1 or args.repeat > 1:
+        msg = (
+            f"--slower-than with --jobs {args.jobs} --repeat {args.repeat}: a timing search runs one probe at a "
+            "time (runs side by side share caches and memory bandwidth and slow each other unevenly) and takes its "
+            "repeats from --min-repeats/--max-repeats; leave --jobs and --repeat at 1"
+        )
+        raise ConfigError(msg)
+    try:
+        return SlowdownRule(
+            threshold=args.slower_than / 100,
+            metric=args.metric,
+            min_repeats=args.min_repeats,
+            max_repeats=args.max_repeats,
+        )
+    except ValueError as exc:
+        msg = (
+            f"--slower-than {args.slower_than} --min-repeats {args.min_repeats} --max-repeats {args.max_repeats}: {exc}"
+        )
+        raise ConfigError(msg) from exc
 
 
 def _request(args: argparse.Namespace, repro: str) -> BisectRequest:
@@ -141,6 +205,8 @@ def _request(args: argparse.Namespace, repro: str) -> BisectRequest:
         probe_all_up_to=args.probe_all_up_to,
         first_parent=not args.all_parents,
         executor=executor(args),
+        slowdown=_slowdown(args),
+        compare_with=args.compare_with,
     )
 
 
@@ -151,10 +217,7 @@ def _print_report(report: dict[str, Any], path: Path, *, all_transitions: bool) 
     culprits = {(c["last"], c["first"]): c for c in report.get("culprits", [])}
     for t in report["transitions"]:
         between = f" (skipped between: {', '.join(t['skipped_between'])})" if t["skipped_between"] else ""
-        print(
-            f"{t['last']} {t['from']['outcome']} {t['from']['signature_id'] or ''} -> "
-            f"{t['first']} {t['to']['outcome']} {t['to']['signature_id'] or ''}{between}"
-        )
+        print(f"{t['last']} {_side(t['from'])} -> {t['first']} {_side(t['to'])}{between}")
         for side in ("from", "to"):
             if t[side]["signature"]:
                 print(f"    {t[side]['signature_id']}: {t[side]['signature']}")
@@ -168,6 +231,8 @@ def _print_report(report: dict[str, Any], path: Path, *, all_transitions: bool) 
         )
     for skip in report["skipped"]:
         print(f"skipped {skip['version']}: {skip['why']}")
+    for line in timing_lines(report):
+        print(line)
     for stretch in report.get("assumed_constant", []):
         print(
             f"not probed: {', '.join(stretch['unprobed'])} — assumed {stretch['outcome']} like "
@@ -177,6 +242,14 @@ def _print_report(report: dict[str, Any], path: Path, *, all_transitions: bool) 
         f"\n{report['probes_made']} probes over {report['releases_in_range']} versions; "
         f"{report['runs']} runs executed, {report['reused']} reused from records. Report: {path}"
     )
+
+
+def _side(side: dict[str, Any]) -> str:
+    """``PASS 36b244a365``, or in a timing search ``PASS slower ×1.52``."""
+    if side.get("slower") is None:
+        return f"{side['outcome']} {side['signature_id'] or ''}"
+    ratio = side.get("timing", {}).get("ratio")
+    return f"{side['outcome']} {'slower' if side['slower'] else 'not slower'}" + (f" ×{ratio:.2f}" if ratio else "")
 
 
 def culprit_line(culprit: dict[str, Any]) -> str:

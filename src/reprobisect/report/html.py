@@ -27,6 +27,7 @@ from reprobisect.model.verdict import SEVERITY
 from reprobisect.report.frame import Bisect
 from reprobisect.report.logs import LOG_TAIL_LINES, LogExcerpt
 from reprobisect.report.markdown import LEGEND, environment_line, transition_lines
+from reprobisect.report.timing_view import HEADER, table_rows, timing_plot, timing_search
 from reprobisect.report.verdicts import KEY, verdicts
 from reprobisect.report.views import (
     OUTCOME_COLOURS,
@@ -186,7 +187,24 @@ def _bisect(bisect: Bisect) -> dict[str, Any]:
         {"last": _s(t.get("last")), "first": _s(t.get("first")), "from": _side(t.get("from")), "to": _side(t.get("to"))}
         for t in bisect.data["transitions"]
     ]
-    return {"summary": head.removeprefix("- ").replace("**", "").replace("`", ""), "transitions": transitions}
+    summary = head.removeprefix("- ").replace("**", "").replace("`", "")
+    return {"summary": summary, "transitions": transitions, "timing": _timing(bisect)}
+
+
+def _timing(bisect: Bisect) -> dict[str, Any] | None:
+    """A timing search's table, plot and fairness, or None for a search on outcomes."""
+    search = timing_search(bisect.data)
+    if search is None:
+        return None
+    return {
+        "rule": f"{search.metric}: slower = more than {search.threshold_percent:g} % above the good end with 95 % "
+        f"confidence; {search.min_repeats} to {search.max_repeats} runs a version",
+        "head": list(HEADER),
+        "rows": [[_cell(text) for text in row] for row in table_rows(search)],
+        "plot": timing_plot(search),
+        "unlike": list(search.unlike),
+        "busy": search.busy,
+    }
 
 
 def _sweeps(frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from reprobisect.model.outcome import Outcome
 from reprobisect.report.frame import AXES, Bisect
+from reprobisect.report.timing_view import timing_markdown
 from reprobisect.report.verdicts import KEY
 from reprobisect.report.views import (
     WARM_UP_NOTE,
@@ -341,11 +342,13 @@ def _sections(data: ReportData) -> list[tuple[str, list[str]]]:
         "",
     ]
     transitions = [line for b in data.bisects for line in transition_lines(b)]
+    timings = [line for b in data.bisects for line in timing_markdown(b.data, b.path.name)]
     return [
         ("", head),
         ("", _matrix_sections(frame)),
         ("", _comparison_section(data)),
         ("", ["## Transitions (bisect)", "", *transitions, ""] if transitions else []),
+        ("", ["## Slower, not broken (timing bisect)", "", *timings] if timings else []),
         ("", _env_section(frame)),
         ("", _skipped(data.skipped)),
         ("transitions", _sweep_transition_sections(frame)),

@@ -34,6 +34,7 @@ from reprobisect.run.phases import PROFILE_ENV, HarnessClock, describe_phases, r
 from reprobisect.run.ports import free_port
 from reprobisect.run.ranks import failed_rank as failed_rank_of
 from reprobisect.run.ranks import keep_rank_logs
+from reprobisect.run.resources import run_resources
 from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
 from reprobisect.util.clock import utc_now
@@ -75,6 +76,7 @@ class RunSpec:
     nproc: int = 1  # ranks, each with torchrun's variables (run/child/launch.py)
     tools: tuple[Path, ...] = ()  # folders put on the run's PYTHONPATH for what its cell lacks (pytest: cells.tools)
     rerun: tuple[str, ...] = ()  # the words of a command that re-runs it, kept in the record
+    jobs: int = 1  # runs at once in its matrix run, itself included: how it runs, not what
 
     @property
     def args(self) -> tuple[str, ...]:
@@ -354,6 +356,7 @@ def execute(
         # a traceback printed and handled before a signal or another exit code ended the run: context only
         **({"handled_traceback": verdict.context.text} if verdict.context is not None else {}),
         **({"claimed": claims} if claims else {}),  # the run's differing word on where it ran and what it used
+        "resources": run_resources(spec.cpus, env, spec.jobs),  # how it was given the machine: fair timings
     }
     versions, versions_source = _checked_versions(claimed.versions, spec)
     if env.get(PROFILE_ENV) == "1":

@@ -136,6 +136,7 @@ class _Batch:
                     overlay=self.prepared.overlays.get((unit.cell.id, unit.fix.name)),
                     extra_env=_job_env(slot, request.jobs, backend, gpus),
                     cpus=job_cpus(slot, request.jobs, per_run, allowed),
+                    jobs=max(1, request.jobs),
                     sandbox=self.prepared.sandbox,
                     matrix_cell=unit.matrix_cell,
                     nproc=unit.nproc,
