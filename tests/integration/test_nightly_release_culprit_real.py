@@ -41,6 +41,7 @@ def _night(tmp_path: Path, envs: Path, repo: Path, *args: str) -> tuple[subproce
     return done, (json.loads(summary.read_text()) if summary.exists() else {})
 
 
+@pytest.mark.scheduled  # 5.5 minutes on two loaded cores: the main night's CI test covers the same follow-up
 def test_a_new_release_regression_gets_its_commit_script_and_fix(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
     history = build_history(tmp_path / "history", "deepspeed", "0.16.4", "0.16.5", base_python())
     culprit = history.sha_of(CULPRIT)

@@ -70,6 +70,7 @@ def test_the_release_that_made_zero2_slower_and_the_one_that_mended_it(
     assert "Timing: step, slower = ratio above ×1.500" in done.stdout
 
 
+@pytest.mark.scheduled  # 5.5 minutes on two loaded cores (sdists, a history, a timing search over its commits)
 def test_the_file_of_the_pull_request_that_made_it_slower(
     tmp_path: Path,
     envs_dir: Path,  # noqa: F811
