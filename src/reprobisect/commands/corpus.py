@@ -10,16 +10,14 @@ are listed with why. The table goes to ``corpus.md`` and ``corpus.json``; any wr
 from __future__ import annotations
 
 import argparse
-import difflib
 import shlex
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from reprobisect.commands import triage
 from reprobisect.commands.options import Subparsers, add_common
+from reprobisect.corpus.entries import entry_folders, gpus_here, why_not_here
 from reprobisect.corpus.scoring import ColumnVerdict, Found, Row, score
 from reprobisect.corpus.table import NotRun, Table, markdown, write_table
 from reprobisect.corpus.truth import PACKAGES, Truth, load_truth
@@ -65,32 +63,8 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args, out=Path("reports/corpus"))
 
 
-def _entries(root: Path, names: list[str]) -> list[Path]:
-    """The entry folders asked for (every folder with a truth.toml when none is named)."""
-    if not root.is_dir():
-        msg = f"{root}: no corpus folder here; give --corpus DIR"
-        raise ConfigError(msg)
-    found = sorted(p.parent for p in root.glob("*/truth.toml"))
-    if not names:
-        return found
-    known = {p.name: p for p in found}
-    for name in names:
-        if name not in known:
-            close = difflib.get_close_matches(name, list(known), 1, 0.6)
-            hint = f"perhaps you meant {close[0]!r}" if close else f"entries: {', '.join(known) or 'none'}"
-            msg = f"--entry {name!r}: no such entry under {root}; {hint}"
-            raise ConfigError(msg)
-    return [known[name] for name in names]
-
-
 def _gpus(args: argparse.Namespace) -> int:
-    if args.gpus is not None:
-        return int(args.gpus)
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return 0
-    listed = subprocess.run([smi, "-L"], capture_output=True, text=True, check=False, timeout=60)
-    return sum(line.startswith("GPU ") for line in listed.stdout.splitlines()) if listed.returncode == 0 else 0
+    return int(args.gpus) if args.gpus is not None else gpus_here()
 
 
 def _why_not(truth: Truth, args: argparse.Namespace, gpus: int) -> str | None:
@@ -98,11 +72,7 @@ def _why_not(truth: Truth, args: argparse.Namespace, gpus: int) -> str | None:
     missing = [r for r in truth.releases if r not in truth.runs]
     if missing:
         return f"truth not measured for {', '.join(missing)}: python tools/corpus_truth.py {truth.folder}"
-    if truth.backend != "cpu" and args.backend != "cuda":
-        return f"needs {truth.gpus} GPU(s) (backend {truth.backend}): run with --backend cuda on a GPU machine"
-    if truth.gpus > gpus:
-        return f"needs {truth.gpus} GPUs, this machine has {gpus}"
-    return None
+    return why_not_here(truth, backend=args.backend, gpus=gpus)
 
 
 def _triage_argv(truth: Truth, args: argparse.Namespace) -> list[str]:
@@ -192,7 +162,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         msg = f"--{pinned[0]}: a corpus entry's versions are its truth's; run triage on the script to pin others"
         raise ConfigError(msg)
     _clones(args.git)  # a wrong --git is refused before any entry runs
-    truths = [load_truth(folder) for folder in _entries(args.corpus, args.entry)]
+    truths = [load_truth(folder) for folder in entry_folders(args.corpus, args.entry, asked_by="--entry")]
     gpus = _gpus(args) if args.backend == "cuda" else 0
     rows: list[Row] = []
     not_run: list[NotRun] = []

@@ -26,10 +26,13 @@ ALL = "all"  # every entry of the corpus folder
 REPRO_PREFIX = "corpus-"
 
 
-def entry_folders(root: Path, names: Sequence[str]) -> list[Path]:
-    """The entry folders ``names`` asks for (every folder with a truth.toml for none, or for ``all``)."""
+def entry_folders(
+    root: Path, names: Sequence[str], *, asked_by: str = "corpus entry", folder: str = "--corpus DIR"
+) -> list[Path]:
+    """The entry folders ``names`` asks for (every folder with a truth.toml for none, or for ``all``); errors name
+    the option that asked (``asked_by``) and the one that gives the folder."""
     if not root.is_dir():
-        msg = f"{root}: no corpus folder here; give --corpus DIR (the checkout's corpus/)"
+        msg = f"{root}: no corpus folder here; give {folder} (the checkout's corpus/)"
         raise ConfigError(msg)
     found = sorted(p.parent for p in root.glob("*/truth.toml"))
     if not names or ALL in names:
@@ -39,7 +42,7 @@ def entry_folders(root: Path, names: Sequence[str]) -> list[Path]:
         if name not in known:
             close = difflib.get_close_matches(name, list(known), 1, 0.6)
             hint = f"perhaps you meant {close[0]!r}" if close else f"entries: {', '.join(known) or 'none'}"
-            msg = f"corpus entry {name!r}: no such entry under {root}; {hint}"
+            msg = f"{asked_by} {name!r}: no such entry under {root}; {hint}"
             raise ConfigError(msg)
     return [known[name] for name in dict.fromkeys(names)]
 
