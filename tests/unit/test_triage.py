@@ -405,6 +405,9 @@ def test_two_test_files_of_one_name_are_told_apart_by_their_paths(tmp_path: Path
     config, made = with_script(load_config(ROOT / "matrix.yaml"), args, None, repros=(), rerun=("x",))
     assert made == ("pytest-tests_fabric_strategies_test_deepspeed", "pytest-tests_pytorch_strategies_test_deepspeed")
     assert all(name in config.repros for name in made)
+    nodes = [a for n in ("test_passes", "test_fails") for a in ("--pytest", f"{THINGS}::{n}")]  # one file, two nodes
+    _, made = with_script(load_config(ROOT / "matrix.yaml"), _parse(["triage", *nodes]), None, repros=(), rerun=("x",))
+    assert made == ("pytest-test_things-test_passes", "pytest-test_things-test_fails")
 
 
 @pytest.mark.parametrize(

@@ -230,7 +230,7 @@ def with_script(
                 instruments=instruments_of(config) if instruments else None,
             )
         )
-    stems = collections.Counter(Path(spec.partition("::")[0]).stem for spec in pytests)
+    stems = collections.Counter(_unqualified(spec) for spec in pytests)
     for spec in pytests:
         selection = [
             *(["--pytest-k", args.pytest_k] if args.pytest_k else []),
@@ -244,7 +244,7 @@ def with_script(
                 ),
                 keyword=args.pytest_k,
                 root=args.pytest_root,
-                qualified=stems[Path(spec.partition("::")[0]).stem] > 1,  # two test_deepspeed.py: their paths
+                qualified=stems[_unqualified(spec)] > 1,  # two test_deepspeed.py files: named by their paths
             )
         )
     clash = sorted({r.name for r in made} & set(config.repros)) or [
@@ -256,6 +256,12 @@ def with_script(
     return dataclasses.replace(config, repros={**config.repros, **{r.name: r for r in made}}), tuple(
         r.name for r in made
     )
+
+
+def _unqualified(spec: str) -> tuple[str, str]:
+    """What a --pytest repro's name is made of without its path: the file's stem and the node."""
+    path, _, node = spec.partition("::")
+    return Path(path).stem, node
 
 
 def add_timeout(parser: argparse.ArgumentParser, help: str = "seconds per run (default: the repro's)") -> None:
