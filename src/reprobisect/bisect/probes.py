@@ -291,10 +291,11 @@ def _versions(request: BisectRequest, ctx: RunContext, repo: Path | None) -> lis
 
 def _prebuilder(request: BisectRequest, ctx: RunContext, repo: Path | None) -> WheelPrebuilder | None:
     """Wheels of the next round's commits built while a round runs (bisect/prebuild.py), for a commit search run
-    here: a Slurm job builds its cells on its node, where nothing is gained."""
-    local = request.executor is None
+    here in rounds: none for one probe at a time (no rounds), a timing search (builds beside a timed run would
+    slow it) or a Slurm job (it builds its cells on its node)."""
+    rounds = request.jobs > 1 and request.slowdown is None and request.executor is None
     return prebuilder_for(
-        repo if local else None,
+        repo if rounds else None,
         request.axis,
         base=ctx.base,
         envs_dir=ctx.envs_dir,

@@ -427,13 +427,9 @@ def _read_nightly(reader: _Reader, raw: Any, matrix: MatrixSpec, repros: Mapping
         if name not in repros:
             raise reader.fail("nightly.repros", _unknown("repro", name, repros))
     corpus = reader.strings(data.get("corpus", []), "nightly.corpus")
-    for name in corpus:
-        if not _ENTRY_NAME.fullmatch(name):
-            raise reader.fail("nightly.corpus", f"{name!r} is not a corpus entry's folder name (or 'all')")
+    for name in corpus:  # a folder under corpus/, or 'all'
+        check_name("corpus entry", name, f"{reader.path.name}: nightly.corpus")
     return NightlySpec(axes=axes, repros=names, corpus=corpus)
-
-
-_ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 # Where a built package holds the checkout's matrix.yaml and repros/ (setup.py copies them there): the default matrix

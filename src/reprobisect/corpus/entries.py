@@ -98,7 +98,7 @@ def corpus_slice(
     gpus = gpus_here() if backend == "cuda" else 0
     repros: dict[str, Repro] = {}
     not_run: list[str] = []
-    for folder in entry_folders(root, names):
+    for folder in entry_folders(root, names, folder="--corpus-dir DIR"):  # the nightly's option
         truth = load_truth(folder)
         why = why_not_here(truth, backend=backend, gpus=gpus, axes=axes)
         if why is None:

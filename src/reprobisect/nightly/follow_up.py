@@ -19,7 +19,7 @@ import dataclasses
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from reprobisect.bisect import history
 from reprobisect.bisect.probes import BisectRequest, run_bisect
@@ -35,7 +35,7 @@ from reprobisect.run.context import RunContext
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import MatrixRequest
 
-__all__ = ["BACK_TO_BASELINE", "Finding", "MainPair", "follow_up", "passing_fixes"]
+__all__ = ["BACK_TO_BASELINE", "Finding", "MainPair", "NightSettings", "follow_up", "pair_for", "passing_fixes"]
 
 BACK_TO_BASELINE = "back-to-last-night"  # the override fix: tonight's cell, DeepSpeed at last night's commit
 
@@ -69,11 +69,55 @@ class MainPair:
         return BACK_TO_BASELINE if self.releases is None else f"back-to-{self.releases[0]}"
 
     @property
+    def good_end(self) -> str:
+        """Where the regression did not show, in words: what the override fix takes DeepSpeed back to."""
+        return "last night's commit" if self.releases is None else f"{self.releases[0]}, the last good release"
+
+    @property
     def span(self) -> str:
         """What the commit search spans, for the night's output."""
         if self.releases is None:
             return f"which commit of main made {{}} fail: {self.good[:12]} .. {self.bad[:12]}"
         return f"which commit between {self.good} and {self.bad} made {{}} fail"
+
+
+class NightSettings(Protocol):
+    """What a follow-up takes from the night's request (nightly/run.py's ``NightlyRequest``)."""
+
+    @property
+    def backend(self) -> Any: ...
+    @property
+    def timeout(self) -> float | None: ...
+    @property
+    def jobs(self) -> int: ...
+    @property
+    def minimize_budget(self) -> float: ...
+    @property
+    def out(self) -> Path: ...
+
+
+def pair_for(
+    request: NightSettings,
+    *,
+    clone: Path,
+    good: str,
+    bad: str,
+    pins: Mapping[str, str],
+    releases: tuple[str, str] | None = None,
+) -> MainPair:
+    """The pair a night's follow-ups search between, with the night's own settings (both tracks build it so)."""
+    return MainPair(
+        clone=clone,
+        good=good,
+        bad=bad,
+        pins=pins,
+        backend=request.backend,
+        timeout=request.timeout,
+        jobs=request.jobs,
+        minimize_budget=request.minimize_budget,
+        out=request.out,
+        releases=releases,
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -92,6 +136,8 @@ class Finding:
     minimize_why: str | None = None
     fixes: Mapping[str, str] = dataclasses.field(default_factory=dict)  # fix -> tonight's outcome
     rerun: tuple[str, ...] = ()  # the commands that run it again on tonight's main
+    good_end: str = "last night's commit"  # where it did not show, in words (MainPair.good_end)
+    back_fix: str = BACK_TO_BASELINE  # the override fix that takes DeepSpeed back there (MainPair.back_fix)
 
     def to_json(self) -> dict[str, Any]:
         """The finding as ``nightly.json`` carries it."""
@@ -124,6 +170,7 @@ def follow_up(
 ) -> Finding:
     """The commit, the minimized script and the passing fixes of one regression; ``target`` is tonight's outcome
     and signature id."""
+    finding = dataclasses.replace(finding, good_end=pair.good_end, back_fix=pair.back_fix)
     finding = _commit(config, pair, ctx, finding, target)
     finding = _minimized(config, pair, ctx, finding)
     back = _back_to_baseline(config, pair, ctx, finding.key)

@@ -27,7 +27,7 @@ from reprobisect.errors import FAIL_EXIT, ConfigError
 from reprobisect.model.cell import id_without
 from reprobisect.model.record import Record
 from reprobisect.model.verdict import Verdict
-from reprobisect.nightly.follow_up import Finding, MainPair, follow_up, passing_fixes
+from reprobisect.nightly.follow_up import Finding, MainPair, follow_up, pair_for, passing_fixes
 from reprobisect.nightly.main_text import MainNews, main_body, main_title
 from reprobisect.nightly.regressions import flaky_keys, masked, regressed_keys
 from reprobisect.nightly.run import Night, NightlyRequest, NightlyResult, check_slice
@@ -115,17 +115,7 @@ def run_main_night(config: Config, request: NightlyRequest, ctx: RunContext, *, 
     sha = main_commit(clone, ref, fetch=fetch)
     last = state.main
     news = MainNews(at=utc_now(), backend=state.backend or request.backend, ref=ref, clone=str(clone), after=sha)
-    pair = MainPair(
-        clone=clone,
-        good=last["commit"] if last else sha,
-        bad=sha,
-        pins=night.slice["axes"],
-        backend=request.backend,
-        timeout=request.timeout,
-        jobs=request.jobs,
-        minimize_budget=request.minimize_budget,
-        out=request.out,
-    )
+    pair = pair_for(request, clone=clone, good=last["commit"] if last else sha, bad=sha, pins=night.slice["axes"])
     target = Target(kind="ref", name=f"{ref}@{sha[:12]}", spec=pair.spec(sha))
     if last is None:
         records = night.run_slice(target)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reprobisect.nightly.follow_up import BACK_TO_BASELINE, Finding
+from reprobisect.nightly.follow_up import Finding
 from reprobisect.report.markdown import GITHUB_LIMIT, fit_limit
 from reprobisect.report.verdicts import Key
 from reprobisect.util.neutral import md_document, md_safe
@@ -160,19 +160,10 @@ def _commit_lines(finding: Finding) -> list[str]:
     return [" ".join(lines)]
 
 
-def _override_note(fix: str) -> str:
-    """What the night's own override fix is, next to its name."""
-    if fix == BACK_TO_BASELINE:
-        return " (DeepSpeed back at last night's commit)"
-    if fix.startswith("back-to-"):
-        return f" (DeepSpeed back at {fix.removeprefix('back-to-')}, the last good release)"
-    return ""
-
-
 def _fix_lines(finding: Finding) -> list[str]:
     passing = finding.passing()
     tried = ", ".join(f"{name} {outcome}" for name, outcome in finding.fixes.items())
-    named = [f"`{n}`" + _override_note(n) for n in passing]
+    named = [f"`{n}`" + (f" (DeepSpeed back at {finding.good_end})" if n == finding.back_fix else "") for n in passing]
     if not passing:
         return [f"**Fixes that pass tonight**: none ({tried or 'none tried'})."]
     return [f"**Fixes that pass tonight**: {', '.join(named)} (tried: {tried})."]
@@ -182,7 +173,7 @@ def _minimized_lines(finding: Finding) -> list[str]:
     found = finding.minimized
     if found is None:
         return [f"**Minimized script**: none ({finding.minimize_why})."]
-    tells = "fails tonight and passes on last night's main" if found["tells_apart"] else "does not tell them apart"
+    tells = f"fails tonight and passes on {finding.good_end}" if found["tells_apart"] else "does not tell them apart"
     return [
         f"**Minimized script** ({found['original']} → {found['minimized']}; {found['stopped']}; it {tells}: "
         + "; ".join(found["runs"])

@@ -20,7 +20,7 @@ from reprobisect.bisect import history
 from reprobisect.model.cell import id_without
 from reprobisect.model.record import Record
 from reprobisect.model.verdict import Verdict
-from reprobisect.nightly.follow_up import Finding, MainPair, follow_up, passing_fixes
+from reprobisect.nightly.follow_up import Finding, follow_up, pair_for, passing_fixes
 from reprobisect.nightly.targets import AXIS
 from reprobisect.report.frame import Bisect
 from reprobisect.report.verdicts import Key
@@ -71,18 +71,8 @@ def _finding(
     if isinstance(pair, str):
         return dataclasses.replace(finding, commit_why=pair, minimize_why=pair)
     releases, tags = pair
-    main_pair = MainPair(
-        clone=request.git.resolve(),
-        good=tags[0],
-        bad=tags[1],
-        pins=night.slice["axes"],
-        backend=request.backend,
-        timeout=request.timeout,
-        jobs=request.jobs,
-        minimize_budget=request.minimize_budget,
-        out=request.out,
-        releases=releases,
-    )
+    clone = request.git.resolve()
+    main_pair = pair_for(request, clone=clone, good=tags[0], bad=tags[1], pins=night.slice["axes"], releases=releases)
     return follow_up(night.config, main_pair, night.ctx, finding, (after.outcome, after.signature_id or None))
 
 
