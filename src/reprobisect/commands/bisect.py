@@ -35,7 +35,7 @@ from reprobisect.model.slowdown import METRICS, SlowdownRule
 from reprobisect.report.timing_view import timing_lines
 from reprobisect.util.files import write_atomic
 
-__all__ = ["run_from_args", "setup_arguments"]
+__all__ = ["add_timing", "run_from_args", "setup_arguments", "slowdown_rule", "source_options", "timing_rule"]
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -97,20 +97,22 @@ def setup_arguments(subparsers: Subparsers) -> None:
         "evenly spaced versions a round (a search for one change, commits included)",
     )
     add_timeout(parser, help="seconds per run")
-    _add_timing(parser)
+    add_timing(parser)
     add_executor(parser)
     add_common(parser)
     parser.set_defaults(run=run_from_args, script_args=())
 
 
-def _add_timing(parser: argparse.ArgumentParser) -> None:
-    """The options of a timing search: bad = slower than the good end beyond a threshold, with confidence."""
+def add_timing(parser: argparse.ArgumentParser, *, compare_with: bool = True) -> None:
+    """The options of a timing search: bad = slower than the good end beyond a threshold, with confidence
+    (``compare_with``: whether the end compared with can be chosen; triage compares with its first release)."""
     group = parser.add_argument_group("a timing search (slower, not broken)")
     group.add_argument(
         "--slower-than",
         type=float,
         metavar="PERCENT",
-        help="bad = the --metric worse than the good end's by more than PERCENT, with confidence (a bootstrap "
+        help="bad = the --metric worse than the good end's (triage: the first release's; nightly: the baseline's) by "
+        "more than PERCENT, with confidence (a bootstrap "
         "interval of the ratio of medians over repeated runs); an ambiguous version is skipped and listed",
     )
     group.add_argument(
@@ -119,13 +121,14 @@ def _add_timing(parser: argparse.ArgumentParser) -> None:
         default="step",
         help="with --slower-than: the median step (default, warm-up left out), peak GPU memory or wall time",
     )
-    group.add_argument(
-        "--compare-with",
-        choices=("good", "bad"),
-        default="good",
-        help="with --slower-than: the end every version is compared with; good (default): bad = slower than it, "
-        "where a slowdown came; bad: bad = no longer slower than the --bad end, where a slowdown went",
-    )
+    if compare_with:
+        group.add_argument(
+            "--compare-with",
+            choices=("good", "bad"),
+            default="good",
+            help="with --slower-than: the end every version is compared with; good (default): bad = slower than "
+            "it, where a slowdown came; bad: bad = no longer slower than the --bad end, where a slowdown went",
+        )
     group.add_argument("--min-repeats", type=int, default=3, metavar="N", help="with --slower-than: runs a version")
     group.add_argument(
         "--max-repeats",
@@ -143,6 +146,11 @@ def _slowdown(args: argparse.Namespace) -> SlowdownRule | None:
     if args.any_failure or args.signature or args.target_outcome:
         msg = "--slower-than is the target of the search: it contradicts --signature, --any-failure, --target-outcome"
         raise ConfigError(msg)
+    return slowdown_rule(args)
+
+
+def slowdown_rule(args: argparse.Namespace) -> SlowdownRule:
+    """``--slower-than``'s rule, refused with the flags that make it impossible (a timing search runs alone)."""
     if args.jobs > 1 or args.repeat > 1:
         msg = (
             f"--slower-than with --jobs {args.jobs} --repeat {args.repeat}: a timing search runs one probe at a "
@@ -150,6 +158,11 @@ def _slowdown(args: argparse.Namespace) -> SlowdownRule | None:
             "repeats from --min-repeats/--max-repeats; leave --jobs and --repeat at 1"
         )
         raise ConfigError(msg)
+    return timing_rule(args)
+
+
+def timing_rule(args: argparse.Namespace) -> SlowdownRule:
+    """``--slower-than``'s rule from its four options, each impossible value refused by flag."""
     try:
         return SlowdownRule(
             threshold=args.slower_than / 100,

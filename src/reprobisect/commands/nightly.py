@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 from pathlib import Path
 
+from reprobisect.commands.bisect import add_timing, timing_rule
 from reprobisect.commands.options import (
     Subparsers,
     add_backend,
@@ -75,6 +76,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--corpus-dir", type=Path, help="the corpus folder (default: corpus/ beside matrix.yaml)")
     add_script_options(parser)
+    add_timing(parser, compare_with=False)
     add_executor(parser)
     add_common(
         parser,
@@ -161,6 +163,7 @@ def _night(args: argparse.Namespace) -> int:
         repo=args.repo or DEEPSPEED_REPO,
         confinement=confinement(args),
         executor=executor(args),
+        slowdown=timing_rule(args) if args.slower_than is not None else None,
     )
     if args.git is not None and args.track != "releases":
         result = run_main_night(config, request, run_context(args), fetch=not args.no_fetch)
@@ -183,6 +186,12 @@ def _check_options(args: argparse.Namespace) -> None:
         raise ConfigError(msg)
     if args.track == "main" and args.git is None:
         msg = "--track main follows a clone: give --git CLONE"
+        raise ConfigError(msg)
+    if args.slower_than is not None and args.git is not None and args.track != "releases":
+        msg = (
+            "--slower-than searches a night's slower runs between releases: it goes with the release track "
+            "(--track releases --git CLONE, or --culprits), not the main track's one commit a night"
+        )
         raise ConfigError(msg)
     if args.baseline_release and (args.deepspeed or args.up_to or (args.git and args.track != "releases")):
         msg = (

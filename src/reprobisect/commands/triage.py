@@ -6,12 +6,15 @@ triaging a report first asks "does it fail on the newest releases, and does my f
 (``--deepspeed '>=0.16,<0.20'``) runs every release in it and ends with the whole answer: the affected releases as
 ranges, the change at each end (with ``--git CLONE`` or ``--culprits``, the commit that introduced the bug and the
 one that fixed it, with their pull requests), the candidate fixes over the affected range, and the commands that
-re-run each finding.
+re-run each finding. With ``--slower-than PERCENT`` it also answers "it got slower": a timing search over every
+release of the range against the first (bisect/slowdown_answer.py), with the commit behind each change.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -20,8 +23,9 @@ from typing import Any
 from reprobisect.bisect import history
 from reprobisect.bisect.answer import Answer, answer_markdown, sweep_answers
 from reprobisect.bisect.culprits import find_culprits
-from reprobisect.bisect.probes import BisectRequest, transition_dict
-from reprobisect.commands.bisect import source_options
+from reprobisect.bisect.probes import BisectRequest, run_bisect, transition_dict
+from reprobisect.bisect.slowdown_answer import slowdown_markdown
+from reprobisect.commands.bisect import add_timing, slowdown_rule, source_options
 from reprobisect.commands.matrix import add_run_options, axis_values, matrix_request, run_and_summarize
 from reprobisect.commands.options import (
     Subparsers,
@@ -34,8 +38,9 @@ from reprobisect.commands.options import (
     with_script,
 )
 from reprobisect.config.load import Config, load_config
-from reprobisect.errors import ConfigError
+from reprobisect.errors import BisectInconclusiveError, ConfigError
 from reprobisect.minimize.sections import sections_under
+from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.util.files import write_atomic
 
 __all__ = ["run_from_args", "setup_arguments", "triage_answers"]
@@ -65,6 +70,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
         action="store_true",
         help="as --git, with a clone of the package's known repository the harness makes (network allowing)",
     )
+    add_timing(parser, compare_with=False)
     add_common(parser)
     parser.set_defaults(run=run_from_args, script_args=())
 
@@ -84,6 +90,7 @@ def triage_answers(args: argparse.Namespace, *, rerun: str) -> list[tuple[Answer
     if args.script is None and not args.pytest:
         msg = "triage needs a script (reprobisect triage issue.py) or --pytest PATH[::TEST]"
         raise ConfigError(msg)
+    rule = slowdown_rule(args) if args.slower_than is not None else None
     config, made = with_script(config, args, args.script, repros=(), rerun=("nox", "-s", "triage", "--"))
     base_axes = {axis: axis_values(value) for axis, value in config.default_cell.items()}
     request = matrix_request(args, made, base_axes=base_axes)
@@ -94,6 +101,8 @@ def triage_answers(args: argparse.Namespace, *, rerun: str) -> list[tuple[Answer
     found = [(answer, _culprits(config, answer, args)) for answer in sweep_answers(records)]
     hint = "" if args.git is not None or args.culprits else _HINT
     sections = [answer_markdown(a, c, rerun=rerun, culprit_hint=hint) for a, c in found]
+    if rule is not None:
+        sections += [_slowdown_section(config, answer, rule, args, hint) for answer, _ in found]
     sections += sections_under([args.out], names=made)  # a minimization of this script, made before
     if sections:
         text = "\n".join(sections)
@@ -107,11 +116,34 @@ _HINT = "the commit: add --git CLONE (a clone of the package's repository) or --
 
 def _culprits(config: Config, answer: Answer, args: argparse.Namespace) -> list[dict[str, Any]]:
     """The commit behind each change of one form's answer, when a clone is given or asked for."""
-    if (args.git is None and not args.culprits) or not answer.transitions:
+    transitions = [transition_dict(t) for t in answer.transitions]
+    return _commits_behind(config, _answer_request(answer, args), transitions, args)
+
+
+def _commits_behind(
+    config: Config, request: BisectRequest, transitions: list[dict[str, Any]], args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """The commit behind each release transition of a search over the releases (``request``'s), when a clone is
+    given or asked for."""
+    if (args.git is None and not args.culprits) or not transitions:
         return []
-    clone = args.git if args.git is not None else history.clone_known(answer.axis, args.envs / "clones")
-    request = BisectRequest(
+    clone = args.git if args.git is not None else history.clone_known(request.axis, args.envs / "clones")
+    return find_culprits(
+        config,
+        request,
+        transitions,
+        clone=clone,
+        ctx=run_context(args),
+        form=str(request.form),
+        source=source_options(args),
+    )
+
+
+def _answer_request(answer: Answer, args: argparse.Namespace) -> BisectRequest:
+    """The search over one form's releases, as ``bisect`` would make it."""
+    return BisectRequest(
         repro=answer.repro,
+        form=answer.form,
         axis=answer.axis,
         good=answer.releases[0],
         bad=answer.releases[-1],
@@ -123,12 +155,22 @@ def _culprits(config: Config, answer: Answer, args: argparse.Namespace) -> list[
         jobs=args.jobs,
         executor=executor(args),
     )
-    return find_culprits(
-        config,
-        request,
-        [transition_dict(t) for t in answer.transitions],
-        clone=clone,
-        ctx=run_context(args),
-        form=answer.form,
-        source=source_options(args),
+
+
+def _slowdown_section(config: Config, answer: Answer, rule: SlowdownRule, args: argparse.Namespace, hint: str) -> str:
+    """A timing search over every release of one form's answer against the first, its culprits, as a section."""
+    request = dataclasses.replace(
+        _answer_request(answer, args),
+        all_transitions=True,
+        probe_all_up_to=len(answer.releases),
+        slowdown=rule,
     )
+    try:
+        _, report, path = run_bisect(config, request, run_context(args))
+    except BisectInconclusiveError as exc:  # the first release cannot be timed: say so in the answer
+        return f"### Slower: {answer.repro} ({answer.form}) across {answer.axis}\n\nNot measured: {exc}\n"
+    culprits = _commits_behind(config, request, report["transitions"], args)
+    if culprits:
+        report["culprits"] = culprits
+        write_atomic(path, json.dumps(report, indent=2), what="the timing search's result")
+    return slowdown_markdown(report, culprits, name=path.name, hint=hint)

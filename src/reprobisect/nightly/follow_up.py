@@ -35,7 +35,16 @@ from reprobisect.run.context import RunContext
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import MatrixRequest
 
-__all__ = ["BACK_TO_BASELINE", "Finding", "MainPair", "NightSettings", "follow_up", "pair_for", "passing_fixes"]
+__all__ = [
+    "BACK_TO_BASELINE",
+    "Finding",
+    "MainPair",
+    "NightSettings",
+    "follow_up",
+    "pair_for",
+    "passing_fixes",
+    "repro_source",
+]
 
 BACK_TO_BASELINE = "back-to-last-night"  # the override fix: tonight's cell, DeepSpeed at last night's commit
 
@@ -198,7 +207,7 @@ def _commit(
         end_releases=pair.releases,
     )
     ctx.echo(f"\n== {pair.span.format(f'{repro} {form} {fix}')} ==")
-    rerun = _bisect_command(pair, request, _source(config, repro, form))
+    rerun = _bisect_command(pair, request, repro_source(config, repro, form))
     try:
         result, report, _ = run_bisect(config, request, ctx)
     except BisectInconclusiveError as exc:
@@ -214,7 +223,7 @@ def _commit(
     )
 
 
-def _source(config: Config, repro_name: str, form_name: str) -> list[str]:
+def repro_source(config: Config, repro_name: str, form_name: str) -> list[str]:
     """The options that name the repro on a command line: ``--script FILE`` for one made from a script (it is not
     in matrix.yaml, so ``--repro`` would not find it), else ``--repro NAME``."""
     repro = config.repros[repro_name]

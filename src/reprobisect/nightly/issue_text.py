@@ -15,6 +15,7 @@ import pandas as pd
 
 from reprobisect.nightly.follow_up import Finding
 from reprobisect.nightly.main_text import finding_lines
+from reprobisect.nightly.slowdowns import Slowdown
 from reprobisect.report.compare import Comparison
 from reprobisect.report.frame import Bisect
 from reprobisect.report.markdown import GITHUB_LIMIT, fit_limit, report_markdown, safe_frame
@@ -50,11 +51,17 @@ class NightNews:
     seeded: bool = False
     repros_not_run: list[str] = dataclasses.field(default_factory=list)  # asked for, not runnable here: why
     findings: list[Finding] = dataclasses.field(default_factory=list)  # with a clone: each regression's answers
+    slowdowns: list[Slowdown] = dataclasses.field(default_factory=list)  # --slower-than: each flagged run's search
 
     @property
     def is_regression(self) -> bool:
-        """A run that passed on the baseline does not pass on a release run tonight."""
-        return any(self.regressed.values())
+        """A run that passed on the baseline does not pass on a release run tonight, or (``--slower-than``) is
+        slower with confidence."""
+        return any(self.regressed.values()) or bool(self.confirmed_slowdowns())
+
+    def confirmed_slowdowns(self) -> list[Slowdown]:
+        """The flagged runs whose timing search found them slower beyond the threshold."""
+        return [s for s in self.slowdowns if s.confirmed]
 
     @property
     def is_change(self) -> bool:
@@ -112,6 +119,7 @@ class NightNews:
             "not_run": self.skipped,
             "repros_not_run": self.repros_not_run,
             "regressions": [f.to_json() for f in self.findings],
+            "slowdowns": [s.to_json() for s in self.slowdowns],
             "newest_on_index": self.newest,
             "up_to": self.up_to,
             "advanced_to": self.advanced_to,
@@ -160,6 +168,9 @@ class NightNews:
                 f"  bisect {bisect.data['repro']} {bisect.data['form']} {bisect.data['fix']}: {t}"
                 for t in _transitions(bisect)
             ]
+        for slowdown in self.slowdowns:
+            verdict = "SLOWER" if slowdown.confirmed else "cleared by its timing search"
+            lines.append(f"  {verdict}: deepspeed {slowdown.release} {slowdown.title_words()}")
         lines.append(f"{self.runs_executed} runs executed, {self.runs_reused} reused from records.")
         if self.advanced_to:
             lines.append(f"The baseline is now deepspeed {self.advanced_to}.")
@@ -181,6 +192,11 @@ def title_of(news: NightNews) -> str:
         pr = culprit.get("pull_request") if culprit else None
         named += f" (#{str(pr).rpartition('#')[2]})" if pr else ""
         return f"Nightly {where}: deepspeed {ran} regressed {regressions} run(s) that passed on {news.baseline}{named}"
+    confirmed = news.confirmed_slowdowns()
+    if confirmed:
+        return f"Nightly {where}: deepspeed {ran} slower than {news.baseline}: {confirmed[0].title_words()}" + (
+            f" and {len(confirmed) - 1} more" if len(confirmed) > 1 else ""
+        )
     slower = f"; {news.slower()} run(s) slower" if news.slower() else ""
     changed = news.outcome_changes()
     if changed:
@@ -197,6 +213,21 @@ def _transitions(bisect: Bisect) -> list[str]:
             f"{after['outcome']} {after.get('signature_id') or ''}".replace("  ", " ").strip()
         )
     return out or ["no transition inside the range (the change did not reproduce on re-run: flaky?)"]
+
+
+def _slowdown_lines(slowdowns: list[Slowdown]) -> list[str]:
+    """Each flagged run's timing search: its section when it found a slowdown, one line when it cleared it."""
+    lines = [line for s in slowdowns if s.confirmed for line in [s.markdown(), ""]]
+    cleared = [s for s in slowdowns if not s.confirmed]
+    if cleared:
+        lines += [
+            "Flagged slower by one run each, then cleared by a timing search run here (not slower beyond the "
+            "threshold with confidence):",
+            "",
+        ]
+        lines += [md_safe(f"- deepspeed {s.release}: {s.title_words()} ({s.search.path.name})") for s in cleared]
+        lines.append("")
+    return lines
 
 
 def _cell_row(frame: pd.DataFrame, release: str, repro: str, form: str, fix: str) -> pd.Series[Any] | None:
@@ -285,6 +316,7 @@ def issue_body(news: NightNews, report: ReportData | None, *, limit: int = GITHU
         lines += ["### What changed", "", *_table(first, news.baseline), ""]
     for finding in news.findings:  # with a clone: the pull request, a minimized script, the fixes that pass
         lines += finding_lines(finding)
+    lines += _slowdown_lines(news.slowdowns)
     if news.bisects:
         lines += ["### Bisection (every transition between the baseline and the release)", ""]
         for bisect in news.bisects:

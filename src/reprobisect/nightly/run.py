@@ -10,9 +10,11 @@ One night:
    second night, a resumed night and the bisection reuse every identical run.
 4. Compare each release with the baseline on (repro, form, fix), the cell's other pins being equal.
 5. Where an outcome changed, bisect between the baseline and that release (``--all-transitions``), so the
-   report names the first release with each change even when several came out at once.
+   report names the first release with each change even when several came out at once. With ``--slower-than``,
+   a run whose step is slower beyond the threshold is searched on timings the same way (nightly/slowdowns.py).
 6. Write the report, an issue-ready Markdown body (``nightly.md``) and ``nightly.json``; advance the
-   baseline to the newest release run; exit 1 when a run that passed on the baseline no longer passes.
+   baseline to the newest release run; exit 1 when a run that passed on the baseline no longer passes (or,
+   with ``--slower-than``, is slower with confidence).
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
 from reprobisect.errors import FAIL_EXIT, ConfigError
 from reprobisect.model.record import Record
+from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.model.store import Store
 from reprobisect.model.verdict import Verdict
 from reprobisect.nightly.issue_text import NightNews, issue_body, title_of
 from reprobisect.nightly.regressions import masked, regressed_keys
 from reprobisect.nightly.release_follow_up import release_findings
+from reprobisect.nightly.slowdowns import flagged_slower, night_slowdowns
 from reprobisect.nightly.state import (
     NightlyState,
     baseline_records,
@@ -91,6 +95,7 @@ class NightlyRequest:
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
     executor: MatrixExecutor | None = None  # where the slice and the bisections run (run/executor.py); None: here
     not_run: tuple[str, ...] = ()  # repros asked for that this machine cannot run, each with why (corpus entries)
+    slowdown: SlowdownRule | None = None  # --slower-than: a run slower with confidence is a regression too
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -159,7 +164,9 @@ class Night:
             for r in records
         ]
 
-    def bisect(self, key: Key, good: str, bad: str) -> Bisect:
+    def bisect(self, key: Key, good: str, bad: str, *, slowdown: SlowdownRule | None = None) -> Bisect:
+        """Every transition of ``key`` between two releases; with ``slowdown`` a timing search, its runs made again
+        one at a time (the slice's runs, made beside others, only screened)."""
         repro, _, form, fix = key
         request = BisectRequest(
             repro=repro,
@@ -173,8 +180,11 @@ class Night:
             pins=self.slice["axes"],
             timeout=self.request.timeout,
             executor=self.request.executor,
+            slowdown=slowdown,
+            fresh=slowdown is not None,
         )
-        self.echo(f"\n== bisect {repro} {form} {fix}: deepspeed {good} .. {bad} ==")
+        what = "timing search" if slowdown else "bisect"
+        self.echo(f"\n== {what} {repro} {form} {fix}: deepspeed {good} .. {bad} ==")
         _, report, path = run_bisect(self.config, request, self.ctx)
         return Bisect(path=path, data=report)
 
@@ -317,7 +327,7 @@ def run_nightly(
     for target in targets:
         runs[target.name] = night.run_slice(target)
         current = masked(records_frame(night.loaded(runs[target.name])))
-        comparisons[target.name] = compare(current, base_frame)
+        comparisons[target.name] = compare(current, base_frame, threshold=_screen(request.slowdown))
         regressed[target.name] = regressed_keys(base_frame, current)
         if request.git is not None:  # what a follow-up calls each regression's state
             labels[target.name] = verdicts(current)
@@ -329,6 +339,10 @@ def run_nightly(
         regressed=regressed,
     )
     bisects = _bisects(night, news, targets, baseline)
+    if request.slowdown is not None:
+        flagged = flagged_slower({t.name: comparisons[t.name] for t in targets if t.kind == "release"})
+        slowdowns = night_slowdowns(night, flagged, baseline, request.slowdown, limit=request.max_bisects)
+        news = dataclasses.replace(news, slowdowns=slowdowns)
     findings = (
         release_findings(night, bisects, regressed, runs, (verdicts(base_frame), labels)) if request.git else []
     )  # with a clone: each regression's commit and pull request, a minimized script, the fixes that pass
@@ -353,6 +367,11 @@ def run_nightly(
     if advance:
         after = dataclasses.replace(after, baseline=newest.name, since=news.at)
     return _close(night, news, report, after, runs[newest.name] if advance else None)
+
+
+def _screen(rule: SlowdownRule | None) -> float:
+    """The ratio of medians above which the comparison flags a run as slower: the rule's limit, else 10 %."""
+    return 1.10 if rule is None else 1 + rule.threshold
 
 
 def _bisects(night: Night, news: NightNews, targets: Sequence[Target], baseline: str) -> list[Bisect]:

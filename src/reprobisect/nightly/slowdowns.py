@@ -1,0 +1,128 @@
+"""A night's slowdowns (``nightly --slower-than PERCENT``): a run slower than on the baseline beyond the threshold,
+with confidence, is a regression like a failure.
+
+Tonight's runs and the baseline's were made on different nights, perhaps on different runners, once each: their
+step times screen, they do not judge. The comparison flags a key whose median step is beyond the threshold
+(report/compare.py's ``timing-regression``, its limit set to the rule's); each flagged key is then searched as
+``bisect --slower-than --all-transitions`` between the baseline and the release (bisect/timed.py): both ends and
+every release between run again here, one at a time, repeated until the bootstrap interval is clear of the limit.
+Only a release that search calls slower is a regression; with a clone, the commit and pull request behind it are
+searched the same way (bisect/culprits.py). A key the screen flags and the search clears is said as cleared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from reprobisect.bisect.culprits import find_culprits
+from reprobisect.bisect.probes import BisectRequest
+from reprobisect.bisect.slowdown_answer import slowdown_markdown, slower_ranges
+from reprobisect.model.slowdown import SlowdownRule
+from reprobisect.nightly.follow_up import repro_source
+from reprobisect.report.compare import Comparison
+from reprobisect.report.frame import Bisect
+from reprobisect.report.verdicts import Key
+
+__all__ = ["Slowdown", "flagged_slower", "night_slowdowns"]
+
+
+class _Night(Protocol):  # nightly/run.py's Night, as far as a slowdown needs it
+    config: Any
+    request: Any
+    ctx: Any
+    slice: dict[str, Any]
+
+    def bisect(self, key: Key, good: str, bad: str, *, slowdown: SlowdownRule | None = None) -> Bisect: ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Slowdown:
+    """One flagged key and what the timing search between the baseline and its release said."""
+
+    key: Key
+    release: str
+    search: Bisect
+    culprits: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def confirmed(self) -> bool:
+        """The release (or one between) is slower than the baseline beyond the threshold, with confidence."""
+        return bool(slower_ranges(self.search.data))
+
+    def title_words(self) -> str:
+        """``script-x cpu-deepspeed step ×8.41`` and, when found, `` since 311674ffa41b (#7780)``."""
+        probes = {str(p.get("version")): p for p in self.search.data.get("probes", []) if isinstance(p, dict)}
+        ratio = (probes.get(self.release, {}).get("timing") or {}).get("ratio")
+        words = f"{self.key[0]} {self.key[2]} {self.search.data.get('slowdown', {}).get('metric', 'step')}"
+        words += f" ×{ratio:.2f}" if isinstance(ratio, (int, float)) else ""
+        commit = next((c["commit"] for c in self.culprits if c.get("commit") and c.get("kind") == "introduced"), None)
+        if commit:
+            pr = commit.get("pull_request")
+            words += f" since {commit['sha'][:12]}" + (f" (#{str(pr).rpartition('#')[2]})" if pr else "")
+        return words
+
+    def markdown(self) -> str:
+        """The issue's section for it: the slower ranges, the change at each end, the timing table."""
+        return slowdown_markdown(self.search.data, self.culprits, name=self.search.path.name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "repro": self.key[0],
+            "form": self.key[2],
+            "fix": self.key[3],
+            "release": self.release,
+            "confirmed": self.confirmed,
+            "slower": slower_ranges(self.search.data),
+            "file": self.search.path.name,
+            "culprits": list(self.culprits),
+        }
+
+
+def flagged_slower(comparisons: Mapping[str, Comparison]) -> list[tuple[Key, str]]:
+    """Each key the comparisons flag as slower, with the newest release it was flagged in (oldest first)."""
+    newest: dict[Key, str] = {}
+    for release, comparison in comparisons.items():
+        rows = comparison.changes[comparison.changes["kind"] == "timing-regression"]
+        for row in rows.to_dict("records"):
+            newest[(row["repro"], row["cell"], row["form"], row["fix"])] = release
+    return sorted(newest.items())
+
+
+def night_slowdowns(
+    night: _Night, flagged: Sequence[tuple[Key, str]], baseline: str, rule: SlowdownRule, *, limit: int
+) -> list[Slowdown]:
+    """The timing search of each flagged key (at most ``limit``), and with the night's clone its culprits."""
+    found = []
+    for key, release in flagged[:limit]:
+        search = night.bisect(key, baseline, release, slowdown=rule)
+        slowdown = Slowdown(key=key, release=release, search=search)
+        if night.request.git is not None and slowdown.confirmed:
+            slowdown = dataclasses.replace(slowdown, culprits=tuple(_culprits(night, slowdown, rule)))
+        found.append(slowdown)
+    return found
+
+
+def _culprits(night: _Night, slowdown: Slowdown, rule: SlowdownRule) -> list[dict[str, Any]]:
+    """The commit behind each change of the timing search, between the releases' tags in the night's clone."""
+    data, (repro, _, form, fix) = slowdown.search.data, slowdown.key
+    request = BisectRequest(
+        repro=repro,
+        axis=str(data["axis"]),
+        good=str(data["range"]["good"]),
+        bad=str(data["range"]["bad"]),
+        backend=night.request.backend,
+        form=form,
+        fix=fix,
+        all_transitions=True,
+        pins=night.slice["axes"],
+        timeout=night.request.timeout,
+        confinement=night.request.confinement,
+        executor=night.request.executor,
+        slowdown=rule,
+    )
+    source = repro_source(night.config, repro, form)
+    return find_culprits(
+        night.config, request, data["transitions"], clone=night.request.git, ctx=night.ctx, form=form, source=source
+    )

@@ -1,0 +1,153 @@
+"""``nightly --slower-than``: a run the night's comparison flags as slower is searched on timings between the
+baseline and its release (runs made again, alone); a confirmed slowdown is a regression (exit 1, the title, the
+issue's section, with a clone the commit and pull request), a cleared one is said as cleared."""
+
+from __future__ import annotations
+
+import argparse
+import types
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from reprobisect.commands import nightly as command
+from reprobisect.errors import ConfigError
+from reprobisect.model.slowdown import SlowdownRule
+from reprobisect.nightly import run as night_run
+from reprobisect.nightly import slowdowns
+from reprobisect.nightly.issue_text import NightNews, issue_body, title_of
+from reprobisect.nightly.regressions import masked
+from reprobisect.report.compare import compare
+from reprobisect.report.frame import Bisect
+from tests.unit.test_nightly import _night
+from tests.unit.test_slowdown_bisect import _bisect
+
+RULE = SlowdownRule(threshold=0.5)
+KEY = ("gan", "torch-2.13.0+cpu_lightning-2.6.6", "cpu-deepspeed", "none")
+
+
+def _frames(before_ms: float, after_ms: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    before = masked(_night([("none", "PASS", "", "2.6.6")], "0.18.3")).assign(step_ms=[[before_ms] * 4])
+    after = masked(_night([("none", "PASS", "", "2.6.6")], "0.18.9")).assign(step_ms=[[after_ms] * 4])
+    return before, after
+
+
+def test_the_screen_flags_runs_beyond_the_rules_limit_only() -> None:
+    before, after = _frames(30.0, 40.0)  # ×1.33: slower than the default 10 %, not than 50 %
+    assert slowdowns.flagged_slower({"0.18.9": compare(after, before, threshold=night_run._screen(None))})
+    assert not slowdowns.flagged_slower({"0.18.9": compare(after, before, threshold=night_run._screen(RULE))})
+    before, after = _frames(30.0, 90.0)
+    [(key, release)] = slowdowns.flagged_slower({"0.18.9": compare(after, before, threshold=night_run._screen(RULE))})
+    assert key[0] == "gan" and key[2:] == ("cpu-deepspeed", "none") and release == "0.18.9"
+
+
+class _FakeNight:
+    def __init__(self, report: dict[str, Any], tmp_path: Path, git: Path | None = None) -> None:
+        self.report, self.config, self.ctx = report, None, None
+        self.request = types.SimpleNamespace(git=git, backend="cpu", timeout=None, confinement=None, executor=None)
+        self.slice = {"axes": {"torch": "system"}}
+        self.path = tmp_path / "bisect-gan-timing.json"
+        self.asked: list[tuple[Any, ...]] = []
+
+    def bisect(self, key: Any, good: str, bad: str, *, slowdown: SlowdownRule | None = None) -> Bisect:
+        self.asked.append((key, good, bad, slowdown))
+        return Bisect(path=self.path, data=self.report)
+
+
+def _news(found: list[slowdowns.Slowdown]) -> NightNews:
+    return NightNews(at="t", backend="cpu", baseline="0.18.3", since=None, ran=["0.18.9"], slowdowns=found)
+
+
+def test_a_confirmed_slowdown_is_a_regression_with_its_section(monkeypatch, tmp_path) -> None:
+    _, report, _ = _bisect(monkeypatch, tmp_path, {"0.18.7": 3.0, "0.18.8": 3.0, "0.18.9": 3.0}, all_transitions=True)
+    night = _FakeNight(report, tmp_path)
+    [found] = slowdowns.night_slowdowns(night, [(KEY, "0.18.9")], "0.18.3", RULE, limit=3)
+    assert night.asked == [(KEY, "0.18.3", "0.18.9", RULE)]
+    news = _news([found])
+    assert found.confirmed and news.is_regression
+    assert title_of(news).startswith("Nightly (cpu): deepspeed 0.18.9 slower than 0.18.3: gan cpu-deepspeed step ×")
+    body = issue_body(news, None)
+    assert (
+        "### Slower: gan (cpu-deepspeed) across deepspeed" in body and "**slower: deepspeed 0.18.7 … 0.18.9**" in body
+    )
+    assert news.summary()["slowdowns"][0]["slower"] == [["0.18.7", "0.18.8", "0.18.9"]]
+
+
+def test_a_flagged_run_the_search_clears_is_no_regression(monkeypatch, tmp_path) -> None:
+    _, report, _ = _bisect(monkeypatch, tmp_path, {}, all_transitions=True)
+    [found] = slowdowns.night_slowdowns(_FakeNight(report, tmp_path), [(KEY, "0.18.9")], "0.18.3", RULE, limit=3)
+    news = _news([found])
+    assert not found.confirmed and not news.is_regression
+    assert "cleared by a timing search run here" in issue_body(news, None)
+    assert "cleared by its timing search" in news.terminal_summary()
+
+
+def test_with_a_clone_the_title_names_the_pull_request(monkeypatch, tmp_path) -> None:
+    _, report, _ = _bisect(monkeypatch, tmp_path, {"0.18.7": 3.0, "0.18.8": 3.0, "0.18.9": 3.0}, all_transitions=True)
+    seen: list[Any] = []
+
+    def fake_culprits(config: Any, request: Any, transitions: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        seen.append(request)
+        sha = "311674ffa41b" * 3
+        commit = {"sha": sha, "subject": "count hooks", "pull_request": "deepspeedai/DeepSpeed#7780"}
+        return [{"last": "0.18.6", "first": "0.18.7", "kind": "introduced", "commit": commit}]
+
+    monkeypatch.setattr(slowdowns, "find_culprits", fake_culprits)
+    monkeypatch.setattr(slowdowns, "repro_source", lambda config, repro, form: ["--repro", repro])
+    night = _FakeNight(report, tmp_path, git=tmp_path / "clone")
+    [found] = slowdowns.night_slowdowns(night, [(KEY, "0.18.9")], "0.18.3", RULE, limit=3)
+    [request] = seen
+    assert request.slowdown == RULE and request.all_transitions and (request.good, request.bad) == ("0.18.3", "0.18.9")
+    assert title_of(_news([found])).endswith("since 311674ffa41b (#7780)")
+    assert "came between 0.18.6 and 0.18.7: **by `311674ffa41b`** count hooks" in issue_body(_news([found]), None)
+
+
+def test_no_more_searches_than_max_bisects(tmp_path) -> None:
+    night = _FakeNight({"transitions": [], "probes": []}, tmp_path)
+    flagged = [((f"r{i}", "c", "f", "none"), "0.18.9") for i in range(5)]
+    assert len(slowdowns.night_slowdowns(night, flagged, "0.18.3", RULE, limit=2)) == 2
+
+
+def test_the_nights_timing_search_runs_everything_again_alone(monkeypatch) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr(
+        night_run, "run_bisect", lambda config, request, ctx: seen.append(request) or (None, {}, Path("b"))
+    )
+    night = types.SimpleNamespace(
+        config=None, ctx=None, echo=lambda _: None, slice={"axes": {}}, request=night_run.NightlyRequest(state=Path("s"), out=Path("o"), jobs=8)
+    )  # fmt: skip
+    night_run.Night.bisect(night, KEY, "0.18.3", "0.18.9", slowdown=RULE)
+    night_run.Night.bisect(night, KEY, "0.18.3", "0.18.9")
+    timed, plain = seen
+    assert timed.slowdown == RULE and timed.fresh and timed.jobs == 1 and timed.all_transitions
+    assert plain.slowdown is None and not plain.fresh
+
+
+def _args(*extra: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    command.setup_arguments(parser.add_subparsers())
+    return parser.parse_args(["nightly", *extra])
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--slower-than", "20", "--git", "c"], "goes with the release track"),
+        (["--slower-than", "20", "--git", "c", "--track", "main"], "goes with the release track"),
+    ],
+)
+def test_a_timing_night_on_the_main_track_is_refused(extra: list[str], words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        command._check_options(_args(*extra))
+
+
+def test_a_timing_night_on_the_release_track_is_accepted() -> None:
+    command._check_options(_args("--slower-than", "20", "--git", "c", "--track", "releases", "--jobs", "4"))
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "nan"])
+def test_an_impossible_threshold_names_the_flag(value: str) -> None:
+    with pytest.raises(ConfigError, match="--slower-than"):
+        command.timing_rule(_args("--slower-than", value))
