@@ -34,9 +34,16 @@ SCRIPT = ROOT / "tests" / "resources" / "scripts" / "slowdown" / "zero2_many_par
 RELEASES = ["0.18.4", "0.18.5", "0.18.6", "0.18.7"]
 
 
-def _bisect(*args: str, out: Path, envs: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "reprobisect", "bisect", "--script", str(SCRIPT), "--instruments"]
-    cmd += ["--env", "OMP_NUM_THREADS=1", "--axis", "deepspeed", *args, "--max-repeats", "6", "--backend", "cpu"]
+@pytest.fixture(scope="module")
+def shared_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One records folder for the bisection and the triage over the same releases: either reuses the other's runs."""
+    return tmp_path_factory.mktemp("slowdown") / "reports"
+
+
+def _bisect(*args: str, out: Path, envs: Path, command: str = "bisect") -> subprocess.CompletedProcess[str]:
+    target = ["--script", str(SCRIPT), "--axis", "deepspeed"] if command == "bisect" else [str(SCRIPT)]
+    cmd = [sys.executable, "-m", "reprobisect", command, *target, "--instruments"]
+    cmd += ["--env", "OMP_NUM_THREADS=1", *args, "--max-repeats", "6", "--backend", "cpu"]
     cmd += ["--lightning", "2.6.6", "--out", str(out), "--envs", str(envs), "--base-python", base_python()]
     cmd += ["--config", str(ROOT / "matrix.yaml"), "--", "--steps", "15"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, check=False)
@@ -45,11 +52,11 @@ def _bisect(*args: str, out: Path, envs: Path) -> subprocess.CompletedProcess[st
 
 
 def test_the_release_that_made_zero2_slower_and_the_one_that_mended_it(
-    tmp_path: Path,
+    shared_out: Path,
     envs_dir: Path,  # noqa: F811
 ) -> None:
     """Measured: 6 min 9 s with cold cells and op cache on 2 shared cores (load 6-8), 70 s warm."""
-    out = tmp_path / "reports"
+    out = shared_out
     done = _bisect(
         "--good", RELEASES[0], "--bad", RELEASES[-1], "--all-transitions", "--slower-than", "50", out=out, envs=envs_dir
     )
@@ -70,6 +77,20 @@ def test_the_release_that_made_zero2_slower_and_the_one_that_mended_it(
     assert "Timing: step, slower = ratio above ×1.500" in done.stdout
 
 
+def test_triage_says_which_releases_got_slower(shared_out: Path, envs_dir: Path) -> None:  # noqa: F811
+    """``triage --slower-than`` over the same releases: the sweep, then the timing search over all four; its runs
+    are the bisection's when that test ran first (one records folder), else the bisection reuses these."""
+    done = _bisect(
+        "--deepspeed", ">=0.18.4,<=0.18.7", "--slower-than", "50", out=shared_out, envs=envs_dir, command="triage"
+    )
+    summary = (shared_out / "summary-script-zero2_many_params.md").read_text()
+    assert "### Slower: script-zero2_many_params (cpu-deepspeed) across deepspeed" in summary, done.stdout[-3000:]
+    assert "**slower: deepspeed 0.18.5 … 0.18.6** (step ×" in summary and "against 0.18.4" in summary
+    assert "came between 0.18.4 and 0.18.5: the commit: add --git CLONE" in summary
+    assert "| 0.18.5 | slower |" in summary and "| 0.18.7 | slower |" not in summary
+    assert "Not affected: none of the 4 releases 0.18.4 … 0.18.7 fails." in summary  # outcomes: all pass
+
+
 @pytest.mark.scheduled  # 5.5 minutes on two loaded cores (sdists, a history, a timing search over its commits)
 def test_the_file_of_the_pull_request_that_made_it_slower(
     tmp_path: Path,
@@ -88,3 +109,16 @@ def test_the_file_of_the_pull_request_that_made_it_slower(
     [came] = json.loads(path.read_text())["transitions"]
     assert came["first"] == history.sha_of("deepspeed/runtime/zero/stage_1_and_2.py")[:12], done.stdout[-3000:]
     assert came["skipped_between"] == [] and came["to"]["timing"]["low"] > 2
+
+
+@pytest.mark.scheduled  # about 6 minutes: the releases, then the same commit search as above, through triage
+def test_triage_names_the_commit_that_made_it_slower(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
+    history = build_history(tmp_path / "history", "deepspeed", "0.18.4", "0.18.5", base_python())
+    out = tmp_path / "reports"
+    done = _bisect(
+        "--deepspeed", ">=0.18.4,<=0.18.5", "--slower-than", "100", "--git", str(history.repo),
+        out=out, envs=envs_dir, command="triage",
+    )  # fmt: skip
+    summary = (out / "summary-script-zero2_many_params.md").read_text()
+    sha = history.sha_of("deepspeed/runtime/zero/stage_1_and_2.py")[:12]
+    assert f"came between 0.18.4 and 0.18.5: **by `{sha}`**" in summary, done.stdout[-3000:]

@@ -234,3 +234,36 @@ def test_two_jobs_racing_for_one_cell_build_it_once(
     built = [job.result() for job in jobs]
     print(f"\ntwo jobs raced for one cell: {sum(built)} build(s)")
     assert sorted(built) == [False, True]
+
+
+SLOWDOWN = ROOT / "tests" / "resources" / "scripts" / "slowdown" / "zero2_many_params.py"
+
+
+def test_a_timing_search_runs_its_repeats_as_jobs_alike(
+    tmp_path: Path,
+    envs_dir: Path,  # noqa: F811
+    cluster: Cluster,
+) -> None:
+    """``bisect --slower-than`` through Slurm (issue #38): each version's runs one job (a cell's repeats run one
+    after another inside its job; a later repeat is another job), one version at a time, the records saying how
+    each ran, and the search finding DeepSpeed 0.18.5's slower ZeRO-2 step (PR #7780; see
+    tests/integration/test_slowdown_real.py) with every run alike."""
+    out = tmp_path / "timed"
+    cmd = [sys.executable, "-m", "reprobisect", "bisect", "--script", str(SLOWDOWN), "--instruments"]
+    cmd += ["--env", "OMP_NUM_THREADS=1", "--axis", "deepspeed", "--good", "0.18.4", "--bad", "0.18.5"]
+    cmd += ["--slower-than", "50", "--max-repeats", "4", "--backend", "cpu", "--lightning", "2.6.6"]
+    cmd += ["--executor", "slurm", "--out", str(out), "--envs", str(envs_dir), "--base-python", base_python()]
+    cmd += ["--config", str(ROOT / "matrix.yaml"), "--", "--steps", "15"]
+    done, seconds = _run(cmd, cluster, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    [path] = out.glob("bisect-*-0.18.4-0.18.5-first-bad.json")
+    report = json.loads(path.read_text())
+    [came] = report["transitions"]
+    assert (came["last"], came["first"]) == ("0.18.4", "0.18.5") and came["to"]["slower"] is True
+    assert report["comparable"] is True, report["unlike"]
+    jobs = [p for p in (out / "slurm").iterdir() if not p.name.startswith(".")]
+    assert len(jobs) >= 2, sorted(p.name for p in jobs)  # each version's runs at least one job
+    runs = [p for p in (out / "records").rglob("*.json")]
+    assert len(runs) >= 2 * 3, runs  # three runs of each version at least
+    print(f"\ntiming search through Slurm: {len(jobs)} jobs in {seconds:.0f} s")
+    assert _jobs(cluster) == []

@@ -102,7 +102,7 @@ def triage_answers(args: argparse.Namespace, *, rerun: str) -> list[tuple[Answer
     hint = "" if args.git is not None or args.culprits else _HINT
     sections = [answer_markdown(a, c, rerun=rerun, culprit_hint=hint) for a, c in found]
     if rule is not None:
-        sections += [_slowdown_section(config, answer, rule, args, hint) for answer, _ in found]
+        sections += [_slowdown_section(config, answer, rule, args, (hint, rerun)) for answer, _ in found]
     sections += sections_under([args.out], names=made)  # a minimization of this script, made before
     if sections:
         text = "\n".join(sections)
@@ -157,8 +157,11 @@ def _answer_request(answer: Answer, args: argparse.Namespace) -> BisectRequest:
     )
 
 
-def _slowdown_section(config: Config, answer: Answer, rule: SlowdownRule, args: argparse.Namespace, hint: str) -> str:
-    """A timing search over every release of one form's answer against the first, its culprits, as a section."""
+def _slowdown_section(
+    config: Config, answer: Answer, rule: SlowdownRule, args: argparse.Namespace, words: tuple[str, str]
+) -> str:
+    """A timing search over every release of one form's answer against the first, its culprits, as a section
+    (``words``: the hint where no clone was given, the command that re-runs the triage)."""
     request = dataclasses.replace(
         _answer_request(answer, args),
         all_transitions=True,
@@ -173,4 +176,4 @@ def _slowdown_section(config: Config, answer: Answer, rule: SlowdownRule, args: 
     if culprits:
         report["culprits"] = culprits
         write_atomic(path, json.dumps(report, indent=2), what="the timing search's result")
-    return slowdown_markdown(report, culprits, name=path.name, hint=hint)
+    return slowdown_markdown(report, culprits, name=path.name, hint=words[0], rerun=words[1])
