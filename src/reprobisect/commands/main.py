@@ -69,7 +69,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         subparsers.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     if script_args and not hasattr(args, "script_args"):
         subparsers.choices[args.command].error(
-            f"arguments after '--' ({' '.join(script_args)}) go to a script: triage, matrix --script, bisect --script"
+            f"arguments after '--' ({' '.join(script_args)}) go to a script: triage, matrix --script, "
+            "bisect --script, nightly --script"
         )
     if hasattr(args, "script_args"):
         args.script_args = tuple(script_args)

@@ -84,7 +84,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
             "deepspeed": "a release (instead of the new ones) or a git ref of DeepSpeed such as main (a VCS cell)"
         },
     )
-    parser.set_defaults(run=run_from_args, out=Path("reports/nightly/latest"))
+    parser.set_defaults(run=run_from_args, out=Path("reports/nightly/latest"), script_args=())
 
 
 def _add_clone_options(parser: argparse.ArgumentParser) -> None:
