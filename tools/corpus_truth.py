@@ -13,6 +13,10 @@ status, the last traceback's exception line (or the last line printed), the seco
 package from a commit of a clone (``git archive``, ``DS_BUILD_OPS=0``, ``--no-build-isolation``) instead: the check
 of an introducing or fixing pull request at its commit and at its parent.
 
+A performance entry (``[slowdown]`` in truth.toml) is run ``repeats`` times a release or commit, with the
+harness's ``repros/instruments.py`` beside the script (a helper that prints one ``@@repro`` line a step, nothing
+more); each run's median step (its first tenth, at least one step, left out as warm-up) goes to ``step_ms``.
+
 It rewrites only the part of truth.toml below the marker line (``[runs]`` and ``[commits]``, merged with what is
 there), and packs every log into ``truth-logs.tar.xz`` beside it (members replaced by name, fixed mtimes).
 """
@@ -169,11 +173,37 @@ def _export(clone: Path, sha: str, dest: Path) -> None:
         raise SystemExit(f"could not check out {sha} of {clone}: {done.stderr[-1000:]}")
 
 
+INSTRUMENTS = Path(__file__).resolve().parents[1] / "repros" / "instruments.py"
+STEP_MARK = "@@repro "
+
+
+def median_step_ms(log: str) -> float | None:
+    """The median of a run's completed steps after its warm-up (the first tenth, at least one), in milliseconds."""
+    steps = []
+    for line in log.splitlines():
+        if not line.startswith(STEP_MARK):
+            continue
+        with contextlib.suppress(ValueError):
+            event = json.loads(line[len(STEP_MARK) :])
+            if isinstance(event, dict) and event.get("event") == "step" and event.get("ok") is True:
+                seconds = event.get("seconds")
+                if isinstance(seconds, (int, float)) and 0 < seconds < 1e6:
+                    steps.append(float(seconds))
+    kept = sorted(steps[max(1, -(-len(steps) // 10)) :])
+    if not kept:
+        return None
+    middle = len(kept) // 2
+    median = kept[middle] if len(kept) % 2 else (kept[middle - 1] + kept[middle]) / 2
+    return round(median * 1000, 4)
+
+
 def run_issue(python: Path, entry: Path, truth: dict, ext: Path) -> tuple[int, str, float, str]:  # type: ignore[type-arg]
     """Run the entry's script as a user would; (status, last line, seconds, log)."""
     scratch = python.parent.parent / "scratch"
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.copytree(entry, scratch, ignore=shutil.ignore_patterns(LOGS, "truth.toml", "__pycache__"))
+    if "slowdown" in truth:  # a performance entry's steps are timed by the instruments' step events
+        shutil.copy(INSTRUMENTS, scratch / "instruments.py")
     env = {k: v for k, v in os.environ.items() if k in _PASSED_ENV}
     env |= {"TORCH_EXTENSIONS_DIR": str(ext), "PYTHONUNBUFFERED": "1", "VIRTUAL_ENV": str(python.parent.parent)}
     if truth.get("backend", "cpu") == "cpu":
@@ -203,6 +233,8 @@ def _table(name: str, rows: dict[str, dict]) -> list[str]:  # type: ignore[type-
         row = rows[key]
         cells = [f"exit = {int(row['exit'])}", f"last_line = {_toml_string(row['last_line'])}"]
         cells.append(f"seconds = {float(row['seconds'])}")
+        if row.get("step_ms"):
+            cells.append(f"step_ms = [{', '.join(str(float(v)) for v in row['step_ms'])}]")
         if row.get("version"):
             cells.insert(0, f"version = {_toml_string(row['version'])}")
         lines.append(f"{_toml_string(key)} = {{ {', '.join(cells)} }}")
@@ -291,15 +323,33 @@ def measure(args: argparse.Namespace) -> int:
         # so a release whose op differs builds its own and one whose op is the same reuses it (25-60 s saved a run)
         ext = work / "ext" / truth["package"]
         ext.mkdir(parents=True, exist_ok=True)
-        status, line, seconds, log = run_issue(python, entry, truth, ext)
-        row = {"exit": status, "last_line": line, "seconds": seconds, "version": version}
-        (runs if kind == "release" else commits)[key] = row
-        logs[f"{kind}-{key}.log"] = f"{install}\n$ python {truth.get('script', 'issue.py')}\n{log}\nexit {status}\n"
-        print(f"{kind} {key:>12}  exit {status:>3}  {seconds:>7.1f} s  {line}", flush=True)
+        row, log = _runs(python, entry, truth, ext)
+        (runs if kind == "release" else commits)[key] = {**row, "version": version}
+        logs[f"{kind}-{key}.log"] = f"{install}\n{log}"
+        timed = f"  step ms {row['step_ms']}" if row.get("step_ms") else ""
+        print(
+            f"{kind} {key:>12}  exit {row['exit']:>3}  {row['seconds']:>7.1f} s  {row['last_line']}{timed}", flush=True
+        )
         write_measured(truth_file, runs if kind == "release" else {}, commits if kind == "commit" else {})
         with _locked(truth_file):
             pack_logs(entry, logs)
     return 0
+
+
+def _runs(python: Path, entry: Path, truth: dict, ext: Path) -> tuple[dict, str]:  # type: ignore[type-arg]
+    """One run (a performance entry: ``repeats`` runs, each one's median step); the row and the log of every run.
+    The row keeps the first failing run's exit and line, the runs' mean seconds."""
+    repeats = int(truth["slowdown"].get("repeats", 3)) if "slowdown" in truth else 1
+    rows, logs = [], []
+    for n in range(repeats):
+        status, line, seconds, log = run_issue(python, entry, truth, ext)
+        rows.append((status, line, seconds, median_step_ms(log) if "slowdown" in truth else None))
+        logs.append(f"$ python {truth.get('script', 'issue.py')}  # run {n + 1} of {repeats}\n{log}\nexit {status}\n")
+    status, line = next(((s, t) for s, t, _, _ in rows if s != 0), (0, ""))
+    row = {"exit": status, "last_line": line, "seconds": round(sum(r[2] for r in rows) / len(rows), 1)}
+    if "slowdown" in truth:
+        row["step_ms"] = [ms for *_, ms in rows if ms is not None]
+    return row, "".join(logs)
 
 
 def _ordered(runs: dict, truth: dict) -> dict:  # type: ignore[type-arg]

@@ -140,7 +140,8 @@ def test_the_timing_search_runs_every_release_of_the_answer_in_its_form(monkeypa
     monkeypatch.setattr(triage, "run_context", lambda args: types.SimpleNamespace())
     args = _args("--slower-than", "25", "--out", str(tmp_path))
     rule = SlowdownRule(threshold=0.25)
-    text = triage._slowdown_section(load_config(ROOT / "matrix.yaml"), _answer(), rule, args, ("", ""))
+    text, report, culprits = triage._timed(load_config(ROOT / "matrix.yaml"), _answer(), rule, args, ("", ""))
+    assert report is None and culprits == []
     [request] = seen
     assert (request.good, request.bad, request.form, request.axis) == ("0.18.3", "0.18.9", "cpu-deepspeed", "deepspeed")
     assert request.all_transitions and request.probe_all_up_to == len(RELEASES) and request.slowdown == rule

@@ -2,7 +2,8 @@
 
 Each entry of ``corpus/`` (an ``issue.py`` and its hand-measured ``truth.toml``, corpus/README.md) is put through
 the very command a maintainer runs — ``triage issue.py --PACKAGE R1,R2,… --git CLONE`` over the releases the truth
-was measured on, with the entry's pins — and the answer is scored against the truth (corpus/scoring.py). Entries
+was measured on, with the entry's pins (a performance entry adds ``--instruments --slower-than PERCENT`` and is
+scored on its timing search's slower ranges) — and the answer is scored against the truth (corpus/scoring.py). Entries
 this machine cannot run (a GPU entry on a CPU, more GPUs than it has) and entries whose truth is not measured yet
 are listed with why. The table goes to ``corpus.md`` and ``corpus.json``; any wrong row exits 1.
 """
@@ -15,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from reprobisect.bisect.slowdown_answer import slower_ranges
 from reprobisect.commands import triage
 from reprobisect.commands.options import Subparsers, add_common
 from reprobisect.corpus.entries import entry_folders, gpus_here, why_not_here
@@ -80,7 +82,9 @@ def _triage_argv(truth: Truth, args: argparse.Namespace) -> list[str]:
     argv = [str(truth.script), f"--{truth.package}", ",".join(truth.releases)]
     argv += [item for name, value in sorted(truth.pins.items()) for item in (f"--{name}", value)]
     argv += ["--backend", "cpu" if truth.backend == "cpu" else "cuda", "--timeout", str(truth.timeout)]
-    argv += ["--out", str(args.out / truth.name), "--jobs", str(args.jobs)]
+    argv += ["--out", str(args.out / truth.name), "--jobs", "1" if truth.slowdown else str(args.jobs)]
+    if truth.slowdown is not None:  # a performance entry: its steps timed, the answer a timing search's
+        argv += ["--instruments", "--slower-than", f"{truth.slowdown.threshold:g}", "--metric", truth.slowdown.metric]
     for name in _PASSED:
         value = getattr(args, name, None)
         if value is not None:
@@ -139,19 +143,25 @@ def run_entry(truth: Truth, args: argparse.Namespace) -> Row:
     print(f"\n== corpus entry {truth.name}: {rerun}", flush=True)
     start = time.monotonic()
     try:
-        answers = triage.triage_answers(_parse_triage(argv), rerun=rerun)
+        triaged = triage.triage_answers(_parse_triage(argv), rerun=rerun)
     except HarnessError as exc:
         return _failed_row(truth, f"harness error: {exc}", time.monotonic() - start)
     seconds = time.monotonic() - start
-    mine = [(a, c) for a, c in answers if a.axis == truth.package]
+    mine = [(a, c) for a, c in triaged.answers if a.axis == truth.package]
     if len(mine) != 1:
         return _failed_row(truth, f"{len(mine)} answers across {truth.package} (one expected)", seconds)
     answer, culprits = mine[0]
+    affected: list[list[str]] = answer.affected
+    if truth.slowdown is not None:  # a performance entry: the timing search's slower ranges and its commits
+        timed = [(report, c) for a, report, c in triaged.timed if a.axis == truth.package]
+        if len(timed) != 1 or timed[0][0] is None:
+            return _failed_row(truth, "no timing search answered (see the summary's 'Slower' section)", seconds)
+        affected, culprits = slower_ranges(timed[0][0]), timed[0][1]
     states = {r: (s.outcome, s.signature) for r, s in answer.states.items()}
     if args.no_culprits:
         culprits = [{"kind": k, "first": s.first, "last": s.last, "commit": None, "why": "not asked (--no-culprits)"}
                     for s in truth.affected for k in ("introduced", "fixed")]  # fmt: skip
-    found = Found(states=states, affected=answer.affected, culprits=culprits, seconds=seconds)
+    found = Found(states=states, affected=affected, culprits=culprits, seconds=seconds)
     return score(truth, found)
 
 

@@ -43,7 +43,16 @@ from reprobisect.minimize.sections import sections_under
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.util.files import write_atomic
 
-__all__ = ["run_from_args", "setup_arguments", "triage_answers"]
+__all__ = ["Triaged", "run_from_args", "setup_arguments", "triage_answers"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Triaged:
+    """What one triage answered: each form's outcome answer with the commits behind its changes, and with
+    ``--slower-than`` each form's timing search (its report, or None when it could not start) with its commits."""
+
+    answers: list[tuple[Answer, list[dict[str, Any]]]]
+    timed: list[tuple[Answer, dict[str, Any] | None, list[dict[str, Any]]]]
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -82,7 +91,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     return 0
 
 
-def triage_answers(args: argparse.Namespace, *, rerun: str) -> list[tuple[Answer, list[dict[str, Any]]]]:
+def triage_answers(args: argparse.Namespace, *, rerun: str) -> Triaged:
     """The work of ``triage``: run, print and write the summary with the answer sections; return each answer with
     the commits found behind its changes (``corpus`` scores them; ``rerun`` is the command that re-runs it)."""
     prepare(args)
@@ -101,14 +110,14 @@ def triage_answers(args: argparse.Namespace, *, rerun: str) -> list[tuple[Answer
     found = [(answer, _culprits(config, answer, args)) for answer in sweep_answers(records)]
     hint = "" if args.git is not None or args.culprits else _HINT
     sections = [answer_markdown(a, c, rerun=rerun, culprit_hint=hint) for a, c in found]
-    if rule is not None:
-        sections += [_slowdown_section(config, answer, rule, args, (hint, rerun)) for answer, _ in found]
+    timed = [(a, *_timed(config, a, rule, args, (hint, rerun))) for a, _ in found] if rule is not None else []
+    sections += [section for _, section, _, _ in timed]
     sections += sections_under([args.out], names=made)  # a minimization of this script, made before
     if sections:
         text = "\n".join(sections)
         print("\n" + text)
         write_atomic(summary, summary.read_text(encoding="utf-8") + "\n" + text, what="the summary")
-    return found
+    return Triaged(answers=found, timed=[(a, report, culprits) for a, _, report, culprits in timed])
 
 
 _HINT = "the commit: add --git CLONE (a clone of the package's repository) or --culprits"
@@ -157,11 +166,12 @@ def _answer_request(answer: Answer, args: argparse.Namespace) -> BisectRequest:
     )
 
 
-def _slowdown_section(
+def _timed(
     config: Config, answer: Answer, rule: SlowdownRule, args: argparse.Namespace, words: tuple[str, str]
-) -> str:
+) -> tuple[str, dict[str, Any] | None, list[dict[str, Any]]]:
     """A timing search over every release of one form's answer against the first, its culprits, as a section
-    (``words``: the hint where no clone was given, the command that re-runs the triage)."""
+    (``words``: the hint where no clone was given, the command that re-runs the triage); with its report (None
+    when the search could not start) and culprits."""
     request = dataclasses.replace(
         _answer_request(answer, args),
         all_transitions=True,
@@ -171,9 +181,9 @@ def _slowdown_section(
     try:
         _, report, path = run_bisect(config, request, run_context(args))
     except BisectInconclusiveError as exc:  # the first release cannot be timed: say so in the answer
-        return f"### Slower: {answer.repro} ({answer.form}) across {answer.axis}\n\nNot measured: {exc}\n"
+        return f"### Slower: {answer.repro} ({answer.form}) across {answer.axis}\n\nNot measured: {exc}\n", None, []
     culprits = _commits_behind(config, request, report["transitions"], args)
     if culprits:
         report["culprits"] = culprits
         write_atomic(path, json.dumps(report, indent=2), what="the timing search's result")
-    return slowdown_markdown(report, culprits, name=path.name, hint=words[0], rerun=words[1])
+    return slowdown_markdown(report, culprits, name=path.name, hint=words[0], rerun=words[1]), report, culprits

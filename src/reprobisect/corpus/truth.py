@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import itertools
 import re
+import statistics
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,7 +23,18 @@ from packaging.version import InvalidVersion, Version
 
 from reprobisect.errors import ConfigError
 
-__all__ = ["BACKENDS", "KINDS", "PACKAGES", "Change", "MeasuredRelease", "Span", "Truth", "load_truth", "parse_truth"]
+__all__ = [
+    "BACKENDS",
+    "KINDS",
+    "PACKAGES",
+    "Change",
+    "MeasuredRelease",
+    "SlowdownTruth",
+    "Span",
+    "Truth",
+    "load_truth",
+    "parse_truth",
+]
 
 MAX_TRUTH_BYTES = 1 << 20
 BACKENDS = ("cpu", "gpu", "gpus")
@@ -42,12 +54,14 @@ _SHA = re.compile(r"[0-9a-f]{7,40}")
 _TOP = {
     "schema": int, "title": str, "report": str, "reporter": str, "kinds": list, "package": str, "releases": list,
     "backend": str, "gpus": int, "precision": str, "seconds": (int, float), "timeout": int, "script": str,
-    "pins": dict, "affected": list, "runs": dict, "commits": dict, "notes": str,
+    "pins": dict, "affected": list, "runs": dict, "commits": dict, "notes": str, "slowdown": dict,
 }  # fmt: skip
 _REQUIRED = ("schema", "title", "report", "reporter", "kinds", "package", "releases", "backend", "precision")
 _SPAN = {"first": str, "last": str, "signature": str, "introduced": dict, "fixed": dict}
 _CHANGE = {"pr": str, "commit": str, "parent": str, "how": str}
-_RUN = {"exit": int, "last_line": str, "seconds": (int, float), "version": str}
+_RUN = {"exit": int, "last_line": str, "seconds": (int, float), "version": str, "step_ms": list}
+_SLOWDOWN = {"threshold": (int, float), "metric": str, "repeats": int}
+MARGIN = 1.2  # a performance truth's every ratio at least this factor away from its limit: no coin flips
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -73,12 +87,33 @@ class Span:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MeasuredRelease:
-    """One hand run of ``issue.py``: its exit status, its last traceback line, its seconds."""
+    """One hand run of ``issue.py`` (a performance entry: its repeats): exit status, last traceback line, seconds,
+    and for a performance entry each run's median step in milliseconds."""
 
     exit: int
     last_line: str
     seconds: float
     version: str = ""
+    step_ms: tuple[float, ...] = ()
+
+    @property
+    def median_ms(self) -> float:
+        """The median of the runs' median steps (0.0 when none was timed)."""
+        return float(statistics.median(self.step_ms)) if self.step_ms else 0.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SlowdownTruth:
+    """A performance entry's rule: a release is affected when its median step is more than ``threshold`` percent
+    above the first release's (the harness is asked ``triage --slower-than threshold``)."""
+
+    threshold: float
+    metric: str = "step"
+    repeats: int = 3
+
+    @property
+    def limit(self) -> float:
+        return 1 + self.threshold / 100
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -103,6 +138,7 @@ class Truth:
     affected: tuple[Span, ...]
     runs: Mapping[str, MeasuredRelease]
     commits: Mapping[str, MeasuredRelease]
+    slowdown: SlowdownTruth | None = None  # a performance entry: its bug is a time, not a failure
 
     def span_releases(self) -> list[list[str]]:
         """The affected ranges as lists of the releases they hold."""
@@ -196,8 +232,35 @@ def _measured(table: Mapping[str, Any], where: str, key: str) -> dict[str, Measu
         missing = [k for k in ("exit", "last_line", "seconds") if k not in row]
         if missing:
             raise _fail(where, f"{key}.{name}", row, f"missing {', '.join(missing)}; rerun tools/corpus_truth.py")
-        found[name] = MeasuredRelease(**row)
+        found[name] = MeasuredRelease(**{**row, "step_ms": _step_ms(row.get("step_ms", []), where, f"{key}.{name}")})
     return found
+
+
+def _step_ms(values: list[Any], where: str, key: str) -> tuple[float, ...]:
+    """Each run's median step in milliseconds: finite positive numbers."""
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e9:
+            raise _fail(where, f"{key}.step_ms", value, "must be a list of positive numbers (milliseconds)")
+    return tuple(float(v) for v in values)
+
+
+def _slowdown(data: Mapping[str, Any], where: str) -> SlowdownTruth | None:
+    """The ``[slowdown]`` table, present exactly when the entry's kinds say ``performance``."""
+    table, performance = data.get("slowdown"), "performance" in data["kinds"]
+    if table is None and not performance:
+        return None
+    if table is None or not performance:
+        right = "a performance entry needs [slowdown] threshold = PERCENT, and only a performance entry has one"
+        raise _fail(where, "slowdown", table, right)
+    _keys(table, _SLOWDOWN, where, "slowdown.")
+    threshold, metric, repeats = table.get("threshold"), table.get("metric", "step"), table.get("repeats", 3)
+    if threshold is None or not 0 < threshold < 10000:
+        raise _fail(where, "slowdown.threshold", threshold, "must be a percentage above 0 (50: 1.5 times slower)")
+    if metric != "step":
+        raise _fail(where, "slowdown.metric", metric, "must be 'step' (what tools/corpus_truth.py measures by hand)")
+    if not 2 <= repeats <= 20:
+        raise _fail(where, "slowdown.repeats", repeats, "must be 2 to 20 (runs of each release by hand)")
+    return SlowdownTruth(threshold=float(threshold), metric=metric, repeats=repeats)
 
 
 def _script(folder: Path, value: str, where: str) -> Path:
@@ -264,10 +327,36 @@ def _check_runs(truth: Truth, where: str) -> None:
             raise _fail(where, f"runs.{release}", truth.runs[release].exit, "names a release not listed in 'releases'")
     if set(truth.runs) != set(truth.releases):
         return  # not measured yet (the tool fills it); corpus runs refuse an entry without every run
+    if truth.slowdown is not None:
+        _check_timed_runs(truth, truth.slowdown, where)
+        return
     failing = [r for r in truth.releases if truth.runs[r].exit != 0]
     stated = [r for span in truth.span_releases() for r in span]
     if failing != stated:
         right = f"the runs fail on {', '.join(failing) or 'none'}; the affected ranges must say the same"
+        raise _fail(where, "affected", ", ".join(stated) or "none", right)
+
+
+def _check_timed_runs(truth: Truth, rule: SlowdownTruth, where: str) -> None:
+    """A performance entry's runs all pass and are timed; the releases slower than the first beyond the limit are
+    the affected ones, and none lies within ``MARGIN`` of the limit (the harness's verdict there is a coin flip)."""
+    for release in truth.releases:
+        run = truth.runs[release]
+        if run.exit != 0 or not run.step_ms:
+            right = "a performance entry's runs must pass and be timed (step_ms): its bug is a time; rerun the tool"
+            raise _fail(where, f"runs.{release}", run.exit if run.exit else list(run.step_ms), right)
+    reference = truth.runs[truth.releases[0]].median_ms
+    ratios = {r: truth.runs[r].median_ms / reference for r in truth.releases}
+    for release, ratio in ratios.items():
+        if rule.limit / MARGIN < ratio < rule.limit * MARGIN:
+            right = (
+                f"×{ratio:.2f} of {truth.releases[0]} is too near the limit ×{rule.limit:.2f}; choose another threshold"
+            )
+            raise _fail(where, f"runs.{release}.step_ms", list(truth.runs[release].step_ms), right)
+    slower = [r for r in truth.releases if ratios[r] > rule.limit]
+    stated = [r for span in truth.span_releases() for r in span]
+    if slower != stated:
+        right = f"the runs are slower on {', '.join(slower) or 'none'}; the affected ranges must say the same"
         raise _fail(where, "affected", ", ".join(stated) or "none", right)
 
 
@@ -277,7 +366,11 @@ def _row(commits: Mapping[str, MeasuredRelease], sha: str) -> MeasuredRelease | 
 
 def _check_commits(truth: Truth, where: str) -> None:
     """A pull request checked by hand must say what it claims: the introducing commit fails and its parent passes,
-    the fixing commit passes and its parent fails (where ``[commits]`` holds their runs)."""
+    the fixing commit passes and its parent fails (where ``[commits]`` holds their runs); for a performance entry,
+    the introducing commit is slower than its parent beyond the limit and the fixing one's parent than it."""
+    if truth.slowdown is not None:
+        _check_timed_commits(truth, truth.slowdown, where)
+        return
     for n, span in enumerate(truth.affected):
         for end, change in (("introduced", span.introduced), ("fixed", span.fixed)):
             if change is None:
@@ -288,6 +381,21 @@ def _check_commits(truth: Truth, where: str) -> None:
                     said = f"exit {row.exit}" + (f": {row.last_line[:80]}" if row.last_line else "")
                     right = f"its measured run must {'fail' if fails else 'pass'} for the {end} side ({said})"
                     raise _fail(where, f"affected[{n}].{end}", sha, right)
+
+
+def _check_timed_commits(truth: Truth, rule: SlowdownTruth, where: str) -> None:
+    for n, span in enumerate(truth.affected):
+        for end, change in (("introduced", span.introduced), ("fixed", span.fixed)):
+            if change is None or not change.parent:
+                continue
+            commit, parent = _row(truth.commits, change.commit), _row(truth.commits, change.parent)
+            if commit is None or parent is None or not commit.step_ms or not parent.step_ms:
+                continue  # not measured yet
+            slow, fast = (commit, parent) if end == "introduced" else (parent, commit)
+            if slow.median_ms / fast.median_ms <= rule.limit:
+                said = f"{slow.median_ms:.2f} ms against {fast.median_ms:.2f} ms"
+                right = f"the {end} side must be slower beyond ×{rule.limit:.2f} across the commit ({said})"
+                raise _fail(where, f"affected[{n}].{end}", change.commit, right)
 
 
 def parse_truth(data: Mapping[str, Any], folder: Path, *, where: str) -> Truth:
@@ -315,6 +423,7 @@ def parse_truth(data: Mapping[str, Any], folder: Path, *, where: str) -> Truth:
         affected=tuple(spans),
         runs=_measured(data.get("runs", {}), where, "runs"),
         commits=_measured(data.get("commits", {}), where, "commits"),
+        slowdown=_slowdown(data, where),
     )
     _check_runs(truth, where)
     _check_commits(truth, where)
