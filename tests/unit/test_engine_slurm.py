@@ -15,8 +15,8 @@ from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, _gpus, slurm_a
 from reprobisect.errors import ConfigError
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest
 
 
 @pytest.mark.parametrize(

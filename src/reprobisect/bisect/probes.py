@@ -32,11 +32,10 @@ from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.model.verdict import fold_repeats
 from reprobisect.run.context import RunContext
 from reprobisect.run.executor import MatrixExecutor
+from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
-from reprobisect.run.units import RunStats
 from reprobisect.util.files import write_atomic
 
 __all__ = [

@@ -34,8 +34,9 @@ from reprobisect.config.load import Config, load_config
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.report.summary import markdown_summary
+from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest, listed_cells
+from reprobisect.run.plan import listed_cells
 from reprobisect.util.files import write_atomic
 
 __all__ = ["add_run_options", "axis_values", "matrix_request", "run_and_summarize", "run_from_args", "setup_arguments"]

@@ -38,9 +38,9 @@ from reprobisect.model.record import Record
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec, unrun_record
+from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest, Unit, listed_cells, plan_matrix, to_cell
-from reprobisect.run.units import RunStats
+from reprobisect.run.plan import Unit, listed_cells, plan_matrix, to_cell
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 

@@ -32,8 +32,8 @@ from reprobisect.model.record import Record
 from reprobisect.nightly.targets import AXIS
 from reprobisect.report.verdicts import Key
 from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest
 
 __all__ = ["BACK_TO_BASELINE", "Finding", "MainPair", "NightSettings", "follow_up", "pair_for", "passing_fixes"]
 

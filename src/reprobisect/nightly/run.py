@@ -53,10 +53,9 @@ from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report
 from reprobisect.run.context import RunContext
 from reprobisect.run.executor import MatrixExecutor
+from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.units import RunStats
 from reprobisect.util.clock import utc_now
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import write_atomic

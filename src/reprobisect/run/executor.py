@@ -15,8 +15,7 @@ if TYPE_CHECKING:
     from reprobisect.config.load import Config
     from reprobisect.model.record import Record
     from reprobisect.run.context import RunContext
-    from reprobisect.run.plan import MatrixRequest
-    from reprobisect.run.units import RunStats
+    from reprobisect.run.matrix_request import MatrixRequest, RunStats
 
 __all__ = ["MatrixExecutor"]
 

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from reprobisect.config.load import Config
 from reprobisect.model.record import Record
 from reprobisect.run.context import RunContext
-from reprobisect.run.plan import MatrixPlan, MatrixRequest, plan_matrix
+from reprobisect.run.matrix_request import MatrixRequest, RunStats
+from reprobisect.run.plan import MatrixPlan, plan_matrix
 from reprobisect.run.prepare import bound_op_cache, prepare_units, unbuilt_records
-from reprobisect.run.units import RunStats, run_units
+from reprobisect.run.units import run_units
 from reprobisect.util.console import plural
 from reprobisect.util.echo import Echo
 
