@@ -312,11 +312,11 @@ def test_the_summary_of_an_entrys_triage_says_the_triage_that_reruns_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(matrix, "run_matrix", lambda *a, **k: [])
-    monkeypatch.setattr(matrix, "run_context", lambda args: None)
+    monkeypatch.setattr(matrix, "run_context", lambda args: types.SimpleNamespace(executor=None))
     monkeypatch.setattr(matrix, "engine_summary", lambda executor: [])
     monkeypatch.setattr(sys, "argv", ["reprobisect", "corpus", "--entry", "e", "--git", "lightning=/l"])
     args = argparse.Namespace(out=tmp_path, command="triage")
-    request = types.SimpleNamespace(executor=None)
+    request = types.SimpleNamespace()
     rerun = "reprobisect triage corpus/e/issue.py --lightning 2.5.3,2.5.4 --git /l"
     _, path = matrix.run_and_summarize(None, request, args, title="t", summary="s.md", command=rerun)  # type: ignore[arg-type]
     assert f"Reproduce: `{rerun}`" in path.read_text()

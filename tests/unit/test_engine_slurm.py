@@ -99,12 +99,12 @@ def test_run_matrix_hands_the_whole_call_to_the_engine(tmp_path: Path):
             seen.update(config=config, request=request, ctx=ctx, **kwargs)
             return []
 
-    request = MatrixRequest(executor=Engine(), repros=("gan",))
-    ctx = RunContext(base="base", store=Store(tmp_path), envs_dir=tmp_path, environ={})
+    request = MatrixRequest(repros=("gan",))
+    ctx = RunContext(base="base", store=Store(tmp_path), envs_dir=tmp_path, environ={}, executor=Engine())
     assert run_matrix("config", request, ctx, cells=("c",)) == []
-    assert seen["config"] == "config" and seen["cells"] == ("c",) and seen["ctx"] is ctx
-    assert seen["request"].executor is None  # each worker runs the cell here, never hands it on again
-    assert seen["request"].repros == ("gan",)
+    assert seen["config"] == "config" and seen["cells"] == ("c",) and seen["request"] is request
+    assert seen["ctx"].executor is None  # each worker runs the cell here, never hands it on again
+    assert seen["ctx"] == ctx.here() and seen["ctx"].store is ctx.store
 
 
 def test_the_harness_starts_without_submitit() -> None:

@@ -23,7 +23,6 @@ from reprobisect.commands.options import (
     add_timeout,
     confinement,
     engine_summary,
-    executor,
     pins,
     prepare,
     run_context,
@@ -204,7 +203,6 @@ def _request(args: argparse.Namespace, repro: str) -> BisectRequest:
         target_outcome=args.target_outcome,
         probe_all_up_to=args.probe_all_up_to,
         first_parent=not args.all_parents,
-        executor=executor(args),
         slowdown=_slowdown(args),
         compare_with=args.compare_with,
     )
@@ -292,7 +290,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         )
         write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
     _print_report(report, path, all_transitions=args.all_transitions)
-    for line in engine_summary(executor(args)):
+    for line in engine_summary(ctx.executor):
         print(line)
     return 0
 

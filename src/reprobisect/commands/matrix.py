@@ -22,7 +22,6 @@ from reprobisect.commands.options import (
     add_timeout,
     confinement,
     engine_summary,
-    executor,
     prepare,
     run_context,
     split,
@@ -107,7 +106,6 @@ def matrix_request(
         cpus_per_run=args.cpus_per_run,
         confinement=confinement(args),
         use_includes=base_axes is None,
-        executor=executor(args),
     )
 
 
@@ -148,9 +146,10 @@ def run_and_summarize(
     """Run the request, print the table and write the Markdown summary under ``--out``; returns the records and
     the summary's path. ``command``: the one that re-runs it, when the caller knows it better than this process's
     own command line (``corpus`` runs ``triage`` for each entry: its own argv would re-run the corpus command)."""
-    records = run_matrix(config, request, run_context(args), cells=cells)
+    ctx = run_context(args)
+    records = run_matrix(config, request, ctx, cells=cells)
     print_runs(records)
-    for line in engine_summary(request.executor):
+    for line in engine_summary(ctx.executor):
         print(line)
     path = args.out / summary
     path.parent.mkdir(parents=True, exist_ok=True)

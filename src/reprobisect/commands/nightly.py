@@ -22,7 +22,6 @@ from reprobisect.commands.options import (
     add_timeout,
     confinement,
     engine_summary,
-    executor,
     pins,
     prepare,
     run_context,
@@ -160,15 +159,15 @@ def _night(args: argparse.Namespace) -> int:
         keep_baseline=args.keep_baseline,
         repo=args.repo or DEEPSPEED_REPO,
         confinement=confinement(args),
-        executor=executor(args),
     )
+    ctx = run_context(args)
     if args.git is not None and args.track != "releases":
-        result = run_main_night(config, request, run_context(args), fetch=not args.no_fetch)
+        result = run_main_night(config, request, ctx, fetch=not args.no_fetch)
     else:
         if args.git is not None and not args.no_fetch:
             fetch_origin(args.git)  # the new release's tag
-        result = run_nightly(config, request, run_context(args))
-    for line in engine_summary(request.executor):
+        result = run_nightly(config, request, ctx)
+    for line in engine_summary(ctx.executor):
         print(line)
     return result.exit_code
 

@@ -34,8 +34,7 @@ from reprobisect.config.scripts import (
 from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, slurm_arg
 from reprobisect.errors import ConfigError
 from reprobisect.model.store import Store
-from reprobisect.run.context import RunContext
-from reprobisect.run.executor import MatrixExecutor
+from reprobisect.run.context import MatrixExecutor, RunContext
 from reprobisect.run.phases import PROFILE_ENV
 from reprobisect.run.sandbox import Confinement
 
@@ -456,7 +455,11 @@ def run_environ(args: argparse.Namespace) -> Mapping[str, str]:
 
 def run_context(args: argparse.Namespace) -> RunContext:
     """Where a command's runs happen, from ``add_common``'s options: ``--base-python``, ``--out`` (the records),
-    ``--envs`` (the cells) and this process's environment (``run_environ``)."""
+    ``--envs`` (the cells), this process's environment (``run_environ``) and the engine (``executor``)."""
     return RunContext(
-        base=base_interpreter(args.base_python), store=Store(args.out), envs_dir=args.envs, environ=run_environ(args)
+        base=base_interpreter(args.base_python),
+        store=Store(args.out),
+        envs_dir=args.envs,
+        environ=run_environ(args),
+        executor=executor(args),
     )

@@ -28,7 +28,6 @@ from reprobisect.commands.options import (
     add_common,
     add_script_options,
     confinement,
-    executor,
     prepare,
     run_context,
     with_script,
@@ -121,7 +120,6 @@ def _culprits(config: Config, answer: Answer, args: argparse.Namespace) -> list[
         timeout=args.timeout,
         confinement=confinement(args),
         jobs=args.jobs,
-        executor=executor(args),
     )
     return find_culprits(
         config,

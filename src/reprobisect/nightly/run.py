@@ -52,7 +52,6 @@ from reprobisect.report.verdicts import Key, verdicts
 from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report
 from reprobisect.run.context import RunContext
-from reprobisect.run.executor import MatrixExecutor
 from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.sandbox import Confinement
@@ -88,7 +87,6 @@ class NightlyRequest:
     keep_baseline: bool = False
     repo: str = DEEPSPEED_REPO
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
-    executor: MatrixExecutor | None = None  # where the slice and the bisections run (run/executor.py); None: here
     not_run: tuple[str, ...] = ()  # repros asked for that this machine cannot run, each with why (corpus entries)
 
 
@@ -145,7 +143,6 @@ class Night:
             timeout=self.request.timeout,
             use_includes=False,
             confinement=self.request.confinement,
-            executor=self.request.executor,
         )
         self.echo(f"\n== deepspeed {target.name}: the nightly slice ==")
         return run_matrix(self.config, matrix, self.ctx, stats=self.stats)
@@ -171,7 +168,6 @@ class Night:
             all_transitions=True,
             pins=self.slice["axes"],
             timeout=self.request.timeout,
-            executor=self.request.executor,
         )
         self.echo(f"\n== bisect {repro} {form} {fix}: deepspeed {good} .. {bad} ==")
         _, report, path = run_bisect(self.config, request, self.ctx)

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from reprobisect.run.sandbox import Confinement
-
-if TYPE_CHECKING:
-    from reprobisect.run.executor import MatrixExecutor
 
 __all__ = ["MatrixRequest", "RunStats"]
 
@@ -36,7 +33,6 @@ class MatrixRequest:
     use_includes: bool = True
     cpus_per_run: int | None = None  # None: 1 on the cuda backend (comparable step times), 0 (unpinned) on the CPU
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
-    executor: MatrixExecutor | None = None  # None: here; else an engine runs each cell (run/executor.py)
 
 
 @dataclasses.dataclass
