@@ -12,6 +12,7 @@ re-run each finding.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import sys
 from pathlib import Path
@@ -21,23 +22,22 @@ from reprobisect.bisect import history
 from reprobisect.bisect.answer import Answer, answer_markdown, sweep_answers
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, transition_dict
-from reprobisect.commands.bisect import source_options
-from reprobisect.commands.matrix import add_run_options, axis_values, matrix_request, run_and_summarize
-from reprobisect.commands.options import (
-    Subparsers,
-    add_common,
-    add_script_options,
-    confinement,
-    prepare,
-    run_context,
-    with_script,
+from reprobisect.commands.matrix import (
+    RunOptions,
+    add_run_options,
+    axis_values,
+    matrix_request,
+    run_and_summarize,
 )
+from reprobisect.commands.options import CommonOptions, Subparsers, add_common, prepare, run_context
+from reprobisect.commands.script_options import ScriptOptions, add_script_options, source_options, with_script
 from reprobisect.config.load import Config, load_config
 from reprobisect.errors import ConfigError
 from reprobisect.minimize.sections import sections_under
+from reprobisect.run.context import RunContext
 from reprobisect.util.files import write_atomic
 
-__all__ = ["run_from_args", "setup_arguments", "triage_answers"]
+__all__ = ["TriageOptions", "run_from_args", "setup_arguments", "triage_answers"]
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -68,32 +68,59 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args, script_args=())
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TriageOptions:
+    """``triage``'s command line, read once: the script (or tests), the run, the clone for the commits."""
+
+    script: ScriptOptions = dataclasses.field(default_factory=ScriptOptions)
+    run: RunOptions = dataclasses.field(default_factory=RunOptions)
+    git: Path | None = None
+    culprits: bool = False
+    common: CommonOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> TriageOptions:
+        """The command line as parsed."""
+        common = CommonOptions.from_args(args)
+        return cls(
+            script=ScriptOptions.from_args(args, script_args=args.script_args),
+            run=RunOptions.from_args(args),
+            git=args.git,
+            culprits=args.culprits,
+            common=common,
+        )
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the script in the default cell (pins replace its values), print the table, write
     ``summary-<script>.md``; 0 whatever the outcomes."""
-    triage_answers(args, rerun="nox -s triage -- " + shlex.join(sys.argv[2:]))
+    triage_answers(TriageOptions.from_args(args), rerun="nox -s triage -- " + shlex.join(sys.argv[2:]))
     return 0
 
 
-def triage_answers(args: argparse.Namespace, *, rerun: str) -> list[tuple[Answer, list[dict[str, Any]]]]:
+def triage_answers(options: TriageOptions, *, rerun: str) -> list[tuple[Answer, list[dict[str, Any]]]]:
     """The work of ``triage``: run, print and write the summary with the answer sections; return each answer with
     the commits found behind its changes (``corpus`` scores them; ``rerun`` is the command that re-runs it)."""
-    prepare(args)
-    config = load_config(args.config)
-    if args.script is None and not args.pytest:
+    common, script = options.common, options.script
+    prepare(common)
+    config = load_config(common.config)
+    if script.script is None and not script.pytest:
         msg = "triage needs a script (reprobisect triage issue.py) or --pytest PATH[::TEST]"
         raise ConfigError(msg)
-    config, made = with_script(config, args, args.script, repros=(), rerun=("nox", "-s", "triage", "--"))
-    base_axes = {axis: axis_values(value) for axis, value in config.default_cell.items()}
-    request = matrix_request(args, made, base_axes=base_axes)
-    title = config.repro(made[0]).title if len(made) == 1 else f"{len(made)} test selections"
-    records, summary = run_and_summarize(
-        config, request, args, title=title, summary=f"summary-{made[0]}.md", command=rerun
+    config, made = with_script(
+        config, script, timeout=options.run.timeout, repros=(), rerun=("nox", "-s", "triage", "--")
     )
-    found = [(answer, _culprits(config, answer, args)) for answer in sweep_answers(records)]
-    hint = "" if args.git is not None or args.culprits else _HINT
+    base_axes = {axis: axis_values(value) for axis, value in config.default_cell.items()}
+    request = matrix_request(options.run, common, made, base_axes=base_axes)
+    title = config.repro(made[0]).title if len(made) == 1 else f"{len(made)} test selections"
+    ctx = run_context(common, options.run.engine.engine())
+    records, summary = run_and_summarize(
+        config, request, ctx, common.out, title=title, summary=f"summary-{made[0]}.md", command=rerun
+    )
+    found = [(answer, _culprits(config, answer, options, ctx)) for answer in sweep_answers(records)]
+    hint = "" if options.git is not None or options.culprits else _HINT
     sections = [answer_markdown(a, c, rerun=rerun, culprit_hint=hint) for a, c in found]
-    sections += sections_under([args.out], names=made)  # a minimization of this script, made before
+    sections += sections_under([common.out], names=made)  # a minimization of this script, made before
     if sections:
         text = "\n".join(sections)
         print("\n" + text)
@@ -104,29 +131,31 @@ def triage_answers(args: argparse.Namespace, *, rerun: str) -> list[tuple[Answer
 _HINT = "the commit: add --git CLONE (a clone of the package's repository) or --culprits"
 
 
-def _culprits(config: Config, answer: Answer, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The commit behind each change of one form's answer, when a clone is given or asked for."""
-    if (args.git is None and not args.culprits) or not answer.transitions:
+def _culprits(config: Config, answer: Answer, options: TriageOptions, ctx: RunContext) -> list[dict[str, Any]]:
+    """The commit behind each change of one form's answer, when a clone is given or asked for; its searches run
+    where the sweep ran (``ctx``)."""
+    if (options.git is None and not options.culprits) or not answer.transitions:
         return []
-    clone = args.git if args.git is not None else history.clone_known(answer.axis, args.envs / "clones")
+    envs = options.common.envs
+    clone = options.git if options.git is not None else history.clone_known(answer.axis, envs / "clones")
     request = BisectRequest(
         repro=answer.repro,
         axis=answer.axis,
         good=answer.releases[0],
         bad=answer.releases[-1],
-        backend=args.backend,
+        backend=options.run.backend,
         pins=answer.pins,
-        repeat=args.repeat,
-        timeout=args.timeout,
-        confinement=confinement(args),
-        jobs=args.jobs,
+        repeat=options.run.repeat,
+        timeout=options.run.timeout,
+        confinement=options.common.confinement,
+        jobs=options.run.jobs,
     )
     return find_culprits(
         config,
         request,
         [transition_dict(t) for t in answer.transitions],
         clone=clone,
-        ctx=run_context(args),
+        ctx=ctx,
         form=answer.form,
-        source=source_options(args),
+        source=source_options(None, options.script, options.common),
     )
