@@ -22,7 +22,6 @@ ALLOWED_FUNCTION_LINES = {
     "run/execute.py:execute": "being reworked by #40 item 1 (the options object)",
     "nightly/run.py:run_nightly": "the nightly's steps in order; to be cut into a pipeline of small steps",
     "cells/envs.py:_install": "the install's fallbacks (offline, kept wheels, index) in order; to be split",
-    "commands/bisect.py:setup_arguments": "62 lines of argparse options, one per statement; to move to options.py",
 }
 ALLOWED_PARAMETERS = {
     "run/execute.py:unrun_record": "being reworked by #40 item 1 (the options object)",

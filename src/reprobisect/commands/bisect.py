@@ -58,6 +58,17 @@ def setup_arguments(subparsers: Subparsers) -> None:
         choices=("PASS", "REPRODUCED", "OTHER_FAILURE", "CRASH"),
         help="bad = this outcome (with --signature: and that signature); PASS finds the change that fixed a bug",
     )
+    _add_search(parser)
+    add_timeout(parser, help="seconds per run")
+    _add_timing(parser)
+    add_executor(parser)
+    add_common(parser)
+    parser.set_defaults(run=run_from_args, script_args=())
+
+
+def _add_search(parser: argparse.ArgumentParser) -> None:
+    """How the range is searched: every transition or one, probed how often and how many at a time, releases or a
+    clone's commits."""
     parser.add_argument("--all-transitions", action="store_true", help="map every change of outcome in the range")
     parser.add_argument(
         "--probe-all-up-to",
@@ -94,11 +105,6 @@ def setup_arguments(subparsers: Subparsers) -> None:
         help="probes at a time: both ends, then every open segment's middle together (--all-transitions), or N "
         "evenly spaced versions a round (a search for one change, commits included)",
     )
-    add_timeout(parser, help="seconds per run")
-    _add_timing(parser)
-    add_executor(parser)
-    add_common(parser)
-    parser.set_defaults(run=run_from_args, script_args=())
 
 
 def _add_timing(parser: argparse.ArgumentParser) -> None:
