@@ -67,7 +67,7 @@ def _gpu_rows(options: BenchOptions, config: Config, ctx: RunContext) -> int:
     common = options.common
     env = ensure_env(resolve_cell(ctx.base, {**config.default_cell, **common.pins}), ctx.base, common.envs)
     with tempfile.TemporaryDirectory(prefix="reprobisect-bench-gpu-") as tmp:
-        bench = run_gpu_bench(config, env, Path(tmp), runs=options.runs, jobs=max(1, options.jobs), environ=ctx.environ)
+        bench = run_gpu_bench(config, env, Path(tmp), ctx, runs=options.runs, jobs=max(1, options.jobs))
     print()
     print(format_gpu_bench(bench))
     return 0
