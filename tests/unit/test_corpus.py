@@ -7,7 +7,6 @@ corpus/ must load.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -312,13 +311,12 @@ def test_the_summary_of_an_entrys_triage_says_the_triage_that_reruns_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(matrix, "run_matrix", lambda *a, **k: [])
-    monkeypatch.setattr(matrix, "run_context", lambda args: None)
-    monkeypatch.setattr(matrix, "engine_summary", lambda executor: [])
     monkeypatch.setattr(sys, "argv", ["reprobisect", "corpus", "--entry", "e", "--git", "lightning=/l"])
-    args = argparse.Namespace(out=tmp_path, command="triage")
-    request = types.SimpleNamespace(executor=None)
+    ctx = types.SimpleNamespace(executor=None)
+    request = types.SimpleNamespace()
     rerun = "reprobisect triage corpus/e/issue.py --lightning 2.5.3,2.5.4 --git /l"
-    _, path = matrix.run_and_summarize(None, request, args, title="t", summary="s.md", command=rerun)  # type: ignore[arg-type]
+    _, path = matrix.run_and_summarize(None, request, ctx, tmp_path, title="t", summary="s.md", command=rerun)  # type: ignore[arg-type]
     assert f"Reproduce: `{rerun}`" in path.read_text()
-    _, path = matrix.run_and_summarize(None, request, args, title="t", summary="s.md")  # type: ignore[arg-type]
+    own = matrix.own_command("triage")
+    _, path = matrix.run_and_summarize(None, request, ctx, tmp_path, title="t", summary="s.md", command=own)  # type: ignore[arg-type]
     assert "Reproduce: `nox -s triage -- --entry e --git lightning=/l`" in path.read_text()  # a command's own argv

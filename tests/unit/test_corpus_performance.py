@@ -102,14 +102,15 @@ def test_a_hostile_performance_truth_is_refused_by_key(tmp_path: Path, changes: 
         _parse(tmp_path, data)
 
 
-def _args(tmp_path: Path, **changes: Any) -> argparse.Namespace:
-    values = {"out": tmp_path, "jobs": 4, "sandbox": True, "network": "off", "no_culprits": False, "debug": False}
-    values |= {"git": ["deepspeed=/clone"], "config": None, "envs": None, "base_python": None, "wheelhouse": None}
-    return argparse.Namespace(**{**values, "cpus_per_run": None, **changes})
+def _options(tmp_path: Path) -> corpus.CorpusOptions:
+    parser = argparse.ArgumentParser()
+    corpus.setup_arguments(parser.add_subparsers())
+    argv = ["corpus", "--jobs", "4", "--git", "deepspeed=/clone", "--out", str(tmp_path)]
+    return corpus.CorpusOptions.from_args(parser.parse_args(argv))
 
 
 def test_a_performance_entry_is_triaged_as_a_timing_search_one_run_at_a_time(tmp_path: Path) -> None:
-    argv = corpus._triage_argv(_parse(tmp_path, _data()), _args(tmp_path))
+    argv = corpus._triage_argv(_parse(tmp_path, _data()), _options(tmp_path))
     assert argv[argv.index("--jobs") + 1] == "1"
     assert argv[argv.index("--slower-than") + 1] == "50" and "--instruments" in argv
     assert argv[argv.index("--metric") + 1] == "step" and argv[argv.index("--git") + 1] == "/clone"
@@ -141,7 +142,7 @@ def _row(monkeypatch, tmp_path: Path, report: dict[str, Any] | None, culprits: l
     )  # fmt: skip
     triaged = Triaged(answers=[(answer, [])], timed=[(answer, report, culprits)])
     monkeypatch.setattr(corpus.triage, "triage_answers", lambda args, rerun: triaged)
-    return corpus.run_entry(_parse(tmp_path, _data()), _args(tmp_path))
+    return corpus.run_entry(_parse(tmp_path, _data()), _options(tmp_path))
 
 
 def test_the_timing_searchs_ranges_and_pull_requests_are_scored(monkeypatch, tmp_path: Path) -> None:

@@ -9,14 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from reprobisect.commands.engine_options import EngineOptions
 from reprobisect.commands.main import _parse
-from reprobisect.commands.options import executor
+from reprobisect.commands.matrix import MatrixOptions
+from reprobisect.commands.options import run_context
 from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, _gpus, slurm_arg
 from reprobisect.errors import ConfigError
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest
 
 
 @pytest.mark.parametrize(
@@ -73,13 +75,17 @@ def test_gpus_come_from_the_runs_nproc_on_the_cuda_backend_only():
     assert _gpus(MatrixRequest(backend="auto"), units) == 0  # decided on the node: ask with --backend cuda
 
 
-def test_the_executor_option_makes_one_engine_per_command():
-    args = _parse(["matrix", "--executor", "slurm", "--slurm-partition", "gpu", "--slurm-arg", "qos=high"])
-    made = executor(args)
-    assert isinstance(made, SlurmExecutor)
-    assert made.options.partition == "gpu" and made.options.extra == {"qos": "high"}
-    assert executor(args) is made  # the losses and the overhead of every wave are said once, at the end
-    assert executor(_parse(["matrix"])) is None
+def test_the_executor_option_makes_one_engine_per_command(tmp_path: Path):
+    argv = ["matrix", "--executor", "slurm", "--slurm-partition", "gpu", "--slurm-arg", "qos=high", "--out", "o"]
+    options = MatrixOptions.from_args(_parse([*argv, "--slurm-folder", str(tmp_path)]))
+    slurm = options.run.engine.slurm
+    assert slurm == SlurmOptions(partition="gpu", extra={"qos": "high"}, time_minutes=60, folder=tmp_path.resolve())
+    # made once, with the context the command hands down: the losses and overhead of every wave are said at the end
+    ctx = run_context(options.common, options.run.engine.engine())
+    assert isinstance(ctx.executor, SlurmExecutor) and ctx.executor.options == slurm
+    assert ctx.here().executor is None and ctx.here().store is ctx.store
+    local = MatrixOptions.from_args(_parse(["matrix"]))
+    assert local.run.engine == EngineOptions() and local.run.engine.engine() is None
 
 
 @pytest.mark.parametrize(
@@ -88,7 +94,7 @@ def test_the_executor_option_makes_one_engine_per_command():
 def test_slurm_options_without_the_slurm_executor_are_refused(command):
     args = _parse([*command, "--slurm-partition", "gpu"])
     with pytest.raises(ConfigError, match="--slurm-partition goes with --executor slurm"):
-        executor(args)
+        EngineOptions.from_args(args)
 
 
 def test_run_matrix_hands_the_whole_call_to_the_engine(tmp_path: Path):
@@ -99,12 +105,12 @@ def test_run_matrix_hands_the_whole_call_to_the_engine(tmp_path: Path):
             seen.update(config=config, request=request, ctx=ctx, **kwargs)
             return []
 
-    request = MatrixRequest(executor=Engine(), repros=("gan",))
-    ctx = RunContext(base="base", store=Store(tmp_path), envs_dir=tmp_path, environ={})
+    request = MatrixRequest(repros=("gan",))
+    ctx = RunContext(base="base", store=Store(tmp_path), envs_dir=tmp_path, environ={}, executor=Engine())
     assert run_matrix("config", request, ctx, cells=("c",)) == []
-    assert seen["config"] == "config" and seen["cells"] == ("c",) and seen["ctx"] is ctx
-    assert seen["request"].executor is None  # each worker runs the cell here, never hands it on again
-    assert seen["request"].repros == ("gan",)
+    assert seen["config"] == "config" and seen["cells"] == ("c",) and seen["request"] is request
+    assert seen["ctx"].executor is None  # each worker runs the cell here, never hands it on again
+    assert seen["ctx"] == ctx.here() and seen["ctx"].store is ctx.store
 
 
 def test_the_harness_starts_without_submitit() -> None:

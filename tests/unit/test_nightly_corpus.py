@@ -3,7 +3,6 @@ this machine cannot run is listed with why, and matrix.yaml's ``nightly.corpus``
 
 from __future__ import annotations
 
-import argparse
 import shutil
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reprobisect.commands.main import _parse
-from reprobisect.commands.nightly import _with_corpus
+from reprobisect.commands.nightly import NightlyOptions, _with_corpus
 from reprobisect.config.load import load_config
 from reprobisect.corpus.entries import corpus_slice, entry_repro, why_not_here
 from reprobisect.corpus.truth import load_truth
@@ -25,9 +24,9 @@ CPU_ENTRIES = sorted(p.parent.name for p in CORPUS.glob("*/truth.toml") if load_
 AXES = {"python": "system", "torch": "system", "lightning": "2.6.6", "torchvision": "match"}
 
 
-def _args(*argv: str) -> argparse.Namespace:
+def _args(*argv: str) -> NightlyOptions:
     """The nightly's options as its own parser reads them."""
-    return _parse(["nightly", "--backend", "cpu", *argv])
+    return NightlyOptions.from_args(_parse(["nightly", "--backend", "cpu", *argv]))
 
 
 def _copy(tmp_path: Path, name: str, edit: str = "") -> Path:

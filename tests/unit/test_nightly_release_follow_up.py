@@ -72,9 +72,10 @@ def test_the_title_names_the_pull_request_when_the_night_found_it() -> None:
 )
 def test_track_options_that_contradict_are_named(argv: list[str], message: str) -> None:
     from reprobisect.commands.main import _parse
-    from reprobisect.commands.nightly import _check_options
+    from reprobisect.commands.nightly import NightlyOptions, _check_options
     from reprobisect.errors import ConfigError
 
     with pytest.raises(ConfigError, match=re.escape(message)):
-        _check_options(_parse(["nightly", *argv]))
-    _check_options(_parse(["nightly", "--track", "releases", "--git", ".", "--baseline-release", "0.16.4"]))
+        _check_options(NightlyOptions.from_args(_parse(["nightly", *argv])))
+    argv = ["nightly", "--track", "releases", "--git", ".", "--baseline-release", "0.16.4"]
+    _check_options(NightlyOptions.from_args(_parse(argv)))

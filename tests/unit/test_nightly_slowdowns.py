@@ -46,7 +46,7 @@ def test_the_screen_flags_runs_beyond_the_rules_limit_only() -> None:
 class _FakeNight:
     def __init__(self, report: dict[str, Any], tmp_path: Path, git: Path | None = None) -> None:
         self.report, self.config, self.ctx = report, None, None
-        self.request = types.SimpleNamespace(git=git, backend="cpu", timeout=None, confinement=None, executor=None)
+        self.request = types.SimpleNamespace(git=git, backend="cpu", timeout=None, confinement=None)
         self.slice = {"axes": {"torch": "system"}}
         self.path = tmp_path / "bisect-gan-timing.json"
         self.asked: list[tuple[Any, ...]] = []
@@ -116,7 +116,8 @@ def test_the_nights_timing_search_runs_everything_again_alone(monkeypatch) -> No
         night_run, "run_bisect", lambda config, request, ctx: seen.append(request) or (None, {}, Path("b"))
     )
     night = types.SimpleNamespace(
-        config=None, ctx=None, echo=lambda _: None, slice={"axes": {}}, request=night_run.NightlyRequest(state=Path("s"), out=Path("o"), jobs=8)
+        config=None, ctx=None, echo=lambda _: None, slice={"axes": {}},
+        request=night_run.NightlyRequest(state=Path("s"), out=Path("o"), jobs=8),
     )  # fmt: skip
     night_run.Night.bisect(night, KEY, "0.18.3", "0.18.9", slowdown=RULE)
     night_run.Night.bisect(night, KEY, "0.18.3", "0.18.9")
@@ -125,10 +126,10 @@ def test_the_nights_timing_search_runs_everything_again_alone(monkeypatch) -> No
     assert plain.slowdown is None and not plain.fresh
 
 
-def _args(*extra: str) -> argparse.Namespace:
+def _options(*extra: str) -> command.NightlyOptions:
     parser = argparse.ArgumentParser()
     command.setup_arguments(parser.add_subparsers())
-    return parser.parse_args(["nightly", *extra])
+    return command.NightlyOptions.from_args(parser.parse_args(["nightly", *extra]))
 
 
 @pytest.mark.parametrize(
@@ -140,14 +141,16 @@ def _args(*extra: str) -> argparse.Namespace:
 )
 def test_a_timing_night_on_the_main_track_is_refused(extra: list[str], words: str) -> None:
     with pytest.raises(ConfigError, match=words):
-        command._check_options(_args(*extra))
+        command._check_options(_options(*extra))
 
 
 def test_a_timing_night_on_the_release_track_is_accepted() -> None:
-    command._check_options(_args("--slower-than", "20", "--git", "c", "--track", "releases", "--jobs", "4"))
+    options = _options("--slower-than", "20", "--git", "c", "--track", "releases", "--jobs", "4")
+    command._check_options(options)
+    assert command.timing_rule(options.timing) == SlowdownRule(threshold=0.2)
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "nan"])
 def test_an_impossible_threshold_names_the_flag(value: str) -> None:
     with pytest.raises(ConfigError, match="--slower-than"):
-        command.timing_rule(_args("--slower-than", value))
+        command.timing_rule(_options("--slower-than", value).timing)

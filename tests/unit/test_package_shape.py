@@ -20,14 +20,11 @@ MAX_PARAMETERS = 8
 ALLOWED_MODULE_LINES = {}
 ALLOWED_FUNCTION_LINES = {
     "run/execute.py:execute": "being reworked by #40 item 1 (the options object)",
-    "commands/options.py:with_script": "reads the argparse Namespace: #40 item 1 replaces it with the options object",
     "nightly/run.py:run_nightly": "the nightly's steps in order; to be cut into a pipeline of small steps",
     "cells/envs.py:_install": "the install's fallbacks (offline, kept wheels, index) in order; to be split",
-    "commands/bisect.py:setup_arguments": "62 lines of argparse options, one per statement; to move to options.py",
 }
 ALLOWED_PARAMETERS = {
     "run/execute.py:unrun_record": "being reworked by #40 item 1 (the options object)",
-    "commands/bench_figures.py:run_bench": "bench's knobs, one per nox -s bench option; to become one options object",
     "util/cmd.py:run_tool": "subprocess.run's own keywords (timeout, env, cwd, input, check, ...), one helper for all",
 }
 

@@ -31,10 +31,11 @@ from reprobisect.model.store import Store
 from reprobisect.run import plan, prepare, units
 from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec
+from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest, listed_cells, plan_cells
+from reprobisect.run.plan import listed_cells, plan_cells
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.units import ProgressLine, RunStats, job_cpus
+from reprobisect.run.units import ProgressLine, job_cpus
 from reprobisect.util.stop import in_parallel
 from tests.conftest import SCRIPTS
 

@@ -194,7 +194,7 @@ def test_a_timing_search_that_cannot_work_is_refused_before_anything_runs(
     command.setup_arguments(parser.add_subparsers())
     args = parser.parse_args(["bisect", "--repro", "gan", "--good", "0.18.3", "--bad", "0.18.9", *extra])
     with pytest.raises(ConfigError, match=words):
-        command._request(args, "gan")
+        command._request(command.BisectOptions.from_args(args), "gan")
 
 
 def test_a_record_says_how_its_run_was_given_the_machine() -> None:

@@ -86,10 +86,12 @@ def test_any_probes_give_ranges_of_exactly_the_slower_versions(probes: list[dict
     assert text.startswith("### Slower:")
 
 
-def _args(*extra: str) -> argparse.Namespace:
+def _options(*extra: str) -> triage.TriageOptions:
     parser = argparse.ArgumentParser()
     triage.setup_arguments(parser.add_subparsers())
-    return parser.parse_args(["triage", "issue.py", "--deepspeed", ">=0.18.3,<0.19", *extra])
+    return triage.TriageOptions.from_args(
+        parser.parse_args(["triage", "issue.py", "--deepspeed", ">=0.18.3,<0.19", *extra])
+    )
 
 
 @pytest.mark.parametrize(
@@ -106,14 +108,14 @@ def test_a_timing_triage_that_cannot_work_is_refused_before_anything_runs(extra,
         raise AssertionError("nothing may run")
 
     monkeypatch.setattr(triage, "with_script", refuse)
-    monkeypatch.setattr(triage, "prepare", lambda args: None)
+    monkeypatch.setattr(triage, "prepare", lambda common: None)
     with pytest.raises(ConfigError, match=words):
-        triage.triage_answers(_args(*extra), rerun="")
+        triage.triage_answers(_options(*extra), rerun="")
 
 
 def test_triage_compares_with_its_first_release_only() -> None:
     with pytest.raises(SystemExit):
-        _args("--slower-than", "10", "--compare-with", "bad")
+        _options("--slower-than", "10", "--compare-with", "bad")
 
 
 def _answer() -> Answer:
@@ -137,10 +139,10 @@ def test_the_timing_search_runs_every_release_of_the_answer_in_its_form(monkeypa
         raise BisectInconclusiveError("0.18.3 cannot be the reference of a timing search (it failed)")
 
     monkeypatch.setattr(triage, "run_bisect", fake_bisect)
-    monkeypatch.setattr(triage, "run_context", lambda args: types.SimpleNamespace())
-    args = _args("--slower-than", "25", "--out", str(tmp_path))
+    options = _options("--slower-than", "25", "--out", str(tmp_path))
     rule = SlowdownRule(threshold=0.25)
-    text, report, culprits = triage._timed(load_config(ROOT / "matrix.yaml"), _answer(), rule, args, ("", ""))
+    config, ctx = load_config(ROOT / "matrix.yaml"), types.SimpleNamespace()
+    text, report, culprits = triage._timed(config, _answer(), rule, options, ctx, ("", ""))  # type: ignore[arg-type]
     assert report is None and culprits == []
     [request] = seen
     assert (request.good, request.bad, request.form, request.axis) == ("0.18.3", "0.18.9", "cpu-deepspeed", "deepspeed")

@@ -16,7 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reprobisect.commands.main import _parse
-from reprobisect.commands.options import with_script
+from reprobisect.commands.matrix import MatrixOptions
+from reprobisect.commands.script_options import with_script
+from reprobisect.commands.triage import TriageOptions
 from reprobisect.config.expand import MatrixSpec, expand
 from reprobisect.config.load import load_config
 from reprobisect.config.scripts import (
@@ -191,9 +193,9 @@ def test_instruments_without_a_script_or_beside_no_repros_are_refused(tmp_path: 
     (tmp_path / "matrix.yaml").write_text((ROOT / "matrix.yaml").read_text())
     with pytest.raises(ConfigError, match=r"--instruments: .*repros/instruments.py is not there"):
         instruments_of(dataclasses.replace(load_config(ROOT / "matrix.yaml"), path=tmp_path / "matrix.yaml"))
-    args = _parse(["matrix", "--instruments"])
+    script = MatrixOptions.from_args(_parse(["matrix", "--instruments"])).script
     with pytest.raises(ConfigError, match=r"--instruments.* go with a script"):
-        with_script(load_config(ROOT / "matrix.yaml"), args, None, repros=(), rerun=())
+        with_script(load_config(ROOT / "matrix.yaml"), script, timeout=None, repros=(), rerun=())
 
 
 def test_matrix_yaml_takes_a_script_in_one_short_entry(tmp_path: Path) -> None:
@@ -401,12 +403,13 @@ def test_two_test_files_of_one_name_are_told_apart_by_their_paths(tmp_path: Path
             for a in ("--pytest", f"{tmp_path}/{s}/strategies/test_deepspeed.py")
         ),
     ]
-    args = _parse(argv)
-    config, made = with_script(load_config(ROOT / "matrix.yaml"), args, None, repros=(), rerun=("x",))
+    script = TriageOptions.from_args(_parse(argv)).script
+    config, made = with_script(load_config(ROOT / "matrix.yaml"), script, timeout=None, repros=(), rerun=("x",))
     assert made == ("pytest-tests_fabric_strategies_test_deepspeed", "pytest-tests_pytorch_strategies_test_deepspeed")
     assert all(name in config.repros for name in made)
     nodes = [a for n in ("test_passes", "test_fails") for a in ("--pytest", f"{THINGS}::{n}")]  # one file, two nodes
-    _, made = with_script(load_config(ROOT / "matrix.yaml"), _parse(["triage", *nodes]), None, repros=(), rerun=("x",))
+    script = TriageOptions.from_args(_parse(["triage", *nodes])).script
+    _, made = with_script(load_config(ROOT / "matrix.yaml"), script, timeout=None, repros=(), rerun=("x",))
     assert made == ("pytest-test_things-test_passes", "pytest-test_things-test_fails")
 
 

@@ -31,12 +31,10 @@ from reprobisect.model.record import Record
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.model.verdict import fold_repeats
 from reprobisect.run.context import RunContext
-from reprobisect.run.executor import MatrixExecutor
+from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
-from reprobisect.run.units import RunStats
 from reprobisect.util.files import write_atomic
 
 __all__ = [
@@ -75,7 +73,6 @@ class BisectRequest:
     target_outcome: str | None = None  # bad = this outcome (with ``target``, and that signature): a fix's commit
     probe_all_up_to: int = PROBE_ALL_UP_TO  # all-transitions probes every version of a range this short
     first_parent: bool = True  # commits: the line of the branch --bad is on, each merge one step
-    executor: MatrixExecutor | None = None  # where each round of probes runs (run/executor.py); None: here
     # with ``git``: the releases whose tags are --good and --bad; the two ends are probed as those releases (their
     # records, when a release search made them, answer without a run) instead of as commits built from the clone
     end_releases: tuple[str, str] | None = None
@@ -254,7 +251,6 @@ class _MatrixProbes:
             use_includes=False,
             confinement=request.confinement,
             jobs=max(1, min(request.jobs, len(chosen))),
-            executor=request.executor,
         )
         try:
             records = run_matrix(self.config, matrix, self.ctx.quiet(), stats=self.stats)
@@ -293,7 +289,7 @@ def _prebuilder(request: BisectRequest, ctx: RunContext, repo: Path | None) -> W
     """Wheels of the next round's commits built while a round runs (bisect/prebuild.py), for a commit search run
     here in rounds: none for one probe at a time (no rounds), a timing search (builds beside a timed run would
     slow it) or a Slurm job (it builds its cells on its node)."""
-    rounds = request.jobs > 1 and request.slowdown is None and request.executor is None
+    rounds = request.jobs > 1 and request.slowdown is None and ctx.executor is None
     return prebuilder_for(
         repo if rounds else None,
         request.axis,

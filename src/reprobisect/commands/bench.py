@@ -4,18 +4,19 @@ adds to each run, side by side."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from reprobisect.bisect.probes import BisectRequest, run_bisect
-from reprobisect.cells.base import BaseInterpreter, base_interpreter
+from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.envs import ensure_env
 from reprobisect.cells.pinning import resolve_cell
-from reprobisect.commands.bench_figures import format_bench, run_bench
+from reprobisect.commands.bench_figures import BenchOptions, format_bench, run_bench
 from reprobisect.commands.bench_gpu import format_gpu_bench, run_gpu_bench
-from reprobisect.commands.options import Subparsers, add_common, pins, prepare
+from reprobisect.commands.options import Subparsers, add_common, prepare
 from reprobisect.config.load import Config, load_config
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
@@ -44,28 +45,29 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args)
 
 
-def _bisect_two(config: Config, base: BaseInterpreter) -> Callable[[Path, Path], int]:
+def _bisect_two(config: Config, ctx: RunContext) -> Callable[[Path, Path], int]:
     """The workloads' cold bisection with two probes at a time (what ``bisect --jobs 2`` runs), in the environment
     a command gets: no moved cells or caches."""
     moved = ("REPROBISECT_ENVS", "REPROBISECT_OP_CACHE", "REPROBISECT_WHEEL_CACHE")
-    environ = {k: v for k, v in os.environ.items() if k not in moved}
+    environ = {k: v for k, v in ctx.environ.items() if k not in moved}
 
     def bisect(envs_dir: Path, out: Path) -> int:
         request = BisectRequest(
             repro="gan", axis="deepspeed", good="0.16.0", bad="0.19.8", all_transitions=True, jobs=2
         )
-        ctx = RunContext(base=base, store=Store(out), envs_dir=envs_dir, environ=environ)
-        result, _, _ = run_bisect(config, request, ctx.quiet())
+        here = dataclasses.replace(ctx, store=Store(out), envs_dir=envs_dir, environ=environ)
+        result, _, _ = run_bisect(config, request, here.quiet())
         return len(result.probes)
 
     return bisect
 
 
-def _gpu_rows(args: argparse.Namespace, config: Config, base: BaseInterpreter) -> int:
+def _gpu_rows(options: BenchOptions, config: Config, ctx: RunContext) -> int:
     """``--gpu``: the GPU rows alone, in the default cell (or the pinned one) under ``--envs``."""
-    env = ensure_env(resolve_cell(base, {**config.default_cell, **pins(args)}), base, args.envs)
+    common = options.common
+    env = ensure_env(resolve_cell(ctx.base, {**config.default_cell, **common.pins}), ctx.base, common.envs)
     with tempfile.TemporaryDirectory(prefix="reprobisect-bench-gpu-") as tmp:
-        bench = run_gpu_bench(config, env, Path(tmp), runs=args.runs, jobs=max(1, args.jobs), environ=os.environ)
+        bench = run_gpu_bench(config, env, Path(tmp), ctx, runs=options.runs, jobs=max(1, options.jobs))
     print()
     print(format_gpu_bench(bench))
     return 0
@@ -73,21 +75,17 @@ def _gpu_rows(args: argparse.Namespace, config: Config, base: BaseInterpreter) -
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Measure and print the figures."""
-    prepare(args)
-    config, base = load_config(args.config), base_interpreter(args.base_python)
-    if args.gpu:
-        return _gpu_rows(args, config, base)
-    result = run_bench(
-        config,
-        base,
-        pins(args),
-        runs=args.runs,
-        with_pip=not args.no_pip,
-        environ=os.environ,
-        workloads=args.workloads,
-        config_path=args.config,
-        bisect_two=_bisect_two(config, base),
+    options = BenchOptions.from_args(args)
+    common = options.common
+    prepare(common)
+    config = load_config(common.config)
+    # the figures are a user's runs' (this process's environment, without --profile's clock), on no engine
+    ctx = RunContext(
+        base=base_interpreter(common.base_python), store=Store(common.out), envs_dir=common.envs, environ=os.environ
     )
+    if options.gpu:
+        return _gpu_rows(options, config, ctx)
+    result = run_bench(config, options, ctx, bisect_two=_bisect_two(config, ctx))
     print()
     print(format_bench(result))
     return 0

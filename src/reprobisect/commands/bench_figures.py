@@ -16,6 +16,7 @@ CPU fixes in one warm cell with ``--jobs 1`` and ``--jobs 2``.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import statistics
@@ -28,17 +29,43 @@ from pathlib import Path
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.envs import CellEnv, ensure_env
 from reprobisect.cells.pinning import install_requirement, resolve_cell
+from reprobisect.commands.options import CommonOptions
 from reprobisect.config.load import Config
 from reprobisect.errors import EnvBuildError
 from reprobisect.model.cell import Cell
 from reprobisect.model.store import Store
+from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec, child_environ, execute
 from reprobisect.run.runner import ChildSpec, run_child
 from reprobisect.run.sandbox import Confinement
 from reprobisect.util.cmd import output_tail, run_tool
-from reprobisect.util.echo import Echo
 
-__all__ = ["BenchResult", "bare_run", "format_bench", "run_bench"]
+__all__ = ["BenchOptions", "BenchResult", "bare_run", "format_bench", "run_bench"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BenchOptions:
+    """``bench``'s command line, read once (commands/bench.py adds it): what to measure and how often."""
+
+    runs: int = 5  # runs of the repro for the overhead ratio
+    with_pip: bool = True  # the virtualenv+pip comparison (--no-pip: off)
+    workloads: bool = False
+    gpu: bool = False  # only the GPU rows (commands/bench_gpu.py)
+    jobs: int = 8  # with --gpu: runs at once
+    common: CommonOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BenchOptions:
+        """The command line as parsed."""
+        common = CommonOptions.from_args(args)
+        return cls(
+            runs=args.runs,
+            with_pip=not args.no_pip,
+            workloads=args.workloads,
+            gpu=args.gpu,
+            jobs=args.jobs,
+            common=common,
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -93,21 +120,17 @@ def bare_run(spec: RunSpec, environ: Mapping[str, str], log: Path) -> float:
 
 def run_bench(
     config: Config,
-    base: BaseInterpreter,
-    pins: Mapping[str, str],
+    options: BenchOptions,
+    ctx: RunContext,
     *,
-    runs: int,
-    with_pip: bool,
-    environ: Mapping[str, str],
-    echo: Echo = print,
-    workloads: bool = False,
-    config_path: Path = Path("matrix.yaml"),
     bisect_two: Callable[[Path, Path], int] | None = None,
 ) -> BenchResult:
-    """Measure everything once (builds) or ``runs`` times (reuse, runs) and return the figures. ``bisect_two``
-    (cells folder, output folder → probes made) runs the workloads' bisection two probes at a time."""
-    cell = resolve_cell(base, {**config.default_cell, **pins})
-    echo(f"bench cell {cell.id}; {runs} runs each; pip/virtualenv comparison: {'on' if with_pip else 'off'}")
+    """Measure everything once (builds) or ``options.runs`` times (reuse, runs) over ``ctx``'s base interpreter, in
+    its environment, and return the figures. ``bisect_two`` (cells folder, output folder → probes made) runs the
+    workloads' bisection two probes at a time."""
+    base, echo, runs = ctx.base, ctx.echo, options.runs
+    cell = resolve_cell(base, {**config.default_cell, **options.common.pins})
+    echo(f"bench cell {cell.id}; {runs} runs each; pip/virtualenv comparison: {'on' if options.with_pip else 'off'}")
     with tempfile.TemporaryDirectory(prefix="reprobisect-bench-") as tmp:
         root = Path(tmp)
         # the harness's kept wheels are a package cache too: empty for the cold build, filled for the warm one
@@ -129,13 +152,13 @@ def run_bench(
                     os.environ[name] = value
         reuse = [_timed(lambda: ensure_env(cell, base, root / "warm")) for _ in range(max(runs, 3))]
         pip_cold = pip_warm = None
-        if with_pip:
+        if options.with_pip:
             pip_cold = _pip_build(base, cell.packages, root / "pip-cold", root / "pip-cache")
             echo(f"virtualenv+pip cold build: {pip_cold:.1f} s")
             pip_warm = _pip_build(base, cell.packages, root / "pip-warm", root / "pip-cache")
             echo(f"virtualenv+pip warm build: {pip_warm:.1f} s")
         env = ensure_env(cell, base, root / "warm")
-        harness_runs, bare_runs = _overhead(config, env, root, runs, environ)
+        harness_runs, bare_runs = _overhead(config, env, root, runs, ctx.environ)
         result = BenchResult(
             harness_cold=cold,
             harness_warm=warm,
@@ -146,8 +169,8 @@ def run_bench(
             bare_runs=bare_runs,
             warm_steps=warm_steps,
         )
-        if workloads:
-            result = _workloads(result, config, base, cell, root, config_path, echo, bisect_two)
+        if options.workloads:
+            result = _workloads(result, config, cell, root, options.common.config, ctx, bisect_two)
     return result
 
 
@@ -167,13 +190,13 @@ def _cli(args: list[str], name: str, base: BaseInterpreter, config_path: Path) -
 def _workloads(
     result: BenchResult,
     config: Config,
-    base: BaseInterpreter,
     cell: Cell,
     root: Path,
     config_path: Path,
-    echo: Echo,
+    ctx: RunContext,
     bisect_two: Callable[[Path, Path], int] | None,
 ) -> BenchResult:
+    base, echo = ctx.base, ctx.echo
     fresh = _cli(
         ["repro", "gan", "--envs", str(root / "fresh-cells"), "--out", str(root / "fresh-out")],
         "repro-gan",

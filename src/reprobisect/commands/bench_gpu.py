@@ -22,6 +22,7 @@ from reprobisect.cells.envs import CellEnv
 from reprobisect.commands.bench_figures import bare_run
 from reprobisect.config.load import Config
 from reprobisect.model.store import Store
+from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec, execute
 from reprobisect.run.phases import PROFILE_ENV
 from reprobisect.run.sandbox import Confinement
@@ -57,11 +58,10 @@ def _imports(env: CellEnv, environ: Mapping[str, str]) -> dict[str, float]:
     return {name: float(seconds) for name, seconds in json.loads(done.stdout.strip().splitlines()[-1]).items()}
 
 
-def run_gpu_bench(
-    config: Config, env: CellEnv, root: Path, *, runs: int, jobs: int, environ: Mapping[str, str]
-) -> GpuBench:
-    """Measure (a), (b) and (c) in ``env`` for the GAN's cuda form (fix none); bare and harness runs interleaved,
-    so drift in the machine hits both alike."""
+def run_gpu_bench(config: Config, env: CellEnv, root: Path, ctx: RunContext, *, runs: int, jobs: int) -> GpuBench:
+    """Measure (a), (b) and (c) in ``env`` for the GAN's cuda form (fix none), from ``ctx``'s environment; bare and
+    harness runs interleaved, so drift in the machine hits both alike."""
+    environ = ctx.environ
     repro = config.repro("gan")
     profiled = {**environ, PROFILE_ENV: "1"}
     spec = RunSpec(

@@ -5,37 +5,43 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from reprobisect.bisect import history
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.search import PROBE_ALL_UP_TO
+from reprobisect.commands.engine_options import EngineOptions, add_executor, engine_summary
 from reprobisect.commands.options import (
+    CommonOptions,
     Subparsers,
     add_backend,
     add_common,
-    add_executor,
     add_nproc,
-    add_script_options,
     add_timeout,
-    confinement,
-    engine_summary,
-    executor,
-    pins,
+    checked,
     prepare,
     run_context,
-    with_script,
 )
-from reprobisect.config.load import load_config
+from reprobisect.commands.script_options import ScriptOptions, add_script_options, source_options, with_script
+from reprobisect.config.load import check_pin, load_config
 from reprobisect.errors import ConfigError
 from reprobisect.model.slowdown import METRICS, SlowdownRule
 from reprobisect.report.timing_view import timing_lines
 from reprobisect.util.files import write_atomic
 
-__all__ = ["add_timing", "run_from_args", "setup_arguments", "slowdown_rule", "source_options", "timing_rule"]
+__all__ = [
+    "BisectOptions",
+    "TimingOptions",
+    "add_timing",
+    "refuse_beside_others",
+    "run_from_args",
+    "setup_arguments",
+    "timing_rule",
+]
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -60,6 +66,17 @@ def setup_arguments(subparsers: Subparsers) -> None:
         choices=("PASS", "REPRODUCED", "OTHER_FAILURE", "CRASH"),
         help="bad = this outcome (with --signature: and that signature); PASS finds the change that fixed a bug",
     )
+    _add_search(parser)
+    add_timeout(parser, help="seconds per run")
+    add_timing(parser)
+    add_executor(parser)
+    add_common(parser)
+    parser.set_defaults(run=run_from_args, script_args=())
+
+
+def _add_search(parser: argparse.ArgumentParser) -> None:
+    """How the range is searched: every transition or one, probed how often and how many at a time, releases or a
+    clone's commits."""
     parser.add_argument("--all-transitions", action="store_true", help="map every change of outcome in the range")
     parser.add_argument(
         "--probe-all-up-to",
@@ -96,24 +113,20 @@ def setup_arguments(subparsers: Subparsers) -> None:
         help="probes at a time: both ends, then every open segment's middle together (--all-transitions), or N "
         "evenly spaced versions a round (a search for one change, commits included)",
     )
-    add_timeout(parser, help="seconds per run")
-    add_timing(parser)
-    add_executor(parser)
-    add_common(parser)
-    parser.set_defaults(run=run_from_args, script_args=())
 
 
 def add_timing(parser: argparse.ArgumentParser, *, compare_with: bool = True) -> None:
     """The options of a timing search: bad = slower than the good end beyond a threshold, with confidence
-    (``compare_with``: whether the end compared with can be chosen; triage compares with its first release)."""
+    (``compare_with``: whether the end compared with can be chosen; triage and the nightly compare with their
+    first release and their baseline)."""
     group = parser.add_argument_group("a timing search (slower, not broken)")
     group.add_argument(
         "--slower-than",
         type=float,
         metavar="PERCENT",
         help="bad = the --metric worse than the good end's (triage: the first release's; nightly: the baseline's) by "
-        "more than PERCENT, with confidence (a bootstrap "
-        "interval of the ratio of medians over repeated runs); an ambiguous version is skipped and listed",
+        "more than PERCENT, with confidence (a bootstrap interval of the ratio of medians over repeated runs); an "
+        "ambiguous version is skipped and listed",
     )
     group.add_argument(
         "--metric",
@@ -139,87 +152,175 @@ def add_timing(parser: argparse.ArgumentParser, *, compare_with: bool = True) ->
     )
 
 
-def _slowdown(args: argparse.Namespace) -> SlowdownRule | None:
-    """The timing rule of ``--slower-than``, or None; contradictions and impossible values refused by flag."""
-    if args.slower_than is None:
-        return None
-    if args.any_failure or args.signature or args.target_outcome:
-        msg = "--slower-than is the target of the search: it contradicts --signature, --any-failure, --target-outcome"
-        raise ConfigError(msg)
-    return slowdown_rule(args)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TimingOptions:
+    """The options of a timing search (``_add_timing``); ``slower_than`` None is no timing search."""
 
+    slower_than: float | None = None  # PERCENT
+    metric: str = "step"
+    compare_with: Literal["good", "bad"] = "good"
+    min_repeats: int = 3
+    max_repeats: int = 10
 
-def slowdown_rule(args: argparse.Namespace) -> SlowdownRule:
-    """``--slower-than``'s rule, refused with the flags that make it impossible (a timing search runs alone)."""
-    if args.jobs > 1 or args.repeat > 1:
-        msg = (
-            f"--slower-than with --jobs {args.jobs} --repeat {args.repeat}: a timing search runs one probe at a "
-            "time (runs side by side share caches and memory bandwidth and slow each other unevenly) and takes its "
-            "repeats from --min-repeats/--max-repeats; leave --jobs and --repeat at 1"
-        )
-        raise ConfigError(msg)
-    return timing_rule(args)
-
-
-def timing_rule(args: argparse.Namespace) -> SlowdownRule:
-    """``--slower-than``'s rule from its four options, each impossible value refused by flag."""
-    try:
-        return SlowdownRule(
-            threshold=args.slower_than / 100,
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, *, compare_with: bool = True) -> TimingOptions:
+        """The group as parsed (``compare_with``: as ``add_timing`` was told)."""
+        return cls(
+            slower_than=args.slower_than,
             metric=args.metric,
+            compare_with=args.compare_with if compare_with else "good",
             min_repeats=args.min_repeats,
             max_repeats=args.max_repeats,
         )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BisectOptions:
+    """``bisect``'s command line, read once: what is searched, for what, how, and where it runs."""
+
+    repro: str | None
+    script: ScriptOptions
+    axis: str
+    good: str
+    bad: str
+    backend: Literal["auto", "cuda", "cpu"] = "auto"
+    form: str | None = None
+    fix: str = "none"
+    nproc: str | None = None
+    signature: str | None = None
+    any_failure: bool = False
+    target_outcome: str | None = None
+    all_transitions: bool = False
+    probe_all_up_to: int = PROBE_ALL_UP_TO
+    culprits: bool = False
+    repeat: int = 1
+    pre: bool = False
+    git: Path | None = None
+    all_parents: bool = False
+    fresh: bool = False
+    jobs: int = 1
+    timeout: float | None = None
+    timing: TimingOptions = dataclasses.field(default_factory=TimingOptions)
+    engine: EngineOptions = dataclasses.field(default_factory=EngineOptions)
+    common: CommonOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BisectOptions:
+        """The command line as parsed; --good, --bad and --signature are checked as every pin is (``checked``)."""
+        common = CommonOptions.from_args(args)
+        return cls(
+            repro=args.repro,
+            script=ScriptOptions.from_args(args, script_args=args.script_args),
+            axis=args.axis,
+            good=check_pin(args.good, "--good"),
+            bad=check_pin(args.bad, "--bad"),
+            backend=args.backend,
+            form=args.form,
+            fix=args.fix,
+            nproc=args.nproc,
+            signature=checked(args.signature, "--signature"),
+            any_failure=args.any_failure,
+            target_outcome=args.target_outcome,
+            all_transitions=args.all_transitions,
+            probe_all_up_to=args.probe_all_up_to,
+            culprits=args.culprits,
+            repeat=args.repeat,
+            pre=args.pre,
+            git=args.git,
+            all_parents=args.all_parents,
+            fresh=args.fresh,
+            jobs=args.jobs,
+            timeout=args.timeout,
+            timing=TimingOptions.from_args(args),
+            engine=EngineOptions.from_args(args),
+            common=common,
+        )
+
+
+def _slowdown(options: BisectOptions) -> SlowdownRule | None:
+    """The timing rule of ``--slower-than``, or None; contradictions and impossible values refused by flag."""
+    timing = options.timing
+    if timing.slower_than is None:
+        return None
+    if options.any_failure or options.signature or options.target_outcome:
+        msg = "--slower-than is the target of the search: it contradicts --signature, --any-failure, --target-outcome"
+        raise ConfigError(msg)
+    refuse_beside_others(options.jobs, options.repeat)
+    return timing_rule(timing)
+
+
+def refuse_beside_others(jobs: int, repeat: int) -> None:
+    """A timing search runs alone: ``--jobs`` and ``--repeat`` above 1 are refused, saying why."""
+    if jobs > 1 or repeat > 1:
+        msg = (
+            f"--slower-than with --jobs {jobs} --repeat {repeat}: a timing search runs one probe at a time (runs side "
+            "by side share caches and memory bandwidth and slow each other unevenly) and takes its repeats from "
+            "--min-repeats/--max-repeats; leave --jobs and --repeat at 1"
+        )
+        raise ConfigError(msg)
+
+
+def timing_rule(timing: TimingOptions) -> SlowdownRule | None:
+    """``--slower-than``'s rule from its options (None without it), each impossible value refused by flag."""
+    if timing.slower_than is None:
+        return None
+    try:
+        return SlowdownRule(
+            threshold=timing.slower_than / 100,
+            metric=timing.metric,
+            min_repeats=timing.min_repeats,
+            max_repeats=timing.max_repeats,
+        )
     except ValueError as exc:
         msg = (
-            f"--slower-than {args.slower_than} --min-repeats {args.min_repeats} --max-repeats {args.max_repeats}: {exc}"
+            f"--slower-than {timing.slower_than} --min-repeats {timing.min_repeats} "
+            f"--max-repeats {timing.max_repeats}: {exc}"
         )
         raise ConfigError(msg) from exc
 
 
-def _request(args: argparse.Namespace, repro: str) -> BisectRequest:
+def _request(options: BisectOptions, repro: str) -> BisectRequest:
     """The options as a BisectRequest; contradictions are refused here, before anything is built."""
-    if args.any_failure and (args.signature or args.target_outcome):
+    if options.any_failure and (options.signature or options.target_outcome):
         msg = "--any-failure contradicts --signature and --target-outcome: choose one target"
         raise ConfigError(msg)
-    if args.culprits and not args.all_transitions:
+    if options.culprits and not options.all_transitions:
         msg = "--culprits names the commit behind each transition: it goes with --all-transitions"
         raise ConfigError(msg)
-    if args.probe_all_up_to < 2:
-        msg = f"--probe-all-up-to {args.probe_all_up_to}: at least 2 (the two ends)"
+    if options.probe_all_up_to < 2:
+        msg = f"--probe-all-up-to {options.probe_all_up_to}: at least 2 (the two ends)"
         raise ConfigError(msg)
-    fixed = pins(args)
-    fixed.pop(args.axis, None)  # the axis is what the bisection varies
-    if args.nproc:
-        fixed["nproc"] = args.nproc
-    if args.jobs < 1:
-        msg = f"--jobs {args.jobs}: at least 1"
+    fixed = dict(options.common.pins)
+    fixed.pop(options.axis, None)  # the axis is what the bisection varies
+    if options.nproc:
+        fixed["nproc"] = options.nproc
+    if options.jobs < 1:
+        msg = f"--jobs {options.jobs}: at least 1"
         raise ConfigError(msg)
     return BisectRequest(
         repro=repro,
-        axis=args.axis,
-        good=args.good,
-        bad=args.bad,
-        backend=args.backend,
-        form=args.form,
-        fix=args.fix,
-        target=args.signature,
-        any_failure=args.any_failure,
-        all_transitions=args.all_transitions,
-        repeat=args.repeat,
-        prereleases=args.pre,
+        axis=options.axis,
+        good=options.good,
+        bad=options.bad,
+        backend=options.backend,
+        form=options.form,
+        fix=options.fix,
+        target=options.signature,
+        any_failure=options.any_failure,
+        all_transitions=options.all_transitions,
+        repeat=options.repeat,
+        prereleases=options.pre,
         pins=fixed,
-        git=None if args.culprits else args.git,
-        fresh=args.fresh,
-        timeout=args.timeout,
-        confinement=confinement(args),
-        jobs=args.jobs,
-        target_outcome=args.target_outcome,
-        probe_all_up_to=args.probe_all_up_to,
-        first_parent=not args.all_parents,
-        executor=executor(args),
-        slowdown=_slowdown(args),
-        compare_with=args.compare_with,
+        git=None if options.culprits else options.git,
+        fresh=options.fresh,
+        timeout=options.timeout,
+        confinement=options.common.confinement,
+        jobs=options.jobs,
+        target_outcome=options.target_outcome,
+        probe_all_up_to=options.probe_all_up_to,
+        first_parent=not options.all_parents,
+        slowdown=_slowdown(options),
+        compare_with=options.timing.compare_with,
     )
 
 
@@ -278,22 +379,25 @@ def culprit_line(culprit: dict[str, Any]) -> str:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Bisect and print the transitions; 0 when the bisection names them (no transition included)."""
-    prepare(args)
-    if bool(args.script) + bool(args.repro) + len(args.pytest or ()) != 1:
+    options = BisectOptions.from_args(args)
+    prepare(options.common)
+    script = options.script
+    if bool(script.script) + bool(options.repro) + len(script.pytest) != 1:
         msg = "bisect needs exactly one of --repro NAME, --script PATH or --pytest PATH::TEST"
         raise ConfigError(msg)
     config, made = with_script(
-        load_config(args.config),
-        args,
-        args.script,
-        repros=(args.repro,) if args.repro else (),
+        load_config(options.common.config),
+        script,
+        timeout=options.timeout,
+        repros=(options.repro,) if options.repro else (),
         rerun=("nox", "-s", "triage", "--"),
     )
-    request = _request(args, made[0] if made else args.repro)
-    ctx = run_context(args)
+    request = _request(options, made[0] if made else options.repro or "")
+    ctx = run_context(options.common, options.engine.engine())
     _, report, path = run_bisect(config, request, ctx)
-    if args.culprits:
-        clone = args.git if args.git is not None else history.clone_known(args.axis, args.envs / "clones")
+    if options.culprits:
+        envs = options.common.envs
+        clone = options.git if options.git is not None else history.clone_known(options.axis, envs / "clones")
         report["culprits"] = find_culprits(
             config,
             request,
@@ -301,31 +405,10 @@ def run_from_args(args: argparse.Namespace) -> int:
             clone=clone,
             ctx=ctx,
             form=report["form"],
-            source=source_options(args),
+            source=source_options(options.repro, script, options.common),
         )
         write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
-    _print_report(report, path, all_transitions=args.all_transitions)
-    for line in engine_summary(executor(args)):
+    _print_report(report, path, all_transitions=options.all_transitions)
+    for line in engine_summary(ctx.executor):
         print(line)
     return 0
-
-
-def source_options(args: argparse.Namespace) -> list[str]:
-    """The options that name what is run — ``--script issue.py --env K=V -- ARGS`` or ``--repro NAME`` — for a
-    command that runs it again."""
-    if getattr(args, "repro", None):
-        return ["--repro", args.repro]
-    options = ["--script", str(args.script)] if args.script else []
-    for test in getattr(args, "pytest", None) or ():
-        options += ["--pytest", test]
-    for setting in getattr(args, "env", None) or ():
-        options += ["--env", setting]
-    if getattr(args, "shim", False):
-        options.append("--shim")
-    if getattr(args, "expect_signature", None):
-        options += ["--expect-signature", args.expect_signature]
-    if getattr(args, "wheelhouse", None):
-        options += ["--wheelhouse", str(args.wheelhouse)]
-    options += ["--out", str(args.out), "--envs", str(args.envs)]  # where its records are: a re-run reuses them
-    script_args = list(getattr(args, "script_args", ()) or ())
-    return [*options, *(["--", *script_args] if script_args else [])]

@@ -11,24 +11,25 @@ are listed with why. The table goes to ``corpus.md`` and ``corpus.json``; any wr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from reprobisect.bisect.slowdown_answer import slower_ranges
 from reprobisect.commands import triage
-from reprobisect.commands.options import Subparsers, add_common
+from reprobisect.commands.options import CommonOptions, Subparsers, add_common
+from reprobisect.commands.triage import TriageOptions
 from reprobisect.corpus.entries import entry_folders, gpus_here, why_not_here
 from reprobisect.corpus.scoring import ColumnVerdict, Found, Row, score
 from reprobisect.corpus.table import NotRun, Table, markdown, write_table
 from reprobisect.corpus.truth import PACKAGES, Truth, load_truth
 from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError
 
-__all__ = ["run_from_args", "setup_arguments"]
-
-# the options of ``add_common`` handed on to each entry's triage as they were given
-_PASSED = ("config", "envs", "base_python", "wheelhouse", "cpus_per_run")
+__all__ = ["CorpusOptions", "run_from_args", "setup_arguments"]
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -65,39 +66,86 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args, out=Path("reports/corpus"))
 
 
-def _gpus(args: argparse.Namespace) -> int:
-    return int(args.gpus) if args.gpus is not None else gpus_here()
+def _refuse_pins(args: argparse.Namespace) -> None:
+    """A pin of a package an entry varies: the entry's versions are its truth's."""
+    pinned = {"torch": args.torch, "deepspeed": args.deepspeed, "lightning": args.lightning}
+    given = [name for name, value in pinned.items() if value]
+    if given:
+        msg = f"--{given[0]}: a corpus entry's versions are its truth's; run triage on the script to pin others"
+        raise ConfigError(msg)
 
 
-def _why_not(truth: Truth, args: argparse.Namespace, gpus: int) -> str | None:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CorpusOptions:
+    """``corpus``'s command line, read once."""
+
+    corpus: Path = Path("corpus")
+    entries: tuple[str, ...] = ()  # --entry: only these
+    backend: Literal["cpu", "cuda"] = "cpu"
+    gpus: int | None = None  # None: as nvidia-smi lists them
+    git: tuple[str, ...] = ()  # [PACKAGE=]CLONE, as given
+    no_culprits: bool = False
+    jobs: int = 1
+    common: CommonOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CorpusOptions:
+        """The command line as parsed; a pin of torch, DeepSpeed or Lightning is refused first, naming it."""
+        _refuse_pins(args)
+        return cls(
+            corpus=args.corpus,
+            entries=tuple(args.entry),
+            backend=args.backend,
+            gpus=args.gpus,
+            git=tuple(args.git),
+            no_culprits=args.no_culprits,
+            jobs=args.jobs,
+            common=CommonOptions.from_args(args),
+        )
+
+
+def _gpus(options: CorpusOptions) -> int:
+    return int(options.gpus) if options.gpus is not None else gpus_here()
+
+
+def _why_not(truth: Truth, options: CorpusOptions, gpus: int) -> str | None:
     """Why this entry is not run here, or None."""
     missing = [r for r in truth.releases if r not in truth.runs]
     if missing:
         return f"truth not measured for {', '.join(missing)}: python tools/corpus_truth.py {truth.folder}"
-    return why_not_here(truth, backend=args.backend, gpus=gpus)
+    return why_not_here(truth, backend=options.backend, gpus=gpus)
 
 
-def _triage_argv(truth: Truth, args: argparse.Namespace) -> list[str]:
+def _passed(common: CommonOptions) -> list[str]:
+    """The options of ``add_common`` handed on to each entry's triage as they were given."""
+    given = {
+        "--config": common.config,
+        "--envs": common.envs,
+        "--base-python": common.base_python,
+        "--wheelhouse": common.wheelhouse,
+        "--cpus-per-run": common.cpus_per_run,
+    }
+    words = [item for option, value in given.items() if value is not None for item in (option, str(value))]
+    words += [] if common.confinement.sandbox else ["--no-sandbox"]
+    return [*words, "--network", common.confinement.network]
+
+
+def _triage_argv(truth: Truth, options: CorpusOptions) -> list[str]:
     """The triage command line a maintainer would type for this entry."""
     argv = [str(truth.script), f"--{truth.package}", ",".join(truth.releases)]
     argv += [item for name, value in sorted(truth.pins.items()) for item in (f"--{name}", value)]
     argv += ["--backend", "cpu" if truth.backend == "cpu" else "cuda", "--timeout", str(truth.timeout)]
-    argv += ["--out", str(args.out / truth.name), "--jobs", "1" if truth.slowdown else str(args.jobs)]
+    argv += ["--out", str(options.common.out / truth.name), "--jobs", "1" if truth.slowdown else str(options.jobs)]
     if truth.slowdown is not None:  # a performance entry: its steps timed, the answer a timing search's
         argv += ["--instruments", "--slower-than", f"{truth.slowdown.threshold:g}", "--metric", truth.slowdown.metric]
-    for name in _PASSED:
-        value = getattr(args, name, None)
-        if value is not None:
-            argv += [f"--{name.replace('_', '-')}", str(value)]
-    argv += [] if args.sandbox else ["--no-sandbox"]
-    argv += ["--network", args.network]
-    if not args.no_culprits:
-        clone = _clone_for(truth.package, args.git)
+    argv += _passed(options.common)
+    if not options.no_culprits:
+        clone = _clone_for(truth.package, options.git)
         argv += ["--git", str(clone)] if clone is not None else ["--culprits"]
-    return argv + (["--debug"] if args.debug else [])
+    return argv + (["--debug"] if options.common.debug else [])
 
 
-def _clones(given: list[str]) -> dict[str | None, Path]:
+def _clones(given: Sequence[str]) -> dict[str | None, Path]:
     """``--git`` values by package (None: a bare CLONE, for every entry); a package named twice or unknown is an
     error naming the value."""
     clones: dict[str | None, Path] = {}
@@ -114,20 +162,21 @@ def _clones(given: list[str]) -> dict[str | None, Path]:
     return clones
 
 
-def _clone_for(package: str, given: list[str]) -> Path | None:
+def _clone_for(package: str, given: Sequence[str]) -> Path | None:
     """The clone an entry of ``package`` is triaged with: the one named for its package, else a bare one, else None
     (the harness's own clone, ``--culprits``)."""
     clones = _clones(given)
     return clones.get(package, clones.get(None))
 
 
-def _parse_triage(argv: list[str]) -> argparse.Namespace:
+def _parse_triage(argv: list[str]) -> TriageOptions:
+    """An entry's triage command line as ``triage`` reads its own."""
     parser = argparse.ArgumentParser(prog="reprobisect")
     subparsers = parser.add_subparsers(dest="command", required=True)
     triage.setup_arguments(subparsers)
     args = parser.parse_args(["triage", *argv])
     args.script_args = ()
-    return args
+    return TriageOptions.from_args(args)
 
 
 def _failed_row(truth: Truth, why: str, seconds: float) -> Row:
@@ -136,9 +185,9 @@ def _failed_row(truth: Truth, why: str, seconds: float) -> Row:
     return Row(entry=truth.name, ranges=wrong, introduced=wrong, fixed=wrong, signature=wrong, seconds=seconds)
 
 
-def run_entry(truth: Truth, args: argparse.Namespace) -> Row:
+def run_entry(truth: Truth, options: CorpusOptions) -> Row:
     """Triage one entry as a maintainer would, then score the answer."""
-    argv = _triage_argv(truth, args)
+    argv = _triage_argv(truth, options)
     rerun = "reprobisect triage " + shlex.join(argv)
     print(f"\n== corpus entry {truth.name}: {rerun}", flush=True)
     start = time.monotonic()
@@ -158,7 +207,7 @@ def run_entry(truth: Truth, args: argparse.Namespace) -> Row:
             return _failed_row(truth, "no timing search answered (see the summary's 'Slower' section)", seconds)
         affected, culprits = slower_ranges(timed[0][0]), timed[0][1]
     states = {r: (s.outcome, s.signature) for r, s in answer.states.items()}
-    if args.no_culprits:
+    if options.no_culprits:
         culprits = [{"kind": k, "first": s.first, "last": s.last, "commit": None, "why": "not asked (--no-culprits)"}
                     for s in truth.affected for k in ("introduced", "fixed")]  # fmt: skip
     found = Found(states=states, affected=affected, culprits=culprits, seconds=seconds)
@@ -167,23 +216,20 @@ def run_entry(truth: Truth, args: argparse.Namespace) -> Row:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the entries, write and print the table; 1 when any row is wrong."""
-    pinned = [name for name in ("torch", "deepspeed", "lightning", "python") if getattr(args, name, None)]
-    if pinned:
-        msg = f"--{pinned[0]}: a corpus entry's versions are its truth's; run triage on the script to pin others"
-        raise ConfigError(msg)
-    _clones(args.git)  # a wrong --git is refused before any entry runs
-    truths = [load_truth(folder) for folder in entry_folders(args.corpus, args.entry, asked_by="--entry")]
-    gpus = _gpus(args) if args.backend == "cuda" else 0
+    options = CorpusOptions.from_args(args)
+    _clones(options.git)  # a wrong --git is refused before any entry runs
+    truths = [load_truth(folder) for folder in entry_folders(options.corpus, options.entries, asked_by="--entry")]
+    gpus = _gpus(options) if options.backend == "cuda" else 0
     rows: list[Row] = []
     not_run: list[NotRun] = []
     for truth in truths:
-        why = _why_not(truth, args, gpus)
+        why = _why_not(truth, options, gpus)
         if why is not None:
             not_run.append(NotRun(entry=truth.name, why=why))
             continue
-        rows.append(run_entry(truth, args))
+        rows.append(run_entry(truth, options))
     table = Table(rows=rows, not_run=not_run, command="reprobisect " + shlex.join(sys.argv[1:]))
-    md, js = write_table(table, args.out)
+    md, js = write_table(table, options.common.out)
     print("\n" + markdown(table), flush=True)
     print(f"written: {md} and {js}", flush=True)
     return FAIL_EXIT if any(not row.exact for row in rows) else 0

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.envs import ensure_env
 from reprobisect.cells.pinning import resolve_cell
-from reprobisect.commands.options import Subparsers, add_common, pins, prepare
+from reprobisect.commands.options import CommonOptions, Subparsers, add_common, prepare
 from reprobisect.config.load import load_config
 from reprobisect.errors import ToolError
 from reprobisect.util.cmd import run_tool
@@ -39,11 +39,12 @@ def _stream(argv: Sequence[str], *, what: str, env: Mapping[str, str] | None = N
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Build the default cell with the pins given, then print what torch and DeepSpeed say about it."""
-    prepare(args)
-    base = base_interpreter(args.base_python)
-    config = load_config(args.config)
-    cell = resolve_cell(base, {**config.default_cell, **pins(args)})
-    env = ensure_env(cell, base, args.envs)
+    options = CommonOptions.from_args(args)  # env takes add_common's block and nothing else
+    prepare(options)
+    base = base_interpreter(options.base_python)
+    config = load_config(options.config)
+    cell = resolve_cell(base, {**config.default_cell, **options.pins})
+    env = ensure_env(cell, base, options.envs)
     # flushed: the tools write to the same terminal (or pipe) and must come after this line
     print(
         f"Cell {cell.id}: {env.path} ({'reused' if env.reused else 'built'}; torch from {cell.torch_source})\n",

@@ -4,41 +4,52 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Literal
 
 from reprobisect.cells.base import base_interpreter
+from reprobisect.commands.engine_options import EngineOptions, add_executor, engine_summary
 from reprobisect.commands.options import (
+    CommonOptions,
     Subparsers,
     add_backend,
     add_common,
-    add_executor,
     add_fixes,
     add_forms,
     add_nproc,
-    add_script_options,
     add_timeout,
-    confinement,
-    engine_summary,
-    executor,
+    checked,
     prepare,
     run_context,
     split,
-    with_script,
 )
 from reprobisect.commands.output import print_runs
-from reprobisect.config.expand import PINNED_AXES
+from reprobisect.commands.script_options import ScriptOptions, add_script_options, with_script
 from reprobisect.config.load import Config, load_config
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.report.summary import markdown_summary
+from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest, listed_cells
+from reprobisect.run.plan import listed_cells
 from reprobisect.util.files import write_atomic
 
-__all__ = ["add_run_options", "axis_values", "matrix_request", "run_and_summarize", "run_from_args", "setup_arguments"]
+__all__ = [
+    "MatrixOptions",
+    "RunOptions",
+    "add_run_options",
+    "axis_values",
+    "matrix_request",
+    "own_command",
+    "run_and_summarize",
+    "run_from_args",
+    "setup_arguments",
+]
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -79,81 +90,167 @@ def axis_values(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """``add_run_options``'s group, read once: the options ``matrix`` and ``triage`` share."""
+
+    backend: Literal["auto", "cuda", "cpu"] = "auto"
+    select: tuple[str, ...] = ()
+    python: str | None = None  # replaces the python axis
+    nproc: str | None = None  # replaces the nproc axis
+    fixes: tuple[str, ...] = ()  # --fix, split
+    forms: tuple[str, ...] = ()  # --form, split
+    jobs: int = 1
+    repeat: int = 1
+    fresh: bool = False
+    refresh_index: bool = False
+    timeout: float | None = None
+    engine: EngineOptions = dataclasses.field(default_factory=EngineOptions)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RunOptions:
+        """The group as parsed; --python is checked as every pin is (``checked``)."""
+        return cls(
+            backend=args.backend,
+            select=tuple(args.select),
+            python=checked(args.python, "--python"),
+            nproc=args.nproc,
+            fixes=split(args.fix),
+            forms=split(args.form),
+            jobs=args.jobs,
+            repeat=args.repeat,
+            fresh=args.fresh,
+            refresh_index=args.refresh_index,
+            timeout=args.timeout,
+            engine=EngineOptions.from_args(args),
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatrixOptions:
+    """``matrix``'s command line, read once."""
+
+    repros: tuple[str, ...] = ()  # --repro, split; default: all
+    script: ScriptOptions = dataclasses.field(default_factory=ScriptOptions)
+    run: RunOptions = dataclasses.field(default_factory=RunOptions)
+    cells: tuple[str, ...] = ()  # --cell
+    list: bool = False
+    list_json: bool = False
+    common: CommonOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> MatrixOptions:
+        """The command line as parsed."""
+        common = CommonOptions.from_args(args)
+        return cls(
+            repros=split(args.repro),
+            script=ScriptOptions.from_args(args, script_args=args.script_args),
+            run=RunOptions.from_args(args),
+            cells=tuple(args.cell),
+            list=args.list,
+            list_json=args.list_json,
+            common=common,
+        )
+
+
 def matrix_request(
-    args: argparse.Namespace, repros: tuple[str, ...], *, base_axes: dict[str, tuple[str, ...]] | None = None
+    options: RunOptions,
+    common: CommonOptions,
+    repros: tuple[str, ...],
+    *,
+    base_axes: dict[str, tuple[str, ...]] | None = None,
 ) -> MatrixRequest:
     """The options as a MatrixRequest; contradictions are refused here, before anything is planned. ``base_axes``
     replace matrix.yaml's axes (triage starts from the default cell) before the command line's do."""
     axes = dict(base_axes or {})
-    axes.update(
-        {name: axis_values(getattr(args, name)) for name in (*PINNED_AXES, "python", "nproc") if getattr(args, name)}
-    )
-    if args.jobs < 1 or args.repeat < 1:
-        msg = f"--jobs {args.jobs} / --repeat {args.repeat}: both must be at least 1"
+    given = {**common.pins, "python": options.python, "nproc": options.nproc}
+    axes.update({name: axis_values(value) for name, value in given.items() if value})
+    if options.jobs < 1 or options.repeat < 1:
+        msg = f"--jobs {options.jobs} / --repeat {options.repeat}: both must be at least 1"
         raise ConfigError(msg)
     return MatrixRequest(
         repros=repros,
-        backend=args.backend,
+        backend=options.backend,
         axes=axes,
-        select=tuple(args.select),
-        fixes=split(args.fix),
-        forms=split(args.form),
-        jobs=args.jobs,
-        repeat=args.repeat,
-        fresh=args.fresh,
-        refresh_index=args.refresh_index,
-        timeout=args.timeout,
-        cpus_per_run=args.cpus_per_run,
-        confinement=confinement(args),
+        select=options.select,
+        fixes=options.fixes,
+        forms=options.forms,
+        jobs=options.jobs,
+        repeat=options.repeat,
+        fresh=options.fresh,
+        refresh_index=options.refresh_index,
+        timeout=options.timeout,
+        cpus_per_run=common.cpus_per_run,
+        confinement=common.confinement,
         use_includes=base_axes is None,
-        executor=executor(args),
     )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
     """List the cells, or run the selection, print the table and write ``summary-matrix.md``; 0 whatever the
     outcomes."""
-    prepare(args)
-    if (args.script or args.pytest) and args.repro:
+    options = MatrixOptions.from_args(args)
+    common, script = options.common, options.script
+    prepare(common)
+    if (script.script or script.pytest) and options.repros:
         msg = "--script/--pytest and --repro contradict each other: run canonical repros or a script, not both"
         raise ConfigError(msg)
     config, made = with_script(
-        load_config(args.config), args, args.script, repros=split(args.repro), rerun=("nox", "-s", "triage", "--")
+        load_config(common.config),
+        script,
+        timeout=options.run.timeout,
+        repros=options.repros,
+        rerun=("nox", "-s", "triage", "--"),
     )
-    request = matrix_request(args, made or split(args.repro))
-    base = base_interpreter(args.base_python)
-    if args.list or args.list_json:
-        cells = listed_cells(config, request, base, args.envs)
+    request = matrix_request(options.run, common, made or options.repros)
+    if options.list or options.list_json:
+        cells = listed_cells(config, request, base_interpreter(common.base_python), common.envs)
         print(
             json.dumps({"include": cells})
-            if args.list_json
+            if options.list_json
             else "\n".join(f"{c['cell']}  {c['status']}" for c in cells)
         )
         return 0
-    run_and_summarize(config, request, args, title="Matrix", summary="summary-matrix.md", cells=tuple(args.cell))
+    ctx = run_context(common, options.run.engine.engine())
+    run_and_summarize(
+        config,
+        request,
+        ctx,
+        common.out,
+        title="Matrix",
+        summary="summary-matrix.md",
+        cells=options.cells,
+        command=own_command("matrix"),
+    )
     return 0
+
+
+def own_command(name: str) -> str:
+    """The nox command that re-runs this process's command ``name`` with the options it was given."""
+    return f"nox -s {name} -- " + shlex.join(sys.argv[2:])
 
 
 def run_and_summarize(
     config: Config,
     request: MatrixRequest,
-    args: argparse.Namespace,
+    ctx: RunContext,
+    out: Path,
     *,
     title: str,
     summary: str,
     cells: tuple[str, ...] = (),
-    command: str | None = None,
+    command: str,
 ) -> tuple[list[Record], Path]:
-    """Run the request, print the table and write the Markdown summary under ``--out``; returns the records and
-    the summary's path. ``command``: the one that re-runs it, when the caller knows it better than this process's
-    own command line (``corpus`` runs ``triage`` for each entry: its own argv would re-run the corpus command)."""
-    records = run_matrix(config, request, run_context(args), cells=cells)
+    """Run the request where ``ctx`` says, print the table (and what the engine says) and write the Markdown summary
+    under ``out``; returns the records and the summary's path. ``command``: the one that re-runs it (``own_command``,
+    or what the caller knows better: ``corpus`` runs ``triage`` for each entry, and its own argv would re-run the
+    corpus command)."""
+    records = run_matrix(config, request, ctx, cells=cells)
     print_runs(records)
-    for line in engine_summary(request.executor):
+    for line in engine_summary(ctx.executor):
         print(line)
-    path = args.out / summary
+    path = out / summary
     path.parent.mkdir(parents=True, exist_ok=True)
-    command = command or f"nox -s {args.command} -- " + shlex.join(sys.argv[2:])
     write_atomic(path, markdown_summary(records, title=title, command=command), what="the summary")
-    print(f"\nRecords: {args.out / 'records'}  Summary: {path}")
+    print(f"\nRecords: {out / 'records'}  Summary: {path}")
     return records, path

@@ -9,21 +9,21 @@ the result and where its files are (``out/minimize/NAME/``: ``minimized.py``, ``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import re
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from reprobisect.commands.options import (
+    CommonOptions,
     Subparsers,
     add_backend,
     add_common,
     add_timeout,
-    confinement,
-    pins,
     prepare,
     run_context,
 )
@@ -36,7 +36,14 @@ from reprobisect.minimize.request import Budget, MinimizeRequest
 if TYPE_CHECKING:
     from reprobisect.minimize.request import MinimizeResult
 
-__all__ = ["parse_budget", "parse_cell_pins", "require_reducers", "run_from_args", "setup_arguments"]
+__all__ = [
+    "MinimizeOptions",
+    "parse_budget",
+    "parse_cell_pins",
+    "require_reducers",
+    "run_from_args",
+    "setup_arguments",
+]
 
 # What a minimization runs that no other command does (pyproject's dependencies): imported only once it starts.
 _REDUCERS = ("pyflakes", "picire")
@@ -91,7 +98,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args, script_args=())
 
 
-def parse_cell_pins(values: list[str] | None, option: str) -> dict[str, str] | None:
+def parse_cell_pins(values: Sequence[str] | None, option: str) -> dict[str, str] | None:
     """``--bad deepspeed==0.16.5,lightning==2.5.0`` as ``{"deepspeed": "0.16.5", "lightning": "2.5.0"}``."""
     if not values:
         return None
@@ -108,7 +115,7 @@ def parse_cell_pins(values: list[str] | None, option: str) -> dict[str, str] | N
     return found
 
 
-def parse_budget(values: list[str]) -> Budget:
+def parse_budget(values: Sequence[str]) -> Budget:
     """``--budget 10m --budget 200runs`` as a Budget (seconds and runs; the first reached stops)."""
     seconds: float | None = None
     runs: int | None = None
@@ -125,48 +132,96 @@ def parse_budget(values: list[str]) -> Budget:
     return Budget(seconds=seconds, runs=runs)
 
 
-def run_from_args(args: argparse.Namespace) -> int:
-    """Minimize, write the files, print the result; 130 when Ctrl-C stopped it (the best so far is written)."""
-    require_reducers()
-    prepare(args)
-    if args.jobs < 1:
-        msg = f"--jobs {args.jobs}: must be at least 1"
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MinimizeOptions:
+    """``minimize``'s command line, read once; ``--bad`` and ``--good`` as given (``parse_cell_pins`` reads them)."""
+
+    script: Path
+    bad: tuple[str, ...]
+    good: tuple[str, ...] | None = None
+    expect_signature: str | None = None
+    form: str | None = None
+    shim: bool = False
+    env: tuple[str, ...] = ()  # VAR=VALUE, as given
+    jobs: int = 2
+    budget: tuple[str, ...] = ()
+    keep_traceback: bool = True
+    backend: Literal["auto", "cuda", "cpu"] = "auto"
+    timeout: float | None = None
+    script_args: tuple[str, ...] = ()  # what follows ``--``
+    common: CommonOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> MinimizeOptions:
+        """The command line as parsed."""
+        common = CommonOptions.from_args(args)
+        return cls(
+            script=args.script,
+            bad=tuple(args.bad),
+            good=tuple(args.good) if args.good else None,
+            expect_signature=args.expect_signature,
+            form=args.form,
+            shim=args.shim,
+            env=tuple(args.env or ()),
+            jobs=args.jobs,
+            budget=tuple(args.budget),
+            keep_traceback=args.keep_traceback,
+            backend=args.backend,
+            timeout=args.timeout,
+            script_args=tuple(args.script_args),
+            common=common,
+        )
+
+
+def _request(options: MinimizeOptions) -> MinimizeRequest:
+    """The options as a MinimizeRequest; bad input is refused here, before anything runs."""
+    if options.jobs < 1:
+        msg = f"--jobs {options.jobs}: must be at least 1"
         raise ConfigError(msg)
-    if not args.script.is_file():
-        msg = f"{args.script}: no such file"
+    if not options.script.is_file():
+        msg = f"{options.script}: no such file"
         raise ConfigError(msg)
-    bad = parse_cell_pins(args.bad, "--bad") or {}
-    good = parse_cell_pins(args.good, "--good")
+    bad = parse_cell_pins(options.bad, "--bad") or {}
+    good = parse_cell_pins(options.good, "--good")
     if good is not None and set(good) != set(bad):
         msg = f"--good pins {', '.join(sorted(good))} but --bad pins {', '.join(sorted(bad))}: pin the same packages"
         raise ConfigError(msg)
     if good == bad:
         msg = "--good and --bad name the same cell: give the release where the script does not fail"
         raise ConfigError(msg)
-    request = MinimizeRequest(
-        script=args.script,
+    common = options.common
+    return MinimizeRequest(
+        script=options.script,
         bad=bad,
         good=good,
-        pins=pins(args),
-        backend=args.backend,
-        form=args.form,
-        script_args=tuple(args.script_args),
-        expect=args.expect_signature,
-        shim=args.shim,
-        env=env_settings(args.env or ()),
-        timeout=args.timeout,
-        cpus_per_run=args.cpus_per_run,
-        confinement=confinement(args),
-        jobs=args.jobs,
-        keep_traceback=args.keep_traceback,
-        budget=parse_budget(args.budget),
-        out=args.out,
+        pins=common.pins,
+        backend=options.backend,
+        form=options.form,
+        script_args=options.script_args,
+        expect=options.expect_signature,
+        shim=options.shim,
+        env=env_settings(options.env),
+        timeout=options.timeout,
+        cpus_per_run=common.cpus_per_run,
+        confinement=common.confinement,
+        jobs=options.jobs,
+        keep_traceback=options.keep_traceback,
+        budget=parse_budget(options.budget),
+        out=common.out,
     )
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Minimize, write the files, print the result; 130 when Ctrl-C stopped it (the best so far is written)."""
+    require_reducers()
+    options = MinimizeOptions.from_args(args)
+    prepare(options.common)
+    request = _request(options)
     from reprobisect.minimize.outputs import write_outputs  # imports pyflakes and picire: only once minimizing
     from reprobisect.minimize.pipeline import minimize
 
-    source = args.script.read_text(encoding="utf-8")
-    result = minimize(load_config(args.config), request, run_context(args))
+    source = options.script.read_text(encoding="utf-8")
+    result = minimize(load_config(options.common.config), request, run_context(options.common))
     write_outputs(result, request, source)
     _print(result)
     if result.interrupted:  # the best so far is on disk: Ctrl-C means Ctrl-C again

@@ -10,32 +10,33 @@ import argparse
 import contextlib
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
-from reprobisect.commands.bisect import add_timing, timing_rule
+from reprobisect.commands.bisect import TimingOptions, add_timing, timing_rule
+from reprobisect.commands.engine_options import EngineOptions, add_executor, engine_summary
 from reprobisect.commands.options import (
+    CommonOptions,
     Subparsers,
     add_backend,
     add_common,
-    add_executor,
     add_fixes,
     add_forms,
-    add_script_options,
     add_timeout,
-    confinement,
-    engine_summary,
-    executor,
-    pins,
+    checked,
     prepare,
     run_context,
     split,
-    with_script,
 )
+from reprobisect.commands.script_options import ScriptOptions, add_script_options, with_script
 from reprobisect.config.load import Config, load_config
 from reprobisect.corpus.entries import corpus_slice, gpus_here
 from reprobisect.errors import ConfigError, HarnessError
 from reprobisect.util.files import write_atomic
 
-__all__ = ["EXIT_STATUS_FILE", "run_from_args", "setup_arguments"]
+if TYPE_CHECKING:  # the night's modules are imported when it runs (see _night)
+    from reprobisect.nightly.run import NightlyRequest
+
+__all__ = ["EXIT_STATUS_FILE", "CloneOptions", "NightlyOptions", "run_from_args", "setup_arguments"]
 
 EXIT_STATUS_FILE = "exit-status"
 
@@ -117,83 +118,196 @@ def _add_clone_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _night(args: argparse.Namespace) -> int:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CloneOptions:
+    """``_add_clone_options``' group, read once: the clone a night follows (main) or searches between releases'
+    tags, and how long each regression of main is minimized."""
+
+    git: Path | None = None
+    track: Literal["main", "releases"] | None = None
+    culprits: bool = False
+    no_fetch: bool = False
+    minimize_budget: str = "10m"
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CloneOptions:
+        """The group as parsed."""
+        return cls(
+            git=args.git,
+            track=args.track,
+            culprits=args.culprits,
+            no_fetch=args.no_fetch,
+            minimize_budget=args.minimize_budget,
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NightlyOptions:
+    """``nightly``'s command line, read once. ``--deepspeed`` (what runs instead of the new releases) is the
+    ``deepspeed`` pin of ``common``."""
+
+    state: Path
+    backend: Literal["auto", "cuda", "cpu"] = "auto"
+    up_to: str | None = None
+    baseline_release: str | None = None
+    repros: tuple[str, ...] = ()  # --repro, split
+    forms: tuple[str, ...] = ()
+    fixes: tuple[str, ...] = ()
+    jobs: int = 1
+    timeout: float | None = None
+    max_releases: int = 3
+    max_bisects: int = 3
+    fail_on_change: bool = False
+    keep_baseline: bool = False
+    repo: str | None = None
+    clone: CloneOptions = dataclasses.field(default_factory=CloneOptions)
+    repeat: int = 1
+    corpus: tuple[str, ...] = ()  # --corpus, split: entries, 'all' or 'none'
+    corpus_dir: Path | None = None
+    script: ScriptOptions = dataclasses.field(default_factory=ScriptOptions)
+    timing: TimingOptions = dataclasses.field(default_factory=TimingOptions)  # --slower-than: the baseline's
+    engine: EngineOptions = dataclasses.field(default_factory=EngineOptions)
+    common: CommonOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> NightlyOptions:
+        """The command line as parsed; --repo, --baseline-release and --up-to are checked as every pin is."""
+        common = CommonOptions.from_args(args)
+        repo = checked(args.repo, "--repo")
+        baseline_release = checked(args.baseline_release, "--baseline-release")
+        up_to = checked(args.up_to, "--up-to")
+        return cls(
+            state=args.state,
+            backend=args.backend,
+            up_to=up_to,
+            baseline_release=baseline_release,
+            repros=split(args.repro),
+            forms=split(args.form),
+            fixes=split(args.fix),
+            jobs=args.jobs,
+            timeout=args.timeout,
+            max_releases=args.max_releases,
+            max_bisects=args.max_bisects,
+            fail_on_change=args.fail_on_change,
+            keep_baseline=args.keep_baseline,
+            repo=repo,
+            clone=CloneOptions.from_args(args),
+            repeat=args.repeat,
+            corpus=split(args.corpus),
+            corpus_dir=args.corpus_dir,
+            script=ScriptOptions.from_args(args, script_args=args.script_args),
+            timing=TimingOptions.from_args(args, compare_with=False),
+            engine=EngineOptions.from_args(args),
+            common=common,
+        )
+
+    @property
+    def deepspeed(self) -> str | None:
+        """``--deepspeed``: a release or a git ref to run instead of the new releases."""
+        return self.common.pins.get("deepspeed")
+
+
+def _night(options: NightlyOptions) -> int:
     """Check the options, run the night, return its verdict (0, or 1 on a regression)."""
     # imported here: the night imports the report writer (matplotlib), which no other command's start needs
     from reprobisect.bisect import history
     from reprobisect.commands.minimize import parse_budget
     from reprobisect.nightly.main_night import fetch_origin, run_main_night
-    from reprobisect.nightly.run import NightlyRequest, run_nightly
-    from reprobisect.nightly.targets import AXIS, DEEPSPEED_REPO
+    from reprobisect.nightly.run import run_nightly
+    from reprobisect.nightly.targets import AXIS
 
-    _check_options(args)
-    if args.culprits:  # the clone the harness keeps, fetched now (a night with network)
-        args.git, args.track, args.no_fetch = history.clone_known(AXIS, args.envs / "clones"), "releases", True
-    budget = parse_budget([args.minimize_budget]).seconds
+    _check_options(options)
+    clone = options.clone
+    if clone.culprits:  # the clone the harness keeps, fetched now (a night with network)
+        git = history.clone_known(AXIS, options.common.envs / "clones")
+        clone = dataclasses.replace(clone, git=git, track="releases", no_fetch=True)
+    budget = parse_budget([clone.minimize_budget]).seconds
     if budget is None:
-        msg = f"--minimize-budget {args.minimize_budget}: give a time (600, 10m), not runs"
+        msg = f"--minimize-budget {clone.minimize_budget}: give a time (600, 10m), not runs"
         raise ConfigError(msg)
     config, made = with_script(
-        load_config(args.config), args, args.script, repros=split(args.repro), rerun=("nox", "-s", "triage", "--")
+        load_config(options.common.config),
+        options.script,
+        timeout=options.timeout,
+        repros=options.repros,
+        rerun=("nox", "-s", "triage", "--"),
     )
-    config, repros, not_run = _with_corpus(config, args, (*split(args.repro), *made))
+    config, repros, not_run = _with_corpus(config, options, (*options.repros, *made))
     for why in not_run:
         print(f"Not run on this machine: {why}")
-    request = NightlyRequest(
-        state=args.state,
-        out=args.out,
-        backend=args.backend,
-        deepspeed=args.deepspeed,
-        up_to=args.up_to,
-        baseline_release=args.baseline_release,
-        pins={k: v for k, v in pins(args).items() if k != "deepspeed"},
-        repros=repros,
-        not_run=not_run,
-        forms=split(args.form),
-        fixes=split(args.fix),
-        jobs=args.jobs,
-        repeat=args.repeat,
-        timeout=args.timeout,
-        git=args.git,
-        minimize_budget=budget,
-        max_releases=args.max_releases,
-        max_bisects=args.max_bisects,
-        fail_on_change=args.fail_on_change,
-        keep_baseline=args.keep_baseline,
-        repo=args.repo or DEEPSPEED_REPO,
-        confinement=confinement(args),
-        executor=executor(args),
-        slowdown=timing_rule(args) if args.slower_than is not None else None,
-    )
-    if args.git is not None and args.track != "releases":
-        result = run_main_night(config, request, run_context(args), fetch=not args.no_fetch)
+    request = _request(options, clone, repros=repros, not_run=not_run, budget=budget)
+    ctx = run_context(options.common, options.engine.engine())
+    if clone.git is not None and clone.track != "releases":
+        result = run_main_night(config, request, ctx, fetch=not clone.no_fetch)
     else:
-        if args.git is not None and not args.no_fetch:
-            fetch_origin(args.git)  # the new release's tag
-        result = run_nightly(config, request, run_context(args))
-    for line in engine_summary(request.executor):
+        if clone.git is not None and not clone.no_fetch:
+            fetch_origin(clone.git)  # the new release's tag
+        result = run_nightly(config, request, ctx)
+    for line in engine_summary(ctx.executor):
         print(line)
     return result.exit_code
 
 
-def _check_options(args: argparse.Namespace) -> None:
+def _request(
+    options: NightlyOptions,
+    clone: CloneOptions,
+    *,
+    repros: tuple[str, ...],
+    not_run: tuple[str, ...],
+    budget: float,
+) -> NightlyRequest:
+    """The night as asked for: the options, with the repros it runs and those it cannot, and the clone it follows."""
+    from reprobisect.nightly.run import NightlyRequest  # as in _night
+    from reprobisect.nightly.targets import DEEPSPEED_REPO
+
+    return NightlyRequest(
+        state=options.state,
+        out=options.common.out,
+        backend=options.backend,
+        deepspeed=options.deepspeed,
+        up_to=options.up_to,
+        baseline_release=options.baseline_release,
+        pins={k: v for k, v in options.common.pins.items() if k != "deepspeed"},
+        repros=repros,
+        not_run=not_run,
+        forms=options.forms,
+        fixes=options.fixes,
+        jobs=options.jobs,
+        repeat=options.repeat,
+        timeout=options.timeout,
+        git=clone.git,
+        minimize_budget=budget,
+        max_releases=options.max_releases,
+        max_bisects=options.max_bisects,
+        fail_on_change=options.fail_on_change,
+        keep_baseline=options.keep_baseline,
+        repo=options.repo or DEEPSPEED_REPO,
+        confinement=options.common.confinement,
+        slowdown=timing_rule(options.timing),
+    )
+
+
+def _check_options(options: NightlyOptions) -> None:
     """Options that contradict each other or are out of range, named."""
-    if min(args.jobs, args.max_releases, args.repeat) < 1 or args.max_bisects < 0:
-        msg = f"--jobs {args.jobs} / --max-releases {args.max_releases} / --repeat must be >= 1, --max-bisects >= 0"
+    clone = options.clone
+    if min(options.jobs, options.max_releases, options.repeat) < 1 or options.max_bisects < 0:
+        msg = (
+            f"--jobs {options.jobs} / --max-releases {options.max_releases} / --repeat must be >= 1, --max-bisects >= 0"
+        )
         raise ConfigError(msg)
-    if args.culprits and (args.git is not None or args.track == "main"):
+    if clone.culprits and (clone.git is not None or clone.track == "main"):
         msg = "--culprits makes the harness's own clone for the release track: it goes without --git and --track main"
         raise ConfigError(msg)
-    if args.track == "main" and args.git is None:
+    if clone.track == "main" and clone.git is None:
         msg = "--track main follows a clone: give --git CLONE"
         raise ConfigError(msg)
-    if args.slower_than is not None and args.git is not None and args.track != "releases":
+    if options.timing.slower_than is not None and clone.git is not None and clone.track != "releases":
         msg = (
             "--slower-than searches a night's slower runs between releases: it goes with the release track "
             "(--track releases --git CLONE, or --culprits), not the main track's one commit a night"
         )
         raise ConfigError(msg)
-    if args.baseline_release and (args.deepspeed or args.up_to or (args.git and args.track != "releases")):
+    if options.baseline_release and (options.deepspeed or options.up_to or (clone.git and clone.track != "releases")):
         msg = (
             "--baseline-release seeds the baseline: it goes without --deepspeed, --up-to and --git "
             "(except with --track releases)"
@@ -202,20 +316,20 @@ def _check_options(args: argparse.Namespace) -> None:
 
 
 def _with_corpus(
-    config: Config, args: argparse.Namespace, asked: tuple[str, ...]
+    config: Config, options: NightlyOptions, asked: tuple[str, ...]
 ) -> tuple[Config, tuple[str, ...], tuple[str, ...]]:
     """``config`` with the corpus entries the night runs as repros, the repros the night runs (empty: matrix.yaml's
     nightly.repros) and the entries this machine cannot run, each with why. ``--corpus`` adds to whatever runs;
     matrix.yaml's ``nightly.corpus`` joins its default slice only (a night of one script stays that script)."""
-    named = [name for given in args.corpus for name in split([given])]
+    named = list(options.corpus)
     spec = config.nightly
     names = named or (list(spec.corpus) if spec is not None and not asked else [])
     if not names or "none" in names:
         return config, asked, ()
-    axes = {**(spec.axes if spec is not None else {}), **pins(args)}
+    axes = {**(spec.axes if spec is not None else {}), **options.common.pins}
     axes.pop("deepspeed", None)
-    backend = args.backend if args.backend != "auto" else ("cuda" if gpus_here() else "cpu")
-    root = args.corpus_dir or config.path.parent / "corpus"
+    backend = options.backend if options.backend != "auto" else ("cuda" if gpus_here() else "cpu")
+    root = options.corpus_dir or config.path.parent / "corpus"
     found = corpus_slice(root, names, backend=backend, axes=axes, strict=bool(named))
     base = asked or (spec.repros if spec is not None else ())
     config = dataclasses.replace(config, repros={**config.repros, **found.repros})
@@ -233,9 +347,10 @@ def _write_status(path: Path, code: int) -> None:
 def run_from_args(args: argparse.Namespace) -> int:
     """The night's verdict as the exit code and in ``--out/exit-status``; an error (bad input included)
     leaves no status file, last night's included."""
-    status_file = args.out / EXIT_STATUS_FILE
+    status_file = args.out / EXIT_STATUS_FILE  # before the options are read: bad input among them leaves none either
     status_file.unlink(missing_ok=True)  # last night's must not speak for tonight
-    prepare(args)
-    code = _night(args)
+    options = NightlyOptions.from_args(args)
+    prepare(options.common)
+    code = _night(options)
     _write_status(status_file, code)
     return code

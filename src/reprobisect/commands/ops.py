@@ -14,7 +14,7 @@ from reprobisect.cells.op_builds import OPS
 from reprobisect.cells.shared_cache import CacheEntry, SharedCache
 from reprobisect.commands.options import Subparsers, add_envs
 
-__all__ = ["run_from_args", "setup_arguments"]
+__all__ = ["OpsOptions", "run_from_args", "setup_arguments"]
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -67,10 +67,25 @@ _SHOWN = (
 )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OpsOptions:
+    """``ops``' command line, read once: the cells whose caches they are, and what to do to them."""
+
+    envs: Path
+    clear: bool = False
+    max_gib: float | None = None  # remove least recently used entries above this size, each cache
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> OpsOptions:
+        """The command line as parsed."""
+        return cls(envs=args.envs, clear=args.clear, max_gib=args.max_gib)
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Print each cache's entries (name, size, last use), after clearing or bounding it when asked."""
+    options = OpsOptions.from_args(args)
     for shown in _SHOWN:
-        _show(shown, shown.cache.root(args.envs), clear=args.clear, max_gib=args.max_gib)
+        _show(shown, shown.cache.root(options.envs), clear=options.clear, max_gib=options.max_gib)
     return 0
 
 

@@ -1,14 +1,20 @@
-"""Options that several subcommands share, defined once here, and the small readers of what they hold.
+"""Options that several subcommands share, defined once here, and the typed object their values become.
 
 Each ``add_*`` function adds one option (or the common block) where the caller puts it: argparse lists
 options in the order they were added, so a command keeps its own order and its ``--help`` stays as it was.
 A help text that differs between commands is a parameter, not a copy of the option.
+
+A command reads its parsed command line once, into one frozen options object of its own (``BisectOptions``,
+``MatrixOptions``, ...), right after parsing; the groups several commands share are small options objects of their
+own, composed into those: ``CommonOptions`` here (``add_common``'s block), ``ScriptOptions``
+(commands/script_options.py), ``EngineOptions`` (commands/engine_options.py). Every option that becomes a version,
+a ref or a URL for pip, uv or git is checked as the object is built (never an option in disguise), so a command's
+steps take typed values and nothing below ``commands/`` sees an argparse ``Namespace``.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import dataclasses
 import importlib.util
 import os
@@ -20,45 +26,27 @@ from typing import TypeAlias
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.offline_wheelhouse import use_wheelhouse
 from reprobisect.config.expand import PINNED_AXES
-from reprobisect.config.load import Config, check_pin, default_config_path
-from reprobisect.config.scripts import (
-    CliFixes,
-    ReproOptions,
-    cli_fixes,
-    env_settings,
-    instruments_of,
-    pytest_repro,
-    script_repro,
-    with_fixes,
-)
-from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, slurm_arg
-from reprobisect.errors import ConfigError
+from reprobisect.config.load import check_pin, default_config_path
 from reprobisect.model.store import Store
-from reprobisect.run.context import RunContext
-from reprobisect.run.executor import MatrixExecutor
+from reprobisect.run.context import MatrixExecutor, RunContext
 from reprobisect.run.phases import PROFILE_ENV
 from reprobisect.run.sandbox import Confinement
 
 __all__ = [
+    "CommonOptions",
     "Subparsers",
     "add_backend",
-    "add_cli_fixes",
     "add_common",
-    "add_executor",
+    "add_envs",
     "add_fixes",
     "add_forms",
     "add_nproc",
-    "add_script_options",
     "add_timeout",
-    "check_script",
-    "confinement",
-    "engine_summary",
-    "executor",
-    "pins",
+    "checked",
+    "positive",
     "prepare",
     "run_context",
     "split",
-    "with_script",
 ]
 
 # What ``ArgumentParser.add_subparsers`` returns; typeshed names no public type for it.
@@ -69,8 +57,6 @@ _PIN_EXTRA = {
     "torchvision": ", 'system' or 'match' (the release made for the cell's torch; a pair made for another "
     "torch is not installable together)",
 }
-# Options whose value becomes a version, a ref or a URL handed to pip, uv or git (checked by ``prepare``).
-_VALUE_OPTIONS = (*PINNED_AXES, "python", "good", "bad", "repo", "baseline_release", "up_to", "signature")
 
 
 def _default_base() -> str:
@@ -91,6 +77,15 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def positive(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    value = int(text)
+    if value < 1:
+        msg = f"{text!r} is less than 1"
+        raise ValueError(msg)
+    return value
+
+
 def add_backend(parser: argparse.ArgumentParser, help: str | None = None) -> None:
     """``--backend auto|cuda|cpu``: which forms of a repro run."""
     parser.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto", help=help)
@@ -106,162 +101,11 @@ def add_forms(parser: argparse.ArgumentParser, help: str = "form(s) instead of t
     parser.add_argument("--form", action="append", help=help)
 
 
-def add_script_options(parser: argparse.ArgumentParser, *, script: bool = True) -> None:
-    """What a script run takes besides the script: its expectation, the shim, and fixes defined on the command
-    line (``--fix-args/--fix-patch/--fix-override/--fix-env NAME=VALUE``, each repeatable). Arguments for the
-    script itself follow a ``--`` at the end of the command line."""
-    if script:
-        parser.add_argument("--script", type=Path, help="run any script (e.g. pasted from an issue) instead of a repro")
-    parser.add_argument("--expect-signature", help="with a script: the known name or id that counts as REPRODUCED")
-    parser.add_argument("--shim", action="store_true", help="with a script: run it through the Lightning CPU shim")
-    parser.add_argument(
-        "--instruments",
-        action="store_true",
-        help="with a script: let it `import instruments` (the repros' shared module beside matrix.yaml: step events, "
-        "the GAN's training check)",
-    )
-    parser.add_argument(
-        "--pytest",
-        action="append",
-        metavar="PATH[::TEST]",
-        help="a package's own tests as a repro (a file, a folder or a node id of a test tree), run by pytest in the "
-        "cell; repeatable, one repro each",
-    )
-    parser.add_argument("--pytest-k", metavar="EXPR", help="with --pytest: only the tests this -k expression selects")
-    parser.add_argument(
-        "--pytest-root", type=Path, help="with --pytest: the folder pytest runs from (default: above the test tree)"
-    )
-    parser.add_argument(
-        "--env",
-        action="append",
-        metavar="VAR=VALUE",
-        help="a variable for every run of the script or tests (e.g. PL_RUN_STANDALONE_TESTS=1); runs see no other "
-        "variable of yours",
-    )
-    add_cli_fixes(parser)
-
-
-def add_cli_fixes(parser: argparse.ArgumentParser) -> None:
-    """``--fix-args/--fix-patch/--fix-override/--fix-env NAME=VALUE``: candidate fixes defined on the command line,
-    shown in reports like matrix.yaml's."""
-    group = parser.add_argument_group(
-        "fixes from the command line",
-        "each NAME=VALUE, repeatable; one NAME may take several (arguments and a variable)",
-    )
-    group.add_argument("--fix-args", action="append", default=[], metavar="NAME=ARGS", help="extra arguments")
-    group.add_argument("--fix-patch", action="append", default=[], metavar="NAME=PATH[:STRIP]", help="a patch file")
-    group.add_argument(
-        "--fix-override",
-        action="append",
-        default=[],
-        metavar="NAME=PKG==VERSION",
-        help="another version (or PKG@git+URL@ref) of a package, in a cell of its own",
-    )
-    group.add_argument(
-        "--fix-env", action="append", default=[], metavar="NAME=VAR=VALUE", help="an environment variable"
-    )
-
-
 def add_nproc(parser: argparse.ArgumentParser) -> None:
     """``--nproc 1,2``: ranks per run, an axis (replaces matrix.yaml's ``nproc`` axis)."""
     parser.add_argument(
         "--nproc", help="ranks per run, comma-separated values (an axis; each rank gets torchrun's variables)"
     )
-
-
-def with_script(
-    config: Config,
-    args: argparse.Namespace,
-    script: Path | None,
-    *,
-    repros: Sequence[str],
-    rerun: tuple[str, ...],
-) -> tuple[Config, tuple[str, ...]]:
-    """``config`` with the script and the ``--pytest`` tests (if any) as repros, and the fixes from the command line
-    added to them or to ``repros`` (all of matrix.yaml's when empty); returns the names of the repros it made.
-    ``rerun`` is the command that re-runs them (reports print it), to which their own options are added."""
-    fixes = cli_fixes(CliFixes(args=args.fix_args, patch=args.fix_patch, override=args.fix_override, env=args.fix_env))
-    script_args = tuple(getattr(args, "script_args", ()))
-    pytests = tuple(getattr(args, "pytest", None) or ())
-    env = env_settings(getattr(args, "env", None) or ())
-    instruments = bool(getattr(args, "instruments", False))  # --instruments: the script may import them
-    if script is None and not pytests:
-        given = [getattr(args, "expect_signature", None), getattr(args, "shim", False), script_args, env, instruments]
-        if any(given) or getattr(args, "pytest_k", None) or getattr(args, "pytest_root", None):
-            msg = (
-                "--expect-signature, --shim, --instruments, --env, --pytest-k, --pytest-root and arguments after '--' "
-                "go with a script or --pytest (a repro's live in matrix.yaml)"
-            )
-            raise ConfigError(msg)
-        names = set(repros or config.repros)
-        updated = {n: with_fixes(r, fixes) if fixes and n in names else r for n, r in config.repros.items()}
-        return dataclasses.replace(config, repros=updated), ()
-    if script is not None and pytests:
-        msg = "a script and --pytest contradict each other: triage one at a time"
-        raise ConfigError(msg)
-    options = [
-        *(["--expect-signature", args.expect_signature] if args.expect_signature else []),
-        *(item for setting in getattr(args, "env", None) or () for item in ("--env", setting)),
-    ]
-    shared = ReproOptions(
-        args=script_args,
-        expect=args.expect_signature,
-        shim=args.shim,
-        fixes=fixes,
-        env=env,
-        timeout=args.timeout or None,
-    )
-    made = []
-    if script is not None:
-        check_script(script)
-        made.append(
-            script_repro(
-                script,
-                dataclasses.replace(
-                    shared,
-                    rerun=(
-                        *rerun,
-                        str(script),
-                        *options,
-                        *(["--shim"] if args.shim else []),
-                        *(["--instruments"] if instruments else []),
-                    ),
-                ),
-                instruments=instruments_of(config) if instruments else None,
-            )
-        )
-    stems = collections.Counter(_unqualified(spec) for spec in pytests)
-    for spec in pytests:
-        selection = [
-            *(["--pytest-k", args.pytest_k] if args.pytest_k else []),
-            *(["--pytest-root", str(args.pytest_root)] if args.pytest_root else []),
-        ]
-        made.append(
-            pytest_repro(
-                spec,
-                dataclasses.replace(
-                    shared, rerun=(*rerun, "--pytest", spec, *selection, *options, *(["--shim"] if args.shim else []))
-                ),
-                keyword=args.pytest_k,
-                root=args.pytest_root,
-                qualified=stems[_unqualified(spec)] > 1,  # two test_deepspeed.py files: named by their paths
-            )
-        )
-    clash = sorted({r.name for r in made} & set(config.repros)) or [
-        r.name for i, r in enumerate(made) if r.name in {m.name for m in made[:i]}
-    ]
-    if clash:
-        msg = f"{clash[0]!r}: two repros of this run (or one of {config.path.name}) would share this name; rename one"
-        raise ConfigError(msg)
-    return dataclasses.replace(config, repros={**config.repros, **{r.name: r for r in made}}), tuple(
-        r.name for r in made
-    )
-
-
-def _unqualified(spec: str) -> tuple[str, str]:
-    """What a --pytest repro's name is made of without its path: the file's stem and the node."""
-    path, _, node = spec.partition("::")
-    return Path(path).stem, node
 
 
 def add_timeout(parser: argparse.ArgumentParser, help: str = "seconds per run (default: the repro's)") -> None:
@@ -278,7 +122,8 @@ def add_envs(
 
 def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] | None = None) -> None:
     """The block every cell-building command ends with: files, the base interpreter, pins, wheelhouse,
-    confinement, --debug. ``pin_help`` replaces the help of a pin whose meaning the command changes."""
+    confinement, --debug (``CommonOptions``). ``pin_help`` replaces the help of a pin whose meaning the command
+    changes."""
     parser.add_argument(
         "--config",
         type=Path,
@@ -329,85 +174,53 @@ def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] |
     parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
 
 
-def _positive(text: str) -> int:
-    """An argparse type: a whole number >= 1."""
-    value = int(text)
-    if value < 1:
-        msg = f"{text!r} is less than 1"
-        raise ValueError(msg)
-    return value
+def checked(value: str | None, option: str) -> str | None:
+    """An option's value that becomes a version, a ref or a URL for pip, uv or git: refused when it would be read
+    as an option or break a line (``check_pin``); None stays None."""
+    return None if value is None else check_pin(value, option)
 
 
-def add_executor(parser: argparse.ArgumentParser) -> None:
-    """``--executor local|slurm`` and what passes through to Slurm (engine/slurm.py): each cell a job, each wave of
-    cells (a matrix, a round of bisection probes, a nightly slice) one job array."""
-    group = parser.add_argument_group(
-        "where runs happen",
-        "with --executor slurm, --out and --envs must lie on a filesystem every node sees (records, cells, op cache)",
-    )
-    group.add_argument(
-        "--executor",
-        choices=("local", "slurm"),
-        default="local",
-        help="local: this machine; slurm: one job per cell, one job array per wave (submitit, sacct, scancel)",
-    )
-    group.add_argument("--slurm-partition", metavar="NAME", help="the partition every job goes to")
-    group.add_argument("--slurm-account", metavar="NAME", help="the account the jobs are charged to")
-    group.add_argument(
-        "--slurm-time", metavar="MINUTES", type=_positive, help="time limit of each cell's job (default 60)"
-    )
-    group.add_argument("--slurm-constraint", metavar="FEATURES", help="node features the jobs need (--constraint)")
-    group.add_argument("--slurm-cpus", metavar="N", type=_positive, help="cores per job (--cpus-per-task)")
-    group.add_argument(
-        "--slurm-arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any other sbatch option for every job, e.g. qos=high (repeatable); --gres=gpu:N comes from the runs' "
-        "nproc on --backend cuda",
-    )
-    group.add_argument(
-        "--slurm-folder", type=Path, metavar="DIR", help="the jobs' pickles and logs (default: --out/slurm)"
-    )
+def _pins(args: argparse.Namespace) -> dict[str, str]:
+    """The pins given on the command line, by package name, each checked (``checked``)."""
+    given = {name: vars(args)[name] for name in PINNED_AXES}  # the block's own options, one per pinned axis
+    return {name: check_pin(value, f"--{name}") for name, value in given.items() if value}
 
 
-def executor(args: argparse.Namespace) -> MatrixExecutor | None:
-    """The engine the options ask for, made once per command (its losses and overhead are said at the end);
-    None for ``local``. Slurm options without ``--executor slurm`` are refused: they would be ignored."""
-    made = getattr(args, "made_executor", None)
-    if made is not None or getattr(args, "executor", "local") == "local":
-        given = [name for name in _SLURM_OPTIONS if getattr(args, name, None) not in (None, [])]
-        if made is None and given:
-            msg = f"--{given[0].replace('_', '-')} goes with --executor slurm"
-            raise ConfigError(msg)
-        return made
-    options = SlurmOptions(
-        partition=args.slurm_partition,
-        account=args.slurm_account,
-        time_minutes=args.slurm_time or 60,
-        constraint=args.slurm_constraint,
-        cpus_per_job=args.slurm_cpus,
-        extra=dict(slurm_arg(text) for text in args.slurm_arg),
-        folder=args.slurm_folder.resolve() if args.slurm_folder else None,
-    )
-    args.made_executor = SlurmExecutor(options)
-    return args.made_executor  # type: ignore[no-any-return]
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CommonOptions:
+    """``add_common``'s block, read once: the files, the base interpreter, the pins, the wheelhouse, the cores and
+    the confinement of each run, ``--profile`` and ``--debug``."""
 
+    config: Path
+    out: Path
+    envs: Path
+    base_python: str
+    pins: Mapping[str, str] = dataclasses.field(default_factory=dict)  # the pins given, by package name
+    wheelhouse: Path | None = None
+    cpus_per_run: int | None = None
+    confinement: Confinement = dataclasses.field(default_factory=Confinement)  # --no-sandbox, --network
+    profile: bool = False
+    debug: bool = False
 
-_SLURM_OPTIONS = (
-    "slurm_partition",
-    "slurm_account",
-    "slurm_time",
-    "slurm_constraint",
-    "slurm_cpus",
-    "slurm_arg",
-    "slurm_folder",
-)
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CommonOptions:
+        """The block as parsed; a pin that would be read as an option (or breaks a line) is refused here."""
+        return cls(
+            config=args.config,
+            out=args.out,
+            envs=args.envs,
+            base_python=args.base_python,
+            pins=_pins(args),
+            wheelhouse=args.wheelhouse,
+            cpus_per_run=args.cpus_per_run,
+            confinement=Confinement(sandbox=args.sandbox, network=args.network),
+            profile=args.profile,
+            debug=args.debug,
+        )
 
-
-def engine_summary(engine: MatrixExecutor | None) -> list[str]:
-    """What the engine says at the end of a command: jobs lost (and requeued), overhead per job; nothing locally."""
-    return list(engine.summary()) if isinstance(engine, SlurmExecutor) else []
+    def environ(self) -> Mapping[str, str]:
+        """The environment runs start from: this process's, with ``--profile``'s switch for the runs' phase clock."""
+        return {**os.environ, PROFILE_ENV: "1"} if self.profile else os.environ
 
 
 def split(values: Sequence[str] | None) -> tuple[str, ...]:
@@ -415,48 +228,21 @@ def split(values: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(item for value in values or () for item in value.split(",") if item)
 
 
-def pins(args: argparse.Namespace) -> dict[str, str]:
-    """The pins given on the command line, by package name."""
-    return {name: getattr(args, name) for name in PINNED_AXES if getattr(args, name)}
+def prepare(common: CommonOptions, *, wheelhouse: bool = True) -> None:
+    """What every command of ``add_common`` does first, once its options are read: (unless the command builds the
+    wheelhouse itself) make installs offline from ``--wheelhouse``. Nothing is written before this passes."""
+    if wheelhouse and common.wheelhouse:
+        use_wheelhouse(common.wheelhouse)
 
 
-def confinement(args: argparse.Namespace) -> Confinement:
-    """``--no-sandbox`` and ``--network`` as the runner's Confinement."""
-    return Confinement(sandbox=args.sandbox, network=args.network)
-
-
-def check_script(script: Path | None) -> None:
-    """A --script that does not exist is bad input: say so before anything is planned or written."""
-    if script is not None and not script.is_file():
-        msg = f"--script {script}: no such file"
-        raise ConfigError(msg)
-
-
-def _check_values(args: argparse.Namespace) -> None:
-    """Every option that becomes a version, a ref or a URL for pip, uv or git: never an option in disguise."""
-    for name in _VALUE_OPTIONS:
-        value = getattr(args, name, None)
-        if isinstance(value, str):
-            check_pin(value, f"--{name.replace('_', '-')}")
-
-
-def prepare(args: argparse.Namespace, *, wheelhouse: bool = True) -> None:
-    """What every command of ``add_common`` does first: refuse an option in disguise, then (unless the
-    command builds the wheelhouse itself) make installs offline from ``--wheelhouse``. Nothing is written
-    before this passes."""
-    _check_values(args)
-    if wheelhouse and args.wheelhouse:
-        use_wheelhouse(args.wheelhouse)
-
-
-def run_environ(args: argparse.Namespace) -> Mapping[str, str]:
-    """The environment runs start from: this process's, with ``--profile``'s switch for the runs' phase clock."""
-    return {**os.environ, PROFILE_ENV: "1"} if getattr(args, "profile", False) else os.environ
-
-
-def run_context(args: argparse.Namespace) -> RunContext:
+def run_context(common: CommonOptions, executor: MatrixExecutor | None = None) -> RunContext:
     """Where a command's runs happen, from ``add_common``'s options: ``--base-python``, ``--out`` (the records),
-    ``--envs`` (the cells) and this process's environment (``run_environ``)."""
+    ``--envs`` (the cells), this process's environment (``CommonOptions.environ``) and the engine the cells run on
+    (``EngineOptions.engine()``, made once per command: its losses and overhead are said at the end; None: here)."""
     return RunContext(
-        base=base_interpreter(args.base_python), store=Store(args.out), envs_dir=args.envs, environ=run_environ(args)
+        base=base_interpreter(common.base_python),
+        store=Store(common.out),
+        envs_dir=common.envs,
+        environ=common.environ(),
+        executor=executor,
     )

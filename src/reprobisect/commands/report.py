@@ -8,6 +8,7 @@ Unreadable record files are skipped with a warning naming them; the report is st
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import warnings
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ from reprobisect.report.markdown import report_markdown
 from reprobisect.report.views import ReportData
 from reprobisect.util.files import write_atomic
 
-__all__ = ["run_from_args", "setup_arguments"]
+__all__ = ["ReportOptions", "run_from_args", "setup_arguments"]
 
 PROG = "reprobisect report"  # who speaks in its warnings and errors
 _FAIL_KINDS = {"regression": "timing-regression", "new-failure": "new-failure"}
@@ -144,45 +145,76 @@ def _failed(comparison: Comparison | None, fail_on: Sequence[str]) -> list[str]:
     return [name for name in fail_on if counts[_FAIL_KINDS[name]]]
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReportOptions:
+    """``report``'s command line, read once: which records, compared with what, written where."""
+
+    out: Path = Path("reports")
+    merge: tuple[Path, ...] = ()
+    latest: bool = False
+    baseline: Path | None = None
+    threshold: float = 1.10
+    noise_k: float = 3.0
+    fail_on: tuple[str, ...] = ()
+    dest: Path | None = None  # None: OUT/report
+    markdown: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ReportOptions:
+        """The command line as parsed."""
+        return cls(
+            out=args.out,
+            merge=tuple(args.merge),
+            latest=args.latest,
+            baseline=args.baseline,
+            threshold=args.threshold,
+            noise_k=args.noise_k,
+            fail_on=tuple(args.fail_on),
+            dest=args.dest,
+            markdown=args.markdown,
+        )
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Write the report; ``FAIL_EXIT`` when ``--fail-on`` names a change the comparison found, else 0."""
     # imported here: the writer draws the plots (matplotlib), which no other command's start needs
     from reprobisect.report.write import plots_for, write_report
 
-    if args.fail_on and args.baseline is None:
-        msg = f"--fail-on {args.fail_on[0]} needs --baseline DIR to compare with"
+    options = ReportOptions.from_args(args)
+    if options.fail_on and options.baseline is None:
+        msg = f"--fail-on {options.fail_on[0]} needs --baseline DIR to compare with"
         raise ConfigError(msg)
-    roots = [args.out, *args.merge]
-    frame, skipped, sources = _load(roots, latest=args.latest)
+    roots = [options.out, *options.merge]
+    frame, skipped, sources = _load(roots, latest=options.latest)
     if frame.empty:
         msg = f"no readable records under {', '.join(str(r / 'records') for r in roots)}"
         raise NothingToDoError(msg)
     bisects = _bisects(roots, skipped)
     comparison = None
-    if args.baseline is not None:
-        base_frame, base_skipped, _ = _load([args.baseline])
+    if options.baseline is not None:
+        base_frame, base_skipped, _ = _load([options.baseline])
         skipped += base_skipped
         if base_frame.empty:  # comparing with nothing would pass every --fail-on silently
-            msg = f"--baseline {args.baseline}: no readable records under {args.baseline / 'records'}"
+            msg = f"--baseline {options.baseline}: no readable records under {options.baseline / 'records'}"
             raise NothingToDoError(msg)
-        comparison = compare(frame, base_frame, threshold=args.threshold, k=args.noise_k)
+        comparison = compare(frame, base_frame, threshold=options.threshold, k=options.noise_k)
     data = ReportData(
         frame=frame,
         sources=sources,
         bisects=bisects,
         comparison=comparison,
-        baseline=args.baseline.resolve() if args.baseline else None,
+        baseline=options.baseline.resolve() if options.baseline else None,
         skipped=skipped,
         plots=plots_for(frame),
     )
-    dest = args.dest or args.out / "report"
+    dest = options.dest or options.out / "report"
     written = write_report(data, dest)
     sections = sections_under(roots)
     if sections:  # minimizations of scripts beside these records: a maintainer pastes them with the report
         markdown = dest / "report.md"
         write_atomic(markdown, markdown.read_text(encoding="utf-8") + "\n" + "\n".join(sections), what="the report")
-    print(report_markdown(data) if args.markdown else _summary(data, written))
-    failed = _failed(comparison, args.fail_on)
+    print(report_markdown(data) if options.markdown else _summary(data, written))
+    failed = _failed(comparison, options.fail_on)
     if failed:
         print(f"{PROG}: failing on {', '.join(failed)}", file=sys.stderr)
         return FAIL_EXIT

@@ -3,33 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
+from typing import Literal
 
 from reprobisect.commands.options import (
+    CommonOptions,
     Subparsers,
     add_backend,
-    add_cli_fixes,
     add_common,
     add_fixes,
     add_forms,
     add_nproc,
     add_timeout,
-    confinement,
-    pins,
     prepare,
     run_context,
     split,
-    with_script,
 )
 from reprobisect.commands.output import print_runs
-from reprobisect.config.expand import PINNED_AXES
+from reprobisect.commands.script_options import ScriptOptions, add_cli_fixes, cli_fix_options, with_script
 from reprobisect.config.load import load_config
+from reprobisect.config.scripts import CliFixes
 from reprobisect.report.summary import markdown_summary
 from reprobisect.report.terminal import next_step
 from reprobisect.run.reproduce import ReproRequest, reproduce
 from reprobisect.util.files import write_atomic
 
-__all__ = ["run_from_args", "setup_arguments"]
+__all__ = ["RunReproOptions", "run_from_args", "setup_arguments"]
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -59,62 +59,110 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args)
 
 
-def _reproduce_command(args: argparse.Namespace) -> str:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunReproOptions:
+    """``repro``'s command line, read once."""
+
+    repro: str
+    backend: Literal["auto", "cuda", "cpu"] = "auto"
+    fixes: tuple[str, ...] = ()  # --fix, split ('all' for every fix)
+    forms: tuple[str, ...] = ()  # --form, split
+    repeat: int = 1
+    jobs: int | None = None  # None: one per core the harness may use, at most 8
+    resume: bool = False
+    nproc: str | None = None
+    timeout: float | None = None
+    cli_fixes: CliFixes = dataclasses.field(default_factory=CliFixes)
+    common: CommonOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RunReproOptions:
+        """The command line as parsed."""
+        common = CommonOptions.from_args(args)
+        return cls(
+            repro=args.repro,
+            backend=args.backend,
+            fixes=split(args.fix),
+            forms=split(args.form),
+            repeat=args.repeat,
+            jobs=args.jobs,
+            resume=args.resume,
+            nproc=args.nproc,
+            timeout=args.timeout,
+            cli_fixes=cli_fix_options(args),
+            common=common,
+        )
+
+
+def _reproduce_command(options: RunReproOptions) -> str:
     """The nox command that re-runs exactly this selection (pins made exact from the records)."""
     extra: list[str] = []
-    for name in PINNED_AXES:
-        if getattr(args, name):
-            extra += [f"--{name}", getattr(args, name)]
-    if args.backend != "auto":
-        extra += ["--backend", args.backend]
-    for option in ("fix", "form"):
-        if getattr(args, option):
-            extra += [f"--{option}", ",".join(split(getattr(args, option)))]
-    if args.nproc:
-        extra += ["--nproc", args.nproc]
-    for option in ("fix_args", "fix_patch", "fix_override", "fix_env"):
-        for value in getattr(args, option):
-            extra += [f"--{option.replace('_', '-')}", value]
-    return f"nox -s repro_{args.repro}" + (f" -- {shlex.join(extra)}" if extra else "")
+    for name, value in options.common.pins.items():
+        extra += [f"--{name}", value]
+    if options.backend != "auto":
+        extra += ["--backend", options.backend]
+    if options.fixes:
+        extra += ["--fix", ",".join(options.fixes)]
+    if options.forms:
+        extra += ["--form", ",".join(options.forms)]
+    if options.nproc:
+        extra += ["--nproc", options.nproc]
+    given = options.cli_fixes
+    for option, values in (
+        ("--fix-args", given.args),
+        ("--fix-patch", given.patch),
+        ("--fix-override", given.override),
+        ("--fix-env", given.env),
+    ):
+        for value in values:
+            extra += [option, value]
+    return f"nox -s repro_{options.repro}" + (f" -- {shlex.join(extra)}" if extra else "")
 
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the selection, print the table and the next step, write ``summary-NAME.md``; 0 whatever the outcomes."""
-    prepare(args)
-    config, _ = with_script(load_config(args.config), args, None, repros=(args.repro,), rerun=())
-    request = ReproRequest(
-        repro=args.repro,
-        backend=args.backend,
-        fixes=split(args.fix),
-        forms=split(args.form),
-        pins=pins(args),
-        nproc=tuple(v.strip() for v in args.nproc.split(",") if v.strip()) if args.nproc else (),
-        repeat=args.repeat,
-        jobs=args.jobs,
-        resume=args.resume,
-        timeout=args.timeout,
-        cpus_per_run=args.cpus_per_run,
-        confinement=confinement(args),
+    options = RunReproOptions.from_args(args)
+    common = options.common
+    prepare(common)
+    config, _ = with_script(
+        load_config(common.config),
+        ScriptOptions(fixes=options.cli_fixes),
+        timeout=options.timeout,
+        repros=(options.repro,),
+        rerun=(),
     )
-    ctx = run_context(args)
-    store = ctx.store
+    request = ReproRequest(
+        repro=options.repro,
+        backend=options.backend,
+        fixes=options.fixes,
+        forms=options.forms,
+        pins=common.pins,
+        nproc=tuple(v.strip() for v in options.nproc.split(",") if v.strip()) if options.nproc else (),
+        repeat=options.repeat,
+        jobs=options.jobs,
+        resume=options.resume,
+        timeout=options.timeout,
+        cpus_per_run=common.cpus_per_run,
+        confinement=common.confinement,
+    )
+    ctx = run_context(common)
     records = reproduce(config, request, ctx)
     print_runs(records)
     hint = next_step(
         records,
-        repro=args.repro,
-        expected=config.repro(args.repro).expected_signature,
-        stored=store.iter_records(args.repro),
-        command=f"nox -s repro_{args.repro}",
-        pins=pins(args),
+        repro=options.repro,
+        expected=config.repro(options.repro).expected_signature,
+        stored=ctx.store.iter_records(options.repro),
+        command=f"nox -s repro_{options.repro}",
+        pins=common.pins,
     )
     if hint is not None:
         print()
         print("\n".join(hint.lines()))
-    command = _reproduce_command(args)
-    summary = args.out / f"summary-{args.repro}.md"
+    summary = common.out / f"summary-{options.repro}.md"
     summary.parent.mkdir(parents=True, exist_ok=True)
-    title = f"{config.repro(args.repro).title}"
+    title = f"{config.repro(options.repro).title}"
+    command = _reproduce_command(options)
     write_atomic(summary, markdown_summary(records, title=title, command=command), what="the session summary")
-    print(f"\nRecords: {args.out / 'records' / args.repro}  Summary: {summary}")
+    print(f"\nRecords: {common.out / 'records' / options.repro}  Summary: {summary}")
     return 0

@@ -25,34 +25,24 @@ from reprobisect.bisect.answer import Answer, answer_markdown, sweep_answers
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect, transition_dict
 from reprobisect.bisect.slowdown_answer import slowdown_markdown
-from reprobisect.commands.bisect import add_timing, slowdown_rule, source_options
-from reprobisect.commands.matrix import add_run_options, axis_values, matrix_request, run_and_summarize
-from reprobisect.commands.options import (
-    Subparsers,
-    add_common,
-    add_script_options,
-    confinement,
-    executor,
-    prepare,
-    run_context,
-    with_script,
+from reprobisect.commands.bisect import TimingOptions, add_timing, refuse_beside_others, timing_rule
+from reprobisect.commands.matrix import (
+    RunOptions,
+    add_run_options,
+    axis_values,
+    matrix_request,
+    run_and_summarize,
 )
+from reprobisect.commands.options import CommonOptions, Subparsers, add_common, prepare, run_context
+from reprobisect.commands.script_options import ScriptOptions, add_script_options, source_options, with_script
 from reprobisect.config.load import Config, load_config
 from reprobisect.errors import BisectInconclusiveError, ConfigError
 from reprobisect.minimize.sections import sections_under
 from reprobisect.model.slowdown import SlowdownRule
+from reprobisect.run.context import RunContext
 from reprobisect.util.files import write_atomic
 
-__all__ = ["Triaged", "run_from_args", "setup_arguments", "triage_answers"]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Triaged:
-    """What one triage answered: each form's outcome answer with the commits behind its changes, and with
-    ``--slower-than`` each form's timing search (its report, or None when it could not start) with its commits."""
-
-    answers: list[tuple[Answer, list[dict[str, Any]]]]
-    timed: list[tuple[Answer, dict[str, Any] | None, list[dict[str, Any]]]]
+__all__ = ["TriageOptions", "Triaged", "run_from_args", "setup_arguments", "triage_answers"]
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -84,35 +74,75 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args, script_args=())
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TriageOptions:
+    """``triage``'s command line, read once: the script (or tests), the run, the clone for the commits."""
+
+    script: ScriptOptions = dataclasses.field(default_factory=ScriptOptions)
+    run: RunOptions = dataclasses.field(default_factory=RunOptions)
+    git: Path | None = None
+    culprits: bool = False
+    timing: TimingOptions = dataclasses.field(default_factory=TimingOptions)  # --slower-than: the first release's
+    common: CommonOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> TriageOptions:
+        """The command line as parsed."""
+        common = CommonOptions.from_args(args)
+        return cls(
+            script=ScriptOptions.from_args(args, script_args=args.script_args),
+            run=RunOptions.from_args(args),
+            git=args.git,
+            culprits=args.culprits,
+            timing=TimingOptions.from_args(args, compare_with=False),
+            common=common,
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Triaged:
+    """What one triage answered: each form's outcome answer with the commits behind its changes, and with
+    ``--slower-than`` each form's timing search (its report, or None when it could not start) with its commits."""
+
+    answers: list[tuple[Answer, list[dict[str, Any]]]]
+    timed: list[tuple[Answer, dict[str, Any] | None, list[dict[str, Any]]]]
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the script in the default cell (pins replace its values), print the table, write
     ``summary-<script>.md``; 0 whatever the outcomes."""
-    triage_answers(args, rerun="nox -s triage -- " + shlex.join(sys.argv[2:]))
+    triage_answers(TriageOptions.from_args(args), rerun="nox -s triage -- " + shlex.join(sys.argv[2:]))
     return 0
 
 
-def triage_answers(args: argparse.Namespace, *, rerun: str) -> Triaged:
+def triage_answers(options: TriageOptions, *, rerun: str) -> Triaged:
     """The work of ``triage``: run, print and write the summary with the answer sections; return each answer with
     the commits found behind its changes (``corpus`` scores them; ``rerun`` is the command that re-runs it)."""
-    prepare(args)
-    config = load_config(args.config)
-    if args.script is None and not args.pytest:
+    common, script = options.common, options.script
+    prepare(common)
+    config = load_config(common.config)
+    if script.script is None and not script.pytest:
         msg = "triage needs a script (reprobisect triage issue.py) or --pytest PATH[::TEST]"
         raise ConfigError(msg)
-    rule = slowdown_rule(args) if args.slower_than is not None else None
-    config, made = with_script(config, args, args.script, repros=(), rerun=("nox", "-s", "triage", "--"))
-    base_axes = {axis: axis_values(value) for axis, value in config.default_cell.items()}
-    request = matrix_request(args, made, base_axes=base_axes)
-    title = config.repro(made[0]).title if len(made) == 1 else f"{len(made)} test selections"
-    records, summary = run_and_summarize(
-        config, request, args, title=title, summary=f"summary-{made[0]}.md", command=rerun
+    rule = timing_rule(options.timing)
+    if rule is not None:
+        refuse_beside_others(options.run.jobs, options.run.repeat)
+    config, made = with_script(
+        config, script, timeout=options.run.timeout, repros=(), rerun=("nox", "-s", "triage", "--")
     )
-    found = [(answer, _culprits(config, answer, args)) for answer in sweep_answers(records)]
-    hint = "" if args.git is not None or args.culprits else _HINT
+    base_axes = {axis: axis_values(value) for axis, value in config.default_cell.items()}
+    request = matrix_request(options.run, common, made, base_axes=base_axes)
+    title = config.repro(made[0]).title if len(made) == 1 else f"{len(made)} test selections"
+    ctx = run_context(common, options.run.engine.engine())
+    records, summary = run_and_summarize(
+        config, request, ctx, common.out, title=title, summary=f"summary-{made[0]}.md", command=rerun
+    )
+    found = [(answer, _culprits(config, answer, options, ctx)) for answer in sweep_answers(records)]
+    hint = "" if options.git is not None or options.culprits else _HINT
     sections = [answer_markdown(a, c, rerun=rerun, culprit_hint=hint) for a, c in found]
-    timed = [(a, *_timed(config, a, rule, args, (hint, rerun))) for a, _ in found] if rule is not None else []
+    timed = [(a, *_timed(config, a, rule, options, ctx, (hint, rerun))) for a, _ in found] if rule is not None else []
     sections += [section for _, section, _, _ in timed]
-    sections += sections_under([args.out], names=made)  # a minimization of this script, made before
+    sections += sections_under([common.out], names=made)  # a minimization of this script, made before
     if sections:
         text = "\n".join(sections)
         print("\n" + text)
@@ -123,32 +153,38 @@ def triage_answers(args: argparse.Namespace, *, rerun: str) -> Triaged:
 _HINT = "the commit: add --git CLONE (a clone of the package's repository) or --culprits"
 
 
-def _culprits(config: Config, answer: Answer, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The commit behind each change of one form's answer, when a clone is given or asked for."""
+def _culprits(config: Config, answer: Answer, options: TriageOptions, ctx: RunContext) -> list[dict[str, Any]]:
+    """The commit behind each change of one form's answer, when a clone is given or asked for; its searches run
+    where the sweep ran (``ctx``)."""
     transitions = [transition_dict(t) for t in answer.transitions]
-    return _commits_behind(config, _answer_request(answer, args), transitions, args)
+    return _commits_behind(config, _answer_request(answer, options), transitions, options, ctx)
 
 
 def _commits_behind(
-    config: Config, request: BisectRequest, transitions: list[dict[str, Any]], args: argparse.Namespace
+    config: Config,
+    request: BisectRequest,
+    transitions: list[dict[str, Any]],
+    options: TriageOptions,
+    ctx: RunContext,
 ) -> list[dict[str, Any]]:
     """The commit behind each release transition of a search over the releases (``request``'s), when a clone is
     given or asked for."""
-    if (args.git is None and not args.culprits) or not transitions:
+    if (options.git is None and not options.culprits) or not transitions:
         return []
-    clone = args.git if args.git is not None else history.clone_known(request.axis, args.envs / "clones")
+    envs = options.common.envs
+    clone = options.git if options.git is not None else history.clone_known(request.axis, envs / "clones")
     return find_culprits(
         config,
         request,
         transitions,
         clone=clone,
-        ctx=run_context(args),
+        ctx=ctx,
         form=str(request.form),
-        source=source_options(args),
+        source=source_options(None, options.script, options.common),
     )
 
 
-def _answer_request(answer: Answer, args: argparse.Namespace) -> BisectRequest:
+def _answer_request(answer: Answer, options: TriageOptions) -> BisectRequest:
     """The search over one form's releases, as ``bisect`` would make it."""
     return BisectRequest(
         repro=answer.repro,
@@ -156,33 +192,37 @@ def _answer_request(answer: Answer, args: argparse.Namespace) -> BisectRequest:
         axis=answer.axis,
         good=answer.releases[0],
         bad=answer.releases[-1],
-        backend=args.backend,
+        backend=options.run.backend,
         pins=answer.pins,
-        repeat=args.repeat,
-        timeout=args.timeout,
-        confinement=confinement(args),
-        jobs=args.jobs,
-        executor=executor(args),
+        repeat=options.run.repeat,
+        timeout=options.run.timeout,
+        confinement=options.common.confinement,
+        jobs=options.run.jobs,
     )
 
 
 def _timed(
-    config: Config, answer: Answer, rule: SlowdownRule, args: argparse.Namespace, words: tuple[str, str]
+    config: Config,
+    answer: Answer,
+    rule: SlowdownRule,
+    options: TriageOptions,
+    ctx: RunContext,
+    words: tuple[str, str],
 ) -> tuple[str, dict[str, Any] | None, list[dict[str, Any]]]:
     """A timing search over every release of one form's answer against the first, its culprits, as a section
     (``words``: the hint where no clone was given, the command that re-runs the triage); with its report (None
     when the search could not start) and culprits."""
     request = dataclasses.replace(
-        _answer_request(answer, args),
+        _answer_request(answer, options),
         all_transitions=True,
         probe_all_up_to=len(answer.releases),
         slowdown=rule,
     )
     try:
-        _, report, path = run_bisect(config, request, run_context(args))
+        _, report, path = run_bisect(config, request, ctx)
     except BisectInconclusiveError as exc:  # the first release cannot be timed: say so in the answer
         return f"### Slower: {answer.repro} ({answer.form}) across {answer.axis}\n\nNot measured: {exc}\n", None, []
-    culprits = _commits_behind(config, request, report["transitions"], args)
+    culprits = _commits_behind(config, request, report["transitions"], options, ctx)
     if culprits:
         report["culprits"] = culprits
         write_atomic(path, json.dumps(report, indent=2), what="the timing search's result")

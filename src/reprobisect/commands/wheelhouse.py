@@ -4,15 +4,16 @@ the target machine's Python; ``--wheelhouse DIR`` on the other commands installs
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.index import IndexCache
 from reprobisect.cells.offline_wheelhouse import build_wheelhouse
-from reprobisect.commands.options import Subparsers, add_common, prepare, split
+from reprobisect.commands.options import CommonOptions, Subparsers, add_common, split
 from reprobisect.config.expand import resolve_value
 
-__all__ = ["run_from_args", "setup_arguments"]
+__all__ = ["WheelhouseOptions", "run_from_args", "setup_arguments"]
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -28,20 +29,46 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WheelhouseOptions:
+    """``wheelhouse``'s command line, read once; ``--deepspeed`` is the ``deepspeed`` pin of ``common``."""
+
+    dest: Path = Path(".whl")
+    target_python: str = "3.12"
+    system: tuple[str, ...] = ()  # --system, split
+    extra: tuple[str, ...] = ()  # --with
+    common: CommonOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> WheelhouseOptions:
+        """The command line as parsed."""
+        common = CommonOptions.from_args(args)
+        return cls(
+            dest=args.dest,
+            target_python=args.target_python,
+            system=split(args.system),
+            extra=tuple(args.extra),
+            common=common,
+        )
+
+
 def run_from_args(args: argparse.Namespace) -> int:
-    """Download the wheels of the ``--deepspeed`` releases (default: the latest) and their dependencies."""
-    prepare(args, wheelhouse=False)  # it fills a wheelhouse: installing from one would be circular
-    base = base_interpreter(args.base_python)
-    index = IndexCache(args.envs.resolve() / "index-cache.json", base.executable)
-    versions = resolve_value("deepspeed", args.deepspeed or "latest", index.versions, prereleases=False)
+    """Download the wheels of the ``--deepspeed`` releases (default: the latest) and their dependencies. Installs do
+    not come from ``--wheelhouse`` (no ``prepare``): it fills a wheelhouse, installing from one would be circular."""
+    options = WheelhouseOptions.from_args(args)
+    common = options.common
+    base = base_interpreter(common.base_python)
+    index = IndexCache(common.envs.resolve() / "index-cache.json", base.executable)
+    deepspeed = common.pins.get("deepspeed") or "latest"
+    versions = resolve_value("deepspeed", deepspeed, index.versions, prereleases=False)
     files = build_wheelhouse(
         base.executable,
         versions,
-        args.dest,
-        python_version=args.target_python,
-        excluded=split(args.system),
-        extra=args.extra,
+        options.dest,
+        python_version=options.target_python,
+        excluded=options.system,
+        extra=options.extra,
     )
     total = sum(f.stat().st_size for f in files) / 2**20
-    print(f"{len(files)} files, {total:.1f} MiB in {args.dest}")
+    print(f"{len(files)} files, {total:.1f} MiB in {options.dest}")
     return 0

@@ -6,12 +6,12 @@ call and its arguments onto the shared folder, submits them as one ``sbatch --ar
 ``sacct`` (its own watcher, which batches the calls and backs off), and cancels with ``scancel``. The harness adds
 only what is its own: which cells go, what a lost job means for the records, and one requeue.
 
-Each job runs ``run_matrix`` for its one cell on its node (``executor=None``: threads and processes there), writing
-records into the shared store, and returns them. A job Slurm lost (its node failed, it hit its time limit, someone
-cancelled it, the OOM killer took it) returns nothing: its runs without a record become ENV_ERROR records that
-name the job and its ``sacct`` state, and the cell is submitted once more; runs the job finished keep their
-records, and the requeued job reuses them as any re-run does. A harness error inside a job (a bad patch, say) is
-raised here as it would be locally. Ctrl-C or SIGTERM cancels every job this run submitted.
+Each job runs ``run_matrix`` for its one cell on its node (its context's ``executor`` None: threads and processes
+there), writing records into the shared store, and returns them. A job Slurm lost (its node failed, it hit its time
+limit, someone cancelled it, the OOM killer took it) returns nothing: its runs without a record become ENV_ERROR
+records that name the job and its ``sacct`` state, and the cell is submitted once more; runs the job finished keep
+their records, and the requeued job reuses them as any re-run does. A harness error inside a job (a bad patch, say)
+is raised here as it would be locally. Ctrl-C or SIGTERM cancels every job this run submitted.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from reprobisect.model.record import Record
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec, unrun_record
+from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest, Unit, listed_cells, plan_matrix, to_cell
-from reprobisect.run.units import RunStats
+from reprobisect.run.plan import Unit, listed_cells, plan_matrix, to_cell
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 
@@ -174,7 +174,7 @@ class _Lost:
 
 
 class SlurmExecutor:
-    """Runs each cell of a ``run_matrix`` call as one job of a Slurm job array (``MatrixRequest.executor``)."""
+    """Runs each cell of a ``run_matrix`` call as one job of a Slurm job array (``RunContext.executor``)."""
 
     def __init__(self, options: SlurmOptions, *, echo: Echo = print) -> None:
         self.options = options

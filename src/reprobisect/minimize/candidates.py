@@ -32,10 +32,9 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.units import RunStats
 from reprobisect.util.files import write_atomic
 from reprobisect.util.stop import in_parallel
 

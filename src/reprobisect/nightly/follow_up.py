@@ -32,8 +32,8 @@ from reprobisect.model.record import Record
 from reprobisect.nightly.targets import AXIS
 from reprobisect.report.verdicts import Key
 from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest
 
 __all__ = [
     "BACK_TO_BASELINE",
@@ -178,7 +178,8 @@ def follow_up(
     target: tuple[str, str | None],
 ) -> Finding:
     """The commit, the minimized script and the passing fixes of one regression; ``target`` is tonight's outcome
-    and signature id."""
+    and signature id. Its runs are this machine's, whatever engine ran the night's slice (``ctx.here()``)."""
+    ctx = ctx.here()
     finding = dataclasses.replace(finding, good_end=pair.good_end, back_fix=pair.back_fix)
     finding = _commit(config, pair, ctx, finding, target)
     finding = _minimized(config, pair, ctx, finding)

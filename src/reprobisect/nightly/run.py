@@ -56,11 +56,9 @@ from reprobisect.report.verdicts import Key, verdicts
 from reprobisect.report.views import ReportData
 from reprobisect.report.write import plots_for, write_report
 from reprobisect.run.context import RunContext
-from reprobisect.run.executor import MatrixExecutor
+from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.units import RunStats
 from reprobisect.util.clock import utc_now
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import write_atomic
@@ -93,7 +91,6 @@ class NightlyRequest:
     keep_baseline: bool = False
     repo: str = DEEPSPEED_REPO
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
-    executor: MatrixExecutor | None = None  # where the slice and the bisections run (run/executor.py); None: here
     not_run: tuple[str, ...] = ()  # repros asked for that this machine cannot run, each with why (corpus entries)
     slowdown: SlowdownRule | None = None  # --slower-than: a run slower with confidence is a regression too
 
@@ -151,7 +148,6 @@ class Night:
             timeout=self.request.timeout,
             use_includes=False,
             confinement=self.request.confinement,
-            executor=self.request.executor,
         )
         self.echo(f"\n== deepspeed {target.name}: the nightly slice ==")
         return run_matrix(self.config, matrix, self.ctx, stats=self.stats)
@@ -179,7 +175,6 @@ class Night:
             all_transitions=True,
             pins=self.slice["axes"],
             timeout=self.request.timeout,
-            executor=self.request.executor,
             slowdown=slowdown,
             fresh=slowdown is not None,
         )

@@ -119,7 +119,6 @@ def _culprits(night: _Night, slowdown: Slowdown, rule: SlowdownRule) -> list[dic
         pins=night.slice["axes"],
         timeout=night.request.timeout,
         confinement=night.request.confinement,
-        executor=night.request.executor,
         slowdown=rule,
     )
     source = repro_source(night.config, repro, form)

@@ -1,5 +1,5 @@
-"""What runs a matrix, from plan to record: where runs happen (context), the matrix run (plan → build → run), one
-repro in one cell, the forms and fixes for this machine, one run, the sandbox, the child runner, its events and
-rendezvous ports, where a run ran (measured) and the seam to an engine (executor). Nothing else: the record store is
+"""What runs a matrix, from plan to record: where runs happen (context, with the seam to an engine), the matrix run
+(plan → build → run), one repro in one cell, the forms and fixes for this machine, one run, the sandbox, the child
+runner, its events and rendezvous ports, where a run ran (measured). Nothing else: the record store is
 model/store.py, what the terminal shows util/console.py and report/terminal.py, the bench figures
 commands/bench_figures.py."""

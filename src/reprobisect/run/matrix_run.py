@@ -8,15 +8,15 @@ insides.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from reprobisect.config.load import Config
 from reprobisect.model.record import Record
 from reprobisect.run.context import RunContext
-from reprobisect.run.plan import MatrixPlan, MatrixRequest, plan_matrix
+from reprobisect.run.matrix_request import MatrixRequest, RunStats
+from reprobisect.run.plan import MatrixPlan, plan_matrix
 from reprobisect.run.prepare import bound_op_cache, prepare_units, unbuilt_records
-from reprobisect.run.units import RunStats, run_units
+from reprobisect.run.units import run_units
 from reprobisect.util.console import plural
 from reprobisect.util.echo import Echo
 
@@ -34,11 +34,10 @@ def run_matrix(
     """Plan, build, run; returns one record per unit (stored ones included): first those that could not run,
     then the runs in the plan's order. ``cells`` keeps only the cells with these ids.
 
-    With ``request.executor`` set, the engine takes the whole call (run/executor.py): each of its workers comes
-    back here for one cell with ``executor=None``."""
-    if request.executor is not None:
-        local = dataclasses.replace(request, executor=None)
-        return request.executor.run_matrix(config, local, ctx, cells=cells, stats=stats)
+    With ``ctx.executor`` set, the engine takes the whole call (run/context.py): each of its workers comes back
+    here for one cell with a context whose ``executor`` is None."""
+    if ctx.executor is not None:
+        return ctx.executor.run_matrix(config, request, ctx.here(), cells=cells, stats=stats)
     bound_op_cache(ctx)
     plan = plan_matrix(config, request, ctx, cells=cells)
     sandbox = request.confinement.open()  # no sandbox here stops the run before anything is built

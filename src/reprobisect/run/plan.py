@@ -11,7 +11,6 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
 
 from reprobisect.cells.base import BaseInterpreter, base_interpreter
 from reprobisect.cells.envs import find_python
@@ -22,14 +21,12 @@ from reprobisect.errors import ConfigError, NothingToDoError
 from reprobisect.model.cell import SYSTEM, Cell, run_cell
 from reprobisect.model.repro import Backend, Fix, Form, Repro
 from reprobisect.run.context import RunContext
-from reprobisect.run.executor import MatrixExecutor
-from reprobisect.run.sandbox import Confinement
+from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.select import detect_cuda, select_fixes, select_forms
 
 __all__ = [
     "BlockedCell",
     "MatrixPlan",
-    "MatrixRequest",
     "Unit",
     "cell_ids",
     "listed_cells",
@@ -37,27 +34,6 @@ __all__ = [
     "plan_matrix",
     "to_cell",
 ]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class MatrixRequest:
-    """A matrix run as the user asked for it."""
-
-    repros: tuple[str, ...] = ()  # names of config.repros (a script is one: config.scripts.script_repro)
-    backend: Literal["auto", "cuda", "cpu"] = "auto"
-    axes: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
-    select: tuple[str, ...] = ()
-    fixes: tuple[str, ...] = ()
-    forms: tuple[str, ...] = ()
-    jobs: int = 1
-    repeat: int = 1
-    fresh: bool = False
-    refresh_index: bool = False
-    timeout: float | None = None
-    use_includes: bool = True
-    cpus_per_run: int | None = None  # None: 1 on the cuda backend (comparable step times), 0 (unpinned) on the CPU
-    confinement: Confinement = dataclasses.field(default_factory=Confinement)
-    executor: MatrixExecutor | None = None  # None: here; else an engine runs each cell (run/executor.py)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

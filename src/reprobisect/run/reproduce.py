@@ -13,8 +13,8 @@ from reprobisect.config.load import Config
 from reprobisect.model.record import Record
 from reprobisect.model.repro import Backend
 from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import MatrixRequest
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda, select_fixes, select_forms
 from reprobisect.util.console import heartbeat

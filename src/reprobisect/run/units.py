@@ -23,23 +23,15 @@ from reprobisect.model.record import Record
 from reprobisect.model.repro import Backend
 from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec, execute
-from reprobisect.run.plan import MatrixRequest, Unit
+from reprobisect.run.matrix_request import MatrixRequest, RunStats
+from reprobisect.run.plan import Unit
 from reprobisect.run.prepare import Prepared
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.console import WIDTH, cut, plural
 from reprobisect.util.echo import Echo
 from reprobisect.util.stop import in_parallel
 
-__all__ = ["ProgressLine", "RunStats", "gpu_count", "job_cpus", "run_units"]
-
-
-@dataclasses.dataclass
-class RunStats:
-    """How many runs were executed and how many were taken from the store."""
-
-    executed: int = 0
-    reused: int = 0
-    not_applicable: int = 0  # patch fixes not run on a form that never imports what they patch
+__all__ = ["ProgressLine", "gpu_count", "job_cpus", "run_units"]
 
 
 class _Progress:

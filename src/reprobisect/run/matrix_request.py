@@ -1,0 +1,44 @@
+"""What a matrix run is asked (``MatrixRequest``) and what it counts as it goes (``RunStats``).
+
+Both sit below ``run/context.py``: the seam to an engine there (``MatrixExecutor``, which ``RunContext.executor``
+holds) names them, and must import neither the plan nor the run phase that use them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Literal
+
+from reprobisect.run.sandbox import Confinement
+
+__all__ = ["MatrixRequest", "RunStats"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatrixRequest:
+    """A matrix run as the user asked for it (where it runs is the context's: ``RunContext.executor``)."""
+
+    repros: tuple[str, ...] = ()  # names of config.repros (a script is one: config.scripts.script_repro)
+    backend: Literal["auto", "cuda", "cpu"] = "auto"
+    axes: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    select: tuple[str, ...] = ()
+    fixes: tuple[str, ...] = ()
+    forms: tuple[str, ...] = ()
+    jobs: int = 1
+    repeat: int = 1
+    fresh: bool = False
+    refresh_index: bool = False
+    timeout: float | None = None
+    use_includes: bool = True
+    cpus_per_run: int | None = None  # None: 1 on the cuda backend (comparable step times), 0 (unpinned) on the CPU
+    confinement: Confinement = dataclasses.field(default_factory=Confinement)
+
+
+@dataclasses.dataclass
+class RunStats:
+    """How many runs were executed and how many were taken from the store."""
+
+    executed: int = 0
+    reused: int = 0
+    not_applicable: int = 0  # patch fixes not run on a form that never imports what they patch
