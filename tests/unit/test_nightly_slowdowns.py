@@ -5,6 +5,7 @@ issue's section, with a clone the commit and pull request), a cleared one is sai
 from __future__ import annotations
 
 import argparse
+import subprocess
 import types
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.nightly import run as night_run
 from reprobisect.nightly import slowdowns
 from reprobisect.nightly.issue_text import NightNews, issue_body, title_of
+from reprobisect.nightly.main_text import MainNews, main_body, main_title
 from reprobisect.nightly.regressions import masked
 from reprobisect.report.compare import compare
 from reprobisect.report.frame import Bisect
@@ -132,16 +134,9 @@ def _options(*extra: str) -> command.NightlyOptions:
     return command.NightlyOptions.from_args(parser.parse_args(["nightly", *extra]))
 
 
-@pytest.mark.parametrize(
-    ("extra", "words"),
-    [
-        (["--slower-than", "20", "--git", "c"], "goes with the release track"),
-        (["--slower-than", "20", "--git", "c", "--track", "main"], "goes with the release track"),
-    ],
-)
-def test_a_timing_night_on_the_main_track_is_refused(extra: list[str], words: str) -> None:
-    with pytest.raises(ConfigError, match=words):
-        command._check_options(_options(*extra))
+@pytest.mark.parametrize("track", [[], ["--track", "main"], ["--track", "releases"]])
+def test_a_timing_night_is_accepted_on_both_tracks(track: list[str]) -> None:
+    command._check_options(_options("--slower-than", "20", "--git", "c", *track))
 
 
 def test_a_timing_night_on_the_release_track_is_accepted() -> None:
@@ -154,3 +149,72 @@ def test_a_timing_night_on_the_release_track_is_accepted() -> None:
 def test_an_impossible_threshold_names_the_flag(value: str) -> None:
     with pytest.raises(ConfigError, match="--slower-than"):
         command.timing_rule(_options("--slower-than", value).timing)
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def _clone(tmp_path: Path) -> tuple[Path, list[str]]:
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    shas = []
+    for subject in ("Last night (#7700)", "Count used parameters in every hook (#7780)"):
+        _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", subject)
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    return repo, shas
+
+
+def _commit_report(shas: list[str], slower: bool) -> dict[str, Any]:
+    def side(sha: str, is_slower: bool, ratio: float) -> dict[str, Any]:
+        timing = {"verdict": "slower" if is_slower else "not slower", "ratio": ratio, "low": ratio * 0.9, "high": ratio * 1.1}  # fmt: skip
+        return {"version": sha[:12], "outcome": "PASS", "slower": is_slower, "timing": timing}
+
+    probes = [side(shas[0], False, 1.0), side(shas[1], slower, 8.4 if slower else 1.02)]
+    transitions = [{"last": shas[0][:12], "first": shas[1][:12], "from": probes[0], "to": probes[1]}] if slower else []
+    return {
+        "axis": "deepspeed", "git": "clone", "range": {"versions": shas}, "probes": probes,
+        "transitions": transitions, "slowdown": {"metric": "step", "threshold_percent": 50},
+    }  # fmt: skip
+
+
+def test_main_nights_slowdown_names_the_first_slower_commit_and_its_pull_request(monkeypatch, tmp_path) -> None:
+    repo, shas = _clone(tmp_path)
+    seen: list[Any] = []
+
+    def fake_bisect(config: Any, request: Any, ctx: Any) -> Any:
+        seen.append(request)
+        return None, _commit_report(shas, slower=True), tmp_path / "bisect-main.json"
+
+    monkeypatch.setattr(slowdowns, "run_bisect", fake_bisect)
+    night = _FakeNight({}, tmp_path)
+    pair = types.SimpleNamespace(clone=repo, good=shas[0], bad=shas[1])
+    [found] = slowdowns.main_slowdowns(night, [KEY], pair, RULE, limit=3)  # type: ignore[arg-type]
+    [request] = seen
+    assert (request.good, request.bad, request.git, request.slowdown) == (shas[0], shas[1], repo, RULE)
+    assert request.fresh and request.form == "cpu-deepspeed" and request.fix == "none"
+    assert found.confirmed and found.culprits[0]["commit"]["sha"] == shas[1]
+    assert found.title_words() == f"gan cpu-deepspeed step ×8.40 since {shas[1][:12]} (#7780)"
+    news = MainNews(at="t", backend="cpu", ref="master", clone=str(repo), after=shas[1], before=shas[0], slowdowns=(found,))  # fmt: skip
+    assert news.is_regression
+    assert main_title(news) == (
+        f"DeepSpeed master: slower than last night's {shas[0][:12]}: gan cpu-deepspeed step ×8.40 since "
+        f"{shas[1][:12]} (#7780)"
+    )
+    body = main_body(news)
+    assert f"came between {shas[0][:12]} and {shas[1][:12]}: **by `{shas[1][:12]}`** Count used parameters" in body
+    assert news.summary()["slowdowns"][0]["confirmed"] is True
+
+
+def test_main_nights_flagged_run_cleared_by_its_search_is_no_regression(monkeypatch, tmp_path) -> None:
+    repo, shas = _clone(tmp_path)
+    monkeypatch.setattr(
+        slowdowns, "run_bisect", lambda *a: (None, _commit_report(shas, slower=False), tmp_path / "b.json")
+    )
+    pair = types.SimpleNamespace(clone=repo, good=shas[0], bad=shas[1])
+    [found] = slowdowns.main_slowdowns(_FakeNight({}, tmp_path), [KEY], pair, RULE, limit=3)  # type: ignore[arg-type]
+    news = MainNews(at="t", backend="cpu", ref="master", clone=str(repo), after=shas[1], before=shas[0], slowdowns=(found,))  # fmt: skip
+    assert not found.confirmed and not news.is_regression and found.culprits == ()
+    assert "Flagged slower, then cleared by a timing search here" in main_body(news)

@@ -421,6 +421,7 @@ def test_nightly_main_job_follows_a_fresh_clone_since_last_night(workflows: dict
     assert names.index("Restore the previous night's state") < names.index(clone["name"])  # it reads the state
     run = step_named(nightly, "main", "nox -s nightly")
     assert f"args=(--backend cpu --git .nightly/DeepSpeed --no-fetch --state {state} --out {out})" in run["run"]
+    assert "args+=(--slower-than 25)" in run["run"]  # a slower run of main is a regression once its search says so
     assert f'status=$(cat "{out}/exit-status" 2>/dev/null || echo "$status-unknown")' in run["run"]
     uploads = {
         s["with"]["name"]: s for j, s in steps(nightly) if j == "main" and "upload-artifact" in s.get("uses", "")

@@ -301,12 +301,6 @@ def _check_options(options: NightlyOptions) -> None:
     if clone.track == "main" and clone.git is None:
         msg = "--track main follows a clone: give --git CLONE"
         raise ConfigError(msg)
-    if options.timing.slower_than is not None and clone.git is not None and clone.track != "releases":
-        msg = (
-            "--slower-than searches a night's slower runs between releases: it goes with the release track "
-            "(--track releases --git CLONE, or --culprits), not the main track's one commit a night"
-        )
-        raise ConfigError(msg)
     if options.baseline_release and (options.deepspeed or options.up_to or (clone.git and clone.track != "releases")):
         msg = (
             "--baseline-release seeds the baseline: it goes without --deepspeed, --up-to and --git "

@@ -31,6 +31,7 @@ from reprobisect.nightly.follow_up import Finding, MainPair, follow_up, pair_for
 from reprobisect.nightly.main_text import MainNews, main_body, main_title
 from reprobisect.nightly.regressions import flaky_keys, masked, regressed_keys
 from reprobisect.nightly.run import Night, NightlyRequest, NightlyResult, check_slice
+from reprobisect.nightly.slowdowns import flagged_slower, main_slowdowns
 from reprobisect.nightly.state import (
     NightlyState,
     commit_state,
@@ -138,7 +139,8 @@ def _compare(night: Night, state: NightlyState, news: MainNews, pair: MainPair, 
     before = masked(records_frame(night.loaded(base_records)))
     after = masked(records_frame(night.loaded(tonight)))
     regressed = regressed_keys(before, after)
-    comparison = compare(after, before)
+    rule = night.request.slowdown
+    comparison = compare(after, before, threshold=1.10 if rule is None else 1 + rule.threshold)
     outcome_changes = comparison.changes[comparison.changes["kind"] != "timing-regression"]
     news = dataclasses.replace(
         news,
@@ -152,6 +154,10 @@ def _compare(night: Night, state: NightlyState, news: MainNews, pair: MainPair, 
     for key in regressed[: night.request.max_bisects]:
         findings.append(_follow(night, pair, tonight, key, labels))
     news = dataclasses.replace(news, findings=findings, not_followed=len(regressed) - len(findings))
+    if rule is not None:  # a run flagged slower: searched over tonight's commits, alone and repeated
+        flagged = [key for key, _ in flagged_slower({"tonight": comparison})]
+        slowdowns = main_slowdowns(night, flagged, pair, rule, limit=night.request.max_bisects)
+        news = dataclasses.replace(news, slowdowns=tuple(slowdowns))
     return _close(night, state, news, tonight)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reprobisect.nightly.follow_up import Finding
+from reprobisect.nightly.slowdowns import Slowdown
 from reprobisect.report.markdown import GITHUB_LIMIT, fit_limit
 from reprobisect.report.verdicts import Key
 from reprobisect.util.neutral import md_document, md_safe
@@ -41,11 +42,13 @@ class MainNews:
     runs_executed: int = 0
     runs_reused: int = 0
     repros_not_run: Sequence[str] = ()  # asked for, not runnable on this machine: why
+    slowdowns: Sequence[Slowdown] = ()  # --slower-than: each run flagged slower, searched over tonight's commits
 
     @property
     def is_regression(self) -> bool:
-        """A run that passed on last night's main does not pass on tonight's (flaky runs never count)."""
-        return bool(self.findings) or self.not_followed > 0
+        """A run that passed on last night's main does not pass on tonight's (flaky runs never count), or
+        (``--slower-than``) is slower with confidence."""
+        return bool(self.findings) or self.not_followed > 0 or any(s.confirmed for s in self.slowdowns)
 
     @property
     def moved(self) -> bool:
@@ -74,6 +77,7 @@ class MainNews:
             "regressions": [f.to_json() for f in self.findings],
             "not_followed": self.not_followed,
             "repros_not_run": list(self.repros_not_run),
+            "slowdowns": [s.to_json() for s in self.slowdowns],
         }
 
     def history(self) -> dict[str, Any]:
@@ -99,6 +103,9 @@ class MainNews:
                 + (f"{commit['sha'][:12]} {commit['subject']}" if commit else f"? ({finding.commit_why})")
             )
         lines += [f"  flaky {k[0]} {k[2]} {k[3]}: {v}" for k, v in self.flaky.items()]
+        for slowdown in self.slowdowns:
+            verdict = "SLOWER" if slowdown.confirmed else "cleared by its timing search"
+            lines.append(f"  {verdict}: {slowdown.title_words()}")
         lines.append(f"{self.runs_executed} runs executed, {self.runs_reused} reused from records.")
         return "\n".join(lines)
 
@@ -125,6 +132,10 @@ def main_title(news: MainNews) -> str:
             return f"{head}: {first.key[0]} fails since {span}{tail}"
         pr = pr_number(first.commit.get("pull_request"))
         return f"{head}: {first.key[0]} fails since {first.commit['sha'][:12]}{f' ({pr})' if pr else ''}{tail}"
+    slower = [s for s in news.slowdowns if s.confirmed]
+    if slower:
+        others = f", and {len(slower) - 1} more" if len(slower) > 1 else ""
+        return f"{head}: slower than last night's {(news.before or '')[:12]}: {slower[0].title_words()}{others}"
     flaky = f"; {len(news.flaky)} flaky run(s)" if news.flaky else ""
     if news.changes:
         return f"{head}: {news.after[:12]} changed {len(news.changes)} outcome(s) against last night{flaky}"
@@ -212,6 +223,11 @@ def main_body(news: MainNews, *, limit: int = GITHUB_LIMIT) -> str:
         lines += finding_lines(finding)
     if news.not_followed:
         lines += [f"{news.not_followed} more regression(s) not followed up (--max-bisects).", ""]
+    for slowdown in news.slowdowns:
+        if slowdown.confirmed:
+            lines += [slowdown.markdown(), ""]
+        else:
+            lines += [md_safe(f"Flagged slower, then cleared by a timing search here: {slowdown.title_words()}."), ""]
     if news.flaky:
         lines += ["### Flaky (repeats disagree: not a regression, no commit searched)", ""]
         lines += [md_safe(f"- {k[0]} · {k[2]} · fix {k[3]}: {v}") for k, v in news.flaky.items()]

@@ -8,6 +8,10 @@ step times screen, they do not judge. The comparison flags a key whose median st
 every release between run again here, one at a time, repeated until the bootstrap interval is clear of the limit.
 Only a release that search calls slower is a regression; with a clone, the commit and pull request behind it are
 searched the same way (bisect/culprits.py). A key the screen flags and the search clears is said as cleared.
+
+The main track (one commit a night) screens tonight's commit against last night's the same way, then searches the
+commits between the two in the clone: the first commit slower than last night's beyond the threshold, with its pull
+request, is the answer.
 """
 
 from __future__ import annotations
@@ -16,16 +20,18 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from reprobisect.bisect import history
 from reprobisect.bisect.culprits import find_culprits
-from reprobisect.bisect.probes import BisectRequest
+from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.slowdown_answer import slowdown_markdown, slower_ranges
 from reprobisect.model.slowdown import SlowdownRule
-from reprobisect.nightly.follow_up import repro_source
+from reprobisect.nightly.follow_up import MainPair, repro_source
+from reprobisect.nightly.targets import AXIS
 from reprobisect.report.compare import Comparison
 from reprobisect.report.frame import Bisect
 from reprobisect.report.verdicts import Key
 
-__all__ = ["Slowdown", "flagged_slower", "night_slowdowns"]
+__all__ = ["Slowdown", "flagged_slower", "main_slowdowns", "night_slowdowns"]
 
 
 class _Night(Protocol):  # nightly/run.py's Night, as far as a slowdown needs it
@@ -125,3 +131,47 @@ def _culprits(night: _Night, slowdown: Slowdown, rule: SlowdownRule) -> list[dic
     return find_culprits(
         night.config, request, data["transitions"], clone=night.request.git, ctx=night.ctx, form=form, source=source
     )
+
+
+def main_slowdowns(
+    night: _Night, flagged: Sequence[Key], pair: MainPair, rule: SlowdownRule, *, limit: int
+) -> list[Slowdown]:
+    """Each flagged run of tonight's main (at most ``limit``) searched over the commits since last night's, every run
+    made again here; the first commit slower than last night's, with its pull request."""
+    found = []
+    for key in flagged[:limit]:
+        repro, _, form, fix = key
+        request = BisectRequest(
+            repro=repro,
+            axis=AXIS,
+            good=pair.good,
+            bad=pair.bad,
+            backend=night.request.backend,
+            form=form,
+            fix=fix,
+            pins=night.slice["axes"],
+            git=pair.clone,
+            timeout=night.request.timeout,
+            confinement=night.request.confinement,
+            slowdown=rule,
+            fresh=True,
+        )
+        _, report, path = run_bisect(night.config, request, night.ctx)
+        culprits = tuple(_first_slower(report, pair.clone))
+        found.append(Slowdown(key=key, release=pair.bad[:12], search=Bisect(path=path, data=report), culprits=culprits))
+    return found
+
+
+def _first_slower(report: Mapping[str, Any], clone: Any) -> list[dict[str, Any]]:
+    """The commit each slowdown of a commit search came with, as a culprit (its subject and pull request)."""
+    slug = history.github_slug(clone, AXIS)
+    return [
+        {
+            "kind": "introduced",
+            "last": t["last"],
+            "first": t["first"],
+            "commit": history.commit_info(clone, t["first"], slug).describe(),
+        }
+        for t in report.get("transitions", [])
+        if t["to"].get("slower") and not t["from"].get("slower")
+    ]
