@@ -127,3 +127,22 @@ def test_a_lightning_entry_is_triaged_and_scored_exact(
     assert table["headline"] == "1 of 1 exact", table
     [row] = table["rows"]
     assert row["ranges"]["found"] == "2.5.4" and row["introduced"]["found"] == pr and row["fixed"]["ok"] is None
+
+
+PERF_ENTRY = "ds-zero2-hook-count-slowdown"
+
+
+def test_the_performance_entry_finds_its_slower_releases(tmp_path: Path, envs_dir: Path) -> None:  # noqa: F811
+    """The corpus's performance entry (DeepSpeed #7885) over its four releases, without a clone (CI has no GitHub):
+    the timing search must find 0.18.5 … 0.18.6 slower than 0.18.4 and every release passing, as the hand runs did;
+    the pull request columns say 'not asked' and the row is wrong for them, never hidden (exit 1)."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "reprobisect", "corpus", "--corpus", str(ROOT / "corpus"), "--entry", PERF_ENTRY]
+    cmd += ["--no-culprits", "--out", str(out), "--envs", str(envs_dir), "--base-python", base_python()]
+    cmd += ["--config", str(ROOT / "matrix.yaml")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=2400, check=False)
+    assert done.returncode == 1, done.stdout[-6000:] + done.stderr[-3000:]
+    [row] = json.loads((out / "corpus.json").read_text())["rows"]
+    assert row["ranges"]["ok"] is True and row["ranges"]["found"] == "0.18.5 … 0.18.6", row
+    assert row["signature"]["ok"] is True and row["introduced"]["found"].startswith("no commit: not asked"), row
+    assert "--slower-than 50" in (out / PERF_ENTRY / "summary-script-issue.md").read_text()
