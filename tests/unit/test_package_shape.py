@@ -24,7 +24,6 @@ ALLOWED_FUNCTION_LINES = {
     "cells/envs.py:_install": "the install's fallbacks (offline, kept wheels, index) in order; to be split",
 }
 ALLOWED_PARAMETERS = {
-    "run/execute.py:unrun_record": "being reworked by #40 item 1 (the options object)",
     "util/cmd.py:run_tool": "subprocess.run's own keywords (timeout, env, cwd, input, check, ...), one helper for all",
 }
 

@@ -21,12 +21,11 @@ from reprobisect import __version__
 from reprobisect.cells.envs import CellEnv
 from reprobisect.cells.op_builds import cache_root, finished
 from reprobisect.errors import ToolError
-from reprobisect.model.cell import Cell, run_cell
+from reprobisect.model.cell import run_cell
 from reprobisect.model.classify import classify
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
-from reprobisect.model.signature import Signature, normalize_message
 from reprobisect.model.store import Store
 from reprobisect.run.events import read_events
 from reprobisect.run.measured import measured_environment, measured_memory
@@ -37,7 +36,6 @@ from reprobisect.run.ranks import keep_rank_logs
 from reprobisect.run.resources import run_resources
 from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
-from reprobisect.util.clock import utc_now
 from reprobisect.util.cmd import run_tool
 
 __all__ = [
@@ -48,7 +46,6 @@ __all__ = [
     "compiling_ops",
     "execute",
     "installed_versions",
-    "unrun_record",
 ]
 
 _CHILD = Path(__file__).parent / "child"
@@ -437,60 +434,3 @@ def inputs_digest(inputs: Sequence[Path]) -> str:
             digest.update(str(path.relative_to(root) if path != root else path.name).encode() + b"\0")
             digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:20]
-
-
-def unrun_record(
-    repro: Repro,
-    form: Form,
-    fix: Fix,
-    cell: Cell,
-    reason: str,
-    store: Store,
-    *,
-    kind: str,
-    repeat: int = 0,
-    nproc: int = 1,
-    rerun: tuple[str, ...] = (),
-) -> Record:
-    """An ENV_ERROR record for a run that could not start: the cell did not build, or no rule allows it.
-
-    ``kind`` becomes the signature's exception (``EnvBuildError``, ``NotInstallable``); never a verdict. Each
-    repeat gets its own record, as a run would, with the time it was decided: without one ``report --latest``
-    would rank it below any older record of the same run.
-    """
-    run_id = uuid.uuid4().hex[:12]
-    decided_at = utc_now()
-    filed = run_cell(cell, nproc)
-    log_path = store.log_path(repro.name, str(filed["id"]), form.name, fix.name, repeat, run_id)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_text(reason + "\n", encoding="utf-8")
-    record = Record(
-        run_id=run_id,
-        spec_key="",
-        repro=repro.name,
-        form=form.name,
-        fix=fix.name,
-        precision=form.precision,
-        repeat=repeat,
-        script=form.script.name,
-        argv=[],
-        cell=filed,
-        versions=dict(cell.versions),
-        versions_source="pinned",
-        outcome=Outcome.ENV_ERROR.value,
-        wall_seconds=0.0,
-        log_path=str(log_path.relative_to(store.root)),
-        harness_version=__version__,
-        python=cell.python,
-        signature=Signature(exception=kind, message=normalize_message(reason.splitlines()[0])),
-        failing_step="setup",
-        config={"reason": reason},
-        fix_kind=fix.kind,
-        matrix_cell=str(filed["id"]),
-        nproc=nproc,
-        rerun=list(rerun),
-        started_at=decided_at,
-        finished_at=decided_at,
-    )
-    store.write(record)
-    return record
