@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -20,7 +19,6 @@ from pathlib import Path
 from reprobisect import __version__
 from reprobisect.cells.envs import CellEnv
 from reprobisect.cells.op_builds import cache_root, finished
-from reprobisect.errors import ToolError
 from reprobisect.model.cell import run_cell
 from reprobisect.model.classify import classify
 from reprobisect.model.outcome import Outcome
@@ -28,7 +26,7 @@ from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.store import Store
 from reprobisect.run.events import read_events
-from reprobisect.run.measured import measured_environment, measured_memory
+from reprobisect.run.measured import checked_versions, measured_environment, measured_memory
 from reprobisect.run.phases import PROFILE_ENV, HarnessClock, describe_phases, run_phases
 from reprobisect.run.ports import free_port
 from reprobisect.run.ranks import failed_rank as failed_rank_of
@@ -36,7 +34,6 @@ from reprobisect.run.ranks import keep_rank_logs
 from reprobisect.run.resources import run_resources
 from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
-from reprobisect.util.cmd import run_tool
 
 __all__ = [
     "BOOTSTRAP",
@@ -45,7 +42,6 @@ __all__ = [
     "child_environ",
     "compiling_ops",
     "execute",
-    "installed_versions",
 ]
 
 _CHILD = Path(__file__).parent / "child"
@@ -157,30 +153,6 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
     return env
 
 
-_WATCHED = ("torch", "deepspeed", "lightning", "pytorch-lightning", "lightning-fabric", "torchvision")
-
-
-@functools.cache
-def installed_versions(python: Path, extra: tuple[str, ...] = ()) -> dict[str, str]:
-    """Versions installed in a cell, read by a process of the harness's own (the watched packages and ``extra``)."""
-    names = sorted({*_WATCHED, *extra})
-    code = (
-        "import json, sys, importlib.metadata as m\n"
-        "out = {}\n"
-        "for n in json.loads(sys.argv[1]):\n"
-        "    try: out[n] = m.version(n)\n"
-        "    except m.PackageNotFoundError: pass\n"
-        "print(json.dumps(out))\n"
-    )
-    try:
-        found = json.loads(
-            run_tool([python, "-c", code, json.dumps(names)], what="reading versions", timeout=120).stdout
-        )
-    except (ToolError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
-
-
 def _confined(
     spec: RunSpec, sandbox: Sandbox, argv: tuple[str, ...], env: dict[str, str], workdir: Path
 ) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -216,30 +188,6 @@ def _confined(
         frozen=finished(ops) if ops is not None else [],
     )
     return tuple(wrapped), env
-
-
-def _checked_versions(claimed: Mapping[str, str] | None, spec: RunSpec) -> tuple[dict[str, str], str]:
-    """The versions a run reported importing, checked against what the cell has installed.
-
-    The report comes from inside the run's own process, so it is a claim: where it names another version
-    of a package the cell pins than the cell's metadata does, the installed one is kept and the record
-    says ``claimed, corrected: ...``. Without a report, the installed versions, marked ``installed``.
-    """
-    pinned = ("torch", *sorted(spec.env.cell.packages))
-    installed = installed_versions(spec.env.python, pinned)
-    if claimed is None:
-        return installed, "installed"
-    wrong = sorted(n for n in pinned if n in claimed and n in installed and not _same(claimed[n], installed[n]))
-    if not wrong:
-        return dict(claimed), "imported"
-    note = ", ".join(f"{n} {claimed[n]!r} is {installed[n]}" for n in wrong)
-    return {**claimed, **{n: installed[n] for n in wrong}}, f"claimed, corrected: {note}"[:300]
-
-
-def _same(claimed: str, installed: str) -> bool:
-    """A claim agrees with the metadata, or adds only a local build label the metadata leaves out: an index's
-    CUDA torch says ``2.14.1+cu130`` when imported and ``2.14.1`` in its metadata."""
-    return claimed == installed or ("+" not in installed and claimed.split("+", 1)[0] == installed)
 
 
 def _failing_step(outcome: Outcome, steps: list[StepTime], *, reports_steps: bool) -> int | str | None:
@@ -355,7 +303,7 @@ def execute(
         **({"claimed": claims} if claims else {}),  # the run's differing word on where it ran and what it used
         "resources": run_resources(spec.cpus, env, spec.jobs),  # how it was given the machine: fair timings
     }
-    versions, versions_source = _checked_versions(claimed.versions, spec)
+    versions, versions_source = checked_versions(claimed.versions, spec.env)
     if env.get(PROFILE_ENV) == "1":
         clock = HarnessClock(began=began, spawned=result.spawned, exited=result.exited, recorded=time.time())
         config["profile"] = run_phases(clock, events.clock, events.ops)
