@@ -15,24 +15,25 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from reprobisect import __version__
 from reprobisect.cells.envs import CellEnv
 from reprobisect.cells.op_builds import cache_root, finished
 from reprobisect.model.cell import run_cell
-from reprobisect.model.classify import classify
+from reprobisect.model.classify import Classification, classify
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.store import Store
-from reprobisect.run.events import read_events
-from reprobisect.run.measured import checked_versions, measured_environment, measured_memory
+from reprobisect.run.events import RunEvents, read_events
+from reprobisect.run.measured import Measured, MeasuredMemory, checked_versions, measured_environment, measured_memory
 from reprobisect.run.phases import PROFILE_ENV, HarnessClock, describe_phases, run_phases
 from reprobisect.run.ports import free_port
 from reprobisect.run.ranks import failed_rank as failed_rank_of
 from reprobisect.run.ranks import keep_rank_logs
 from reprobisect.run.resources import run_resources
-from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
+from reprobisect.run.runner import ChildResult, ChildSpec, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
 
 __all__ = [
@@ -249,15 +250,84 @@ def execute(
     began = time.time()
     run_id = uuid.uuid4().hex[:12]
     log_path = store.log_path(spec.repro.name, spec.cell_id, spec.form.name, spec.fix.name, spec.repeat, run_id)
+    ended = _run(spec, run_id, log_path, environ=environ, allow_env=allow_env, echo=echo)
+    reading = _read(spec, ended)
+    claimed = reading.events.exit
+    where = measured_environment(claimed, spec.env.python, fallback_python=spec.env.cell.python)
+    memory = measured_memory(ended.result, claimed)
+    claims = {**where.claimed, **({"memory": memory.above} if memory.above else {})}
+    config = _record_config(spec, reading, ended.env, claims)
+    versions, versions_source = checked_versions(claimed.versions, spec.env)
+    checked = _CheckedClaims(where=where, memory=memory, versions=versions, versions_source=versions_source)
+    if ended.env.get(PROFILE_ENV) == "1":
+        config["profile"] = _profile(spec, began, ended.result, reading.events, echo)
+    record = _record(spec, store, ended, reading, checked, config)
+    store.write(record)
+    return record
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _EndedRun:
+    """A run that has ended, as the harness saw it: what the runner measured, the logs it left, and the
+    environment it was given (the sandbox's, when confined)."""
+
+    run_id: str
+    log_path: Path
+    result: ChildResult
+    rank_logs: dict[int, Path]  # ranks 1..N-1, copied beside the run's log
+    env: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _RunReading:
+    """What an ended run's logs say: its events, the first rank to fail, the verdict, and the steps of the log the
+    verdict was read from."""
+
+    events: RunEvents
+    failed_rank: int | None
+    verdict: Classification
+    steps: list[StepTime]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _CheckedClaims:
+    """The run's word on where it ran, what it used and what it imported, each checked against the harness's own
+    measurement (``run/measured.py``): the record keeps the measurement."""
+
+    where: Measured
+    memory: MeasuredMemory
+    versions: dict[str, str]
+    versions_source: str
+
+
+def _child_argv(spec: RunSpec) -> tuple[str, ...]:
+    """The run's command: the bootstrap starting the script with its arguments (under the rank launcher with
+    several ranks), all under the harness's waiter.
+
+    The waiter is every run's parent: it tells a death by signal from an exit inside the sandbox, and its os.wait4
+    measures the run's peak RSS apart from the harness's (a child the harness forks counts the harness's own size
+    in its peak; one the small waiter forks, only the waiter's).
+    """
     argv: tuple[str, ...] = (str(spec.env.python), str(BOOTSTRAP), str(spec.script), *spec.args)
     if spec.nproc > 1:
         argv = (str(spec.env.python), str(LAUNCH), str(spec.nproc), *argv)
+    return (str(spec.env.python), "-I", "-S", str(WAITER), *argv)
+
+
+def _run(
+    spec: RunSpec,
+    run_id: str,
+    log_path: Path,
+    *,
+    environ: Mapping[str, str],
+    allow_env: Sequence[str],
+    echo: Callable[[str], None] | None,
+) -> _EndedRun:
+    """Start the run in a work folder of its own (confined when ``spec`` says so) and wait for it to end. The
+    folder goes with it, so the further ranks' logs it wrote are kept beside the run's log first."""
+    argv = _child_argv(spec)
     workdir = Path(tempfile.mkdtemp(prefix="reprobisect-run-"))
     env = child_environ(spec, environ, allow=allow_env)
-    # every run has the harness's waiter as its parent: it tells a death by signal from an exit inside the sandbox,
-    # and its os.wait4 measures the run's peak RSS apart from the harness's (a child the harness forks counts the
-    # harness's own size in its peak; one the small waiter forks, only the waiter's)
-    argv = (str(spec.env.python), "-I", "-S", str(WAITER), *argv)
     if spec.sandbox is not None:
         argv, env = _confined(spec, spec.sandbox, argv, env, workdir)
     try:
@@ -276,11 +346,17 @@ def execute(
         rank_logs = keep_rank_logs(workdir, log_path, spec.nproc)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    log = log_path.read_text(encoding="utf-8", errors="replace")
+    return _EndedRun(run_id=run_id, log_path=log_path, result=result, rank_logs=rank_logs, env=env)
+
+
+def _read(spec: RunSpec, ended: _EndedRun) -> _RunReading:
+    """The run's events and its verdict. The first rank to fail gives the run its signature and the step it died
+    at, so its log is the one classified; a run that timed out has no such rank."""
+    result = ended.result
+    log = ended.log_path.read_text(encoding="utf-8", errors="replace")
     events = read_events(log)
-    failed_rank = failed_rank_of(events.ranks, spec.nproc, rank_logs) if not result.timed_out else None
-    # the first rank to fail gives the run its signature and the step it died at
-    judged = rank_logs[failed_rank].read_text(encoding="utf-8", errors="replace") if failed_rank else log
+    failed_rank = failed_rank_of(events.ranks, spec.nproc, ended.rank_logs) if not result.timed_out else None
+    judged = ended.rank_logs[failed_rank].read_text(encoding="utf-8", errors="replace") if failed_rank else log
     oom_killed = {"oom": True, "not-oom": False}.get(result.kill.verdict) if result.kill is not None else None
     verdict = classify(
         exit_code=result.exit_code,
@@ -290,11 +366,16 @@ def execute(
         oom_killed=oom_killed,
     )
     steps = read_events(judged).steps if failed_rank else events.steps
-    claimed = events.exit
-    where = measured_environment(claimed, spec.env.python, fallback_python=spec.env.cell.python)
-    memory = measured_memory(result, claimed)
-    claims = {**where.claimed, **({"memory": memory.above} if memory.above else {})}
-    config = {
+    return _RunReading(events=events, failed_rank=failed_rank, verdict=verdict, steps=steps)
+
+
+def _record_config(
+    spec: RunSpec, reading: _RunReading, env: Mapping[str, str], claims: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The record's ``config``: what the run reported of its settings, then what the harness adds so the record
+    can be read alone (ignored events, the ops it loaded, context, claims, and how it was given the machine)."""
+    events, verdict = reading.events, reading.verdict
+    return {
         **events.config,
         **({"ignored_events": events.ignored} if events.ignored else {}),
         **({"ops": events.ops} if events.ops else {}),
@@ -303,14 +384,28 @@ def execute(
         **({"claimed": claims} if claims else {}),  # the run's differing word on where it ran and what it used
         "resources": run_resources(spec.cpus, env, spec.jobs),  # how it was given the machine: fair timings
     }
-    versions, versions_source = checked_versions(claimed.versions, spec.env)
-    if env.get(PROFILE_ENV) == "1":
-        clock = HarnessClock(began=began, spawned=result.spawned, exited=result.exited, recorded=time.time())
-        config["profile"] = run_phases(clock, events.clock, events.ops)
-        if echo is not None:
-            echo(f"  profile {spec.form.name} {spec.fix.name}: {describe_phases(config['profile'])}")
-    record = Record(
-        run_id=run_id,
+
+
+def _profile(
+    spec: RunSpec, began: float, result: ChildResult, events: RunEvents, echo: Callable[[str], None] | None
+) -> dict[str, float]:
+    """Where a profiled run's seconds went (``REPROBISECT_PROFILE=1``), the harness's clock beside the run's own;
+    said to ``echo`` too, as the run ends."""
+    clock = HarnessClock(began=began, spawned=result.spawned, exited=result.exited, recorded=time.time())
+    phases = run_phases(clock, events.clock, events.ops)
+    if echo is not None:
+        echo(f"  profile {spec.form.name} {spec.fix.name}: {describe_phases(phases)}")
+    return phases
+
+
+def _record(
+    spec: RunSpec, store: Store, ended: _EndedRun, reading: _RunReading, checked: _CheckedClaims, config: dict[str, Any]
+) -> Record:
+    """The record of an ended run: what it was asked, what its logs say, and what the harness measured."""
+    result, verdict, steps = ended.result, reading.verdict, reading.steps
+    where, memory = checked.where, checked.memory
+    return Record(
+        run_id=ended.run_id,
         spec_key=spec.key,
         repro=spec.repro.name,
         form=spec.form.name,
@@ -320,8 +415,8 @@ def execute(
         script=str(spec.script.name),
         argv=[Path(spec.env.python).name, str(spec.script), *spec.args],
         cell=run_cell(spec.env.cell, spec.nproc),
-        versions=versions,
-        versions_source=versions_source,
+        versions=checked.versions,
+        versions_source=checked.versions_source,
         python=where.python,
         platform=where.platform,
         gpu=where.gpu,
@@ -335,7 +430,7 @@ def execute(
         steps=steps,
         step_median_seconds=_median_step(steps),
         first_step_seconds=steps[0].seconds if steps else None,
-        setup_seconds=events.setup_seconds,
+        setup_seconds=reading.events.setup_seconds,
         wall_seconds=round(result.wall_seconds, 3),
         env_seconds=round(spec.env.build_seconds, 3),
         peak_rss_bytes=memory.rss_bytes,
@@ -344,7 +439,7 @@ def execute(
         peak_gpu_source=memory.gpu_source,
         claimed_memory=memory.claims,
         kill_evidence=result.kill.evidence if result.kill is not None and result.exit_code in _KILLED else None,
-        log_path=str(log_path.relative_to(store.root)),
+        log_path=str(ended.log_path.relative_to(store.root)),
         started_at=result.started_at,
         finished_at=result.finished_at,
         harness_version=__version__,
@@ -353,14 +448,12 @@ def execute(
         matrix_cell=spec.matrix_cell or spec.cell_id,
         sandbox=spec.sandbox.description if spec.sandbox is not None else NO_SANDBOX,
         nproc=spec.nproc,
-        failed_rank=failed_rank,
-        rank_logs=[str(path.relative_to(store.root)) for path in rank_logs.values()],
+        failed_rank=reading.failed_rank,
+        rank_logs=[str(path.relative_to(store.root)) for path in ended.rank_logs.values()],
         rerun=list(spec.rerun),
-        tests=events.tests,
-        training=events.training,
+        tests=reading.events.tests,
+        training=reading.events.training,
     )
-    store.write(record)
-    return record
 
 
 _KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)  # a SIGKILL, as the runner or a shell reports it
