@@ -18,7 +18,6 @@ MAX_PARAMETERS = 8
 # The exceptions, each with why it stands. Those "to be split" are named here to be split, not as a permission.
 ALLOWED_MODULE_LINES = {}
 ALLOWED_FUNCTION_LINES = {
-    "nightly/run.py:run_nightly": "the nightly's steps in order; to be cut into a pipeline of small steps",
     "cells/envs.py:_install": "the install's fallbacks (offline, kept wheels, index) in order; to be split",
 }
 ALLOWED_PARAMETERS = {
