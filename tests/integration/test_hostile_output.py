@@ -162,7 +162,7 @@ def pip_pinned_env(plain_env: CellEnv) -> CellEnv:
     """The plain env with pip (which every interpreter here has) pinned at the version it has."""
     import dataclasses
 
-    from reprobisect.run.execute import installed_versions
+    from reprobisect.run.measured import installed_versions
 
     pip = installed_versions(plain_env.python, ("pip",))["pip"]
     return dataclasses.replace(plain_env, cell=dataclasses.replace(plain_env.cell, packages={"pip": pip}))

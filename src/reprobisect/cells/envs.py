@@ -238,76 +238,122 @@ def _check_torchvision(cell: Cell, path: Path, base: BaseInterpreter, log: Path,
     _logged([*remove, "torchvision"], log, f"removing the unusable torchvision from cell {cell.id}")
 
 
+class _CellInstall:
+    """One cell's install as its steps share it: the cell, the interpreter it is made from, its folder and build
+    log, the installer (uv, or the base's pip without it), and the seconds each step took."""
+
+    def __init__(self, cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str) -> None:
+        self.steps: dict[str, float] = {}
+        self.clock = time.perf_counter()
+        self.cell, self.base, self.path, self.log, self.uv = cell, base, path, log, uv
+        self.python = str(path / "bin" / "python")
+        self.use_uv = installer() == "uv"
+        # without uv the cell has no pip of its own (_make_venv): the base's installs into it
+        self.pip = (
+            [self.python, "-m", "pip"] if self.use_uv else [base.executable, "-m", "pip", "--python", self.python]
+        )
+
+    def step(self, name: str) -> None:
+        """The seconds since the last step ended go to ``name`` (a step named twice adds up)."""
+        now = time.perf_counter()
+        self.steps[name] = self.steps.get(name, 0.0) + now - self.clock
+        self.clock = now
+
+
 def _install(
     cell: Cell, packages: Mapping[str, str], base: BaseInterpreter, path: Path, log: Path, *, uv: str
 ) -> dict[str, float]:
-    """Make the venv and install ``packages`` (the cell's, companions made concrete) into it."""
-    steps: dict[str, float] = {}
-    clock = time.perf_counter()
-
-    def step(name: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        steps[name] = steps.get(name, 0.0) + now - clock
-        clock = now
-
-    python = str(path / "bin" / "python")
-    system = cell.torch_source == SYSTEM
-    use_uv = installer() == "uv"
-    if use_uv:
-        venv_cmd = [uv, "venv", "--quiet", "--python", base.executable]
-        if not system:
-            venv_cmd.append("--seed")  # pip, to install torch the way the user's pip config says
-    else:  # no pip inside: the base interpreter's pip installs into the cell (pip --python), no ensurepip needed
-        venv_cmd = [base.executable, "-m", "venv", "--without-pip"]
-    if system and not base.is_venv:
-        venv_cmd.append("--system-site-packages")
-    _logged([*venv_cmd, str(path)], log, f"creating the venv of cell {cell.id}")
-    if system and base.is_venv:
-        site = Path(_site_packages(python))
-        # addsitedir, not a bare path: the base's own .pth files (setuptools' distutils shim, editable
-        # installs) must be processed too, as they are for the base interpreter itself.
-        lines = [f"import site; site.addsitedir({path!r})" for path in base.site_packages]
-        (site / "_reprobisect_base.pth").write_text("\n".join(lines) + "\n")
-    step("venv")
-    pip = [python, "-m", "pip"] if use_uv else [base.executable, "-m", "pip", "--python", python]
-    if not system:
+    """Make the venv and install ``packages`` (the cell's, companions made concrete) into it; returns the seconds
+    each step took. A pinned torch comes first, with pip; then the pins, each kept wheel by its path."""
+    job = _CellInstall(cell, base, path, log, uv=uv)
+    _make_venv(job)
+    job.step("venv")
+    if cell.torch_source != SYSTEM:
         _logged(
-            [*pip, "install", "--quiet", f"torch=={cell.torch}"],
+            [*job.pip, "install", "--quiet", f"torch=={cell.torch}"],
             log,
             f"installing torch {cell.torch} into cell {cell.id}",
         )
-        step("torch")
+        job.step("torch")
     pins = {name: spec for name, spec in sorted(packages.items()) if spec != SYSTEM}
     if not pins:
-        return steps
+        return job.steps
     wheels = _WheelCache(path.parent, base, log)
     kept = {name: wheel for name, spec in pins.items() if (wheel := wheels.kept(name, spec)) is not None}
     reqs = [str(kept[name]) if name in kept else install_requirement(name, spec) for name, spec in pins.items()]
-    step("kept wheels")
-    if not use_uv:  # pip sees the base interpreter's packages as installed and keeps them
-        _logged([*pip, "install", "--quiet", *reqs], log, f"installing {' '.join(reqs)} (pip)")
-        step("install")
-        return steps
-    excludes = path / "uv-excludes.txt"
+    job.step("kept wheels")
+    if not job.use_uv:  # pip sees the base interpreter's packages as installed and keeps them
+        _logged([*job.pip, "install", "--quiet", *reqs], log, f"installing {' '.join(reqs)} (pip)")
+        job.step("install")
+        return job.steps
+    _uv_install(job, _uv_command(job, packages), pins, kept, reqs, wheels)
+    return job.steps
+
+
+def _make_venv(job: _CellInstall) -> None:
+    """Create the cell's venv from the base interpreter. With ``system`` torch it sees the base's packages: through
+    ``--system-site-packages``, or, when the base is itself a venv, a ``.pth`` file adding the base's site folders."""
+    system = job.cell.torch_source == SYSTEM
+    if job.use_uv:
+        venv_cmd = [job.uv, "venv", "--quiet", "--python", job.base.executable]
+        if not system:
+            venv_cmd.append("--seed")  # pip, to install torch the way the user's pip config says
+    else:  # no pip inside: the base interpreter's pip installs into the cell (pip --python), no ensurepip needed
+        venv_cmd = [job.base.executable, "-m", "venv", "--without-pip"]
+    if system and not job.base.is_venv:
+        venv_cmd.append("--system-site-packages")
+    _logged([*venv_cmd, str(job.path)], job.log, f"creating the venv of cell {job.cell.id}")
+    if system and job.base.is_venv:
+        site = Path(_site_packages(job.python))
+        # addsitedir, not a bare path: the base's own .pth files (setuptools' distutils shim, editable
+        # installs) must be processed too, as they are for the base interpreter itself.
+        lines = [f"import site; site.addsitedir({folder!r})" for folder in job.base.site_packages]
+        (site / "_reprobisect_base.pth").write_text("\n".join(lines) + "\n")
+
+
+def _uv_command(job: _CellInstall, packages: Mapping[str, str]) -> list[str]:
+    """uv's install into the cell, told to exclude torch and every package the base interpreter provides (uv can
+    then neither replace them nor download a multi-GB CUDA build)."""
+    excludes = job.path / "uv-excludes.txt"
     system_packages = sorted(name for name, spec in packages.items() if spec == SYSTEM)
     excludes.write_text("\n".join(["torch", *system_packages]) + "\n")
     # --compile-bytecode: a sandboxed run sees the cell read-only and cannot write the byte caches, so without
     # them every run compiles deepspeed and lightning again (imports 6.2-12 s against 4.8-5.8 s, CPU, 0.19.8)
-    install = [uv, "pip", "install", "--compile-bytecode", "--python", python, "--excludes", str(excludes)]
-    what = f"installing {' '.join(reqs)} into cell {cell.id}"
-    if all(_exact(spec) or name in kept for name, spec in pins.items()) and _offline(install, reqs, log, what):
-        step("install (offline)")
-        return steps
-    step("install (offline, not enough in uv's cache)")
-    for name, spec in pins.items():  # uv would build these in this cell only: build them once, keep them
+    return [job.uv, "pip", "install", "--compile-bytecode", "--python", job.python, "--excludes", str(excludes)]
+
+
+def _uv_install(
+    job: _CellInstall,
+    install: list[str],
+    pins: Mapping[str, str],
+    kept: Mapping[str, Path],
+    reqs: list[str],
+    wheels: _WheelCache,
+) -> None:
+    """Install the pins with uv, its fallbacks in order: offline, from uv's cache alone, when nothing is left for
+    the index to decide but the dependencies; else the index, the wheels of sdist-only releases built and kept
+    first."""
+    what = f"installing {' '.join(reqs)} into cell {job.cell.id}"
+    if all(_exact(spec) or name in kept for name, spec in pins.items()) and _offline(install, reqs, job.log, what):
+        job.step("install (offline)")
+        return
+    job.step("install (offline, not enough in uv's cache)")
+    reqs = _with_built_wheels(pins, kept, reqs, wheels)
+    job.step("building kept wheels")
+    _logged([*install, *reqs], job.log, what)
+    job.step("install (index)")
+
+
+def _with_built_wheels(
+    pins: Mapping[str, str], kept: Mapping[str, Path], reqs: list[str], wheels: _WheelCache
+) -> list[str]:
+    """``reqs`` with a wheel for each exact release of a package that publishes only sdists and has none kept:
+    uv would build it in this cell only, so it is built once here and kept (where it cannot be, uv builds it)."""
+    for name, spec in pins.items():
         if name not in kept and canonicalize_name(name) in SDIST_ONLY and _exact(spec) and spec[0].isdigit():
             wheel = wheels.build(name, spec)
             reqs = [str(wheel) if r == install_requirement(name, spec) and wheel else r for r in reqs]
-    step("building kept wheels")
-    _logged([*install, *reqs], log, what)
-    step("install (index)")
-    return steps
+    return reqs
 
 
 def _exact(spec: str) -> bool:

@@ -37,10 +37,11 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
-from reprobisect.run.execute import RunSpec, unrun_record
+from reprobisect.run.execute import RunSpec
 from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import Unit, listed_cells, plan_matrix, to_cell
+from reprobisect.run.prepare import unrun_record
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 
@@ -330,21 +331,7 @@ class SlurmExecutor:
         records = []
         for unit in units:
             found = _stored(payload, unit, store, since)
-            records.append(
-                found
-                or unrun_record(
-                    unit.repro,
-                    unit.form,
-                    unit.fix,
-                    unit.cell,
-                    reason,
-                    store,
-                    kind=LOST,
-                    repeat=unit.repeat,
-                    nproc=unit.nproc,
-                    rerun=unit.rerun,
-                )
-            )
+            records.append(found or unrun_record(unit, reason, store, kind=LOST))
         return records
 
     def summary(self) -> Iterator[str]:

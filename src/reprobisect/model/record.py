@@ -49,7 +49,7 @@ class Record:
 
     What identifies the run and its verdict is required; what only a run that started can tell (timings,
     exit status, what the run reported about itself) defaults to "not known", so a record of a run that
-    never started (``run.execute.unrun_record``) names only what it knows.
+    never started (``run.prepare.unrun_record``) names only what it knows.
     """
 
     run_id: str

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import pandas as pd
 from packaging.version import Version
 
 from reprobisect.bisect.probes import BisectRequest, run_bisect
@@ -49,7 +50,7 @@ from reprobisect.nightly.state import (
     load_state,
     stage_baseline,
 )
-from reprobisect.nightly.targets import AXIS, DEEPSPEED_REPO, Target, new_releases, pinned_ref, target_of
+from reprobisect.nightly.targets import AXIS, DEEPSPEED_REPO, Target, target_of, tonights_targets
 from reprobisect.report.compare import Comparison, compare
 from reprobisect.report.frame import Bisect, Loaded, records_frame
 from reprobisect.report.verdicts import Key, verdicts
@@ -121,12 +122,7 @@ def _slice(config: Config, request: NightlyRequest) -> dict[str, Any]:
 class Night:
     """One night's run: the shared pieces every step needs."""
 
-    def __init__(
-        self,
-        config: Config,
-        request: NightlyRequest,
-        ctx: RunContext,
-    ) -> None:
+    def __init__(self, config: Config, request: NightlyRequest, ctx: RunContext) -> None:
         self.config, self.request = config, request
         self.ctx = dataclasses.replace(ctx, store=Store(request.out))  # the night's records go under --out, always
         self.store, self.echo = self.ctx.store, self.ctx.echo
@@ -266,31 +262,45 @@ def _close(
     )
 
 
-def run_nightly(
-    config: Config,
-    request: NightlyRequest,
-    ctx: RunContext,
-) -> NightlyResult:
+def run_nightly(config: Config, request: NightlyRequest, ctx: RunContext) -> NightlyResult:
     """One night: find new releases, run, compare, bisect changes, write the body, advance the baseline. The
     night's records go under ``request.out``, whatever store ``ctx`` names."""
     night = Night(config, request, ctx)
-    echo = ctx.echo
     state = load_state(request.state)
     if not request.baseline_release:
         check_slice(state, night, request)
     index = IndexCache(ctx.envs_dir.resolve() / "index-cache.json", ctx.base.executable)
     available = index.versions(AXIS, refresh=True)
     if request.baseline_release or state.baseline is None:
-        return _seed(night, state, available, echo)
+        return _seed(night, state, available, ctx.echo)
     baseline = state.baseline
-    if request.deepspeed:
-        targets = [pinned_ref(target_of(request.deepspeed, available, repo=request.repo))]
-        fresh = [t.name for t in targets if t.kind == "release" and Version(t.name) > Version(baseline)]
-        skipped: list[str] = []
-    else:
-        fresh = new_releases(available, baseline, up_to=request.up_to)
-        skipped = fresh[: -request.max_releases] if len(fresh) > request.max_releases else []
-        targets = [Target(kind="release", name=v, spec=v) for v in fresh if v not in skipped]
+    targets, news = _tonight(night, state, available, baseline)
+    if not targets:
+        return _close(night, news, None, state, None)
+    base_records, base_frame = _baseline(night, state)
+    ran = _run_releases(night, targets, base_frame)
+    news = _compared(news, targets, ran)
+    bisects = _bisects(night, news, targets, baseline)
+    news = _slowdowns(night, news, targets, baseline)
+    news = _found(night, news, bisects, ran, base_frame)
+    report = _report(night, state, [*base_records, *ran.records], bisects, ran.comparisons[targets[-1].name])
+    news, after, new_baseline = _advanced(night, state, news, targets[-1], ran)
+    return _close(night, news, report, after, new_baseline)
+
+
+def _tonight(
+    night: Night, state: NightlyState, available: Sequence[str], baseline: str
+) -> tuple[list[Target], NightNews]:
+    """What tonight runs and the night's first news, said in a line: the targets, or that there is nothing new."""
+    request = night.request
+    targets, fresh, skipped = tonights_targets(
+        available,
+        baseline,
+        asked=request.deepspeed,
+        repo=request.repo,
+        up_to=request.up_to,
+        max_releases=request.max_releases,
+    )
     news = NightNews(
         at=utc_now(),
         backend=state.backend or request.backend,
@@ -302,66 +312,122 @@ def run_nightly(
         up_to=request.up_to,
     )
     if not targets:
-        echo(
+        night.echo(
             f"No DeepSpeed release newer than the baseline {baseline} (baseline since {state.since}; newest on the "
             f"index: {news.newest}{f', up to {request.up_to}' if request.up_to else ''}). Nothing to run."
         )
-        return _close(night, news, None, state, None)
-    echo(
-        f"Baseline deepspeed {baseline} (since {state.since}); tonight: "
-        + ", ".join(t.name for t in targets)
-        + (f"; not run (older new releases): {', '.join(skipped)}" if skipped else "")
-    )
-    base_records = baseline_records(request.state, state)
-    copy_runs(base_records, baseline_root(request.state, state), night.store.root)
-    base_frame = masked(records_frame(night.loaded(base_records)))
-    runs: dict[str, list[Record]] = {}
-    comparisons: dict[str, Comparison] = {}
-    regressed: dict[str, list[Key]] = {}
-    labels: dict[str, Mapping[Key, Verdict]] = {}
+    else:
+        night.echo(
+            f"Baseline deepspeed {baseline} (since {state.since}); tonight: "
+            + ", ".join(t.name for t in targets)
+            + (f"; not run (older new releases): {', '.join(skipped)}" if skipped else "")
+        )
+    return targets, news
+
+
+def _baseline(night: Night, state: NightlyState) -> tuple[list[Record], pd.DataFrame]:
+    """The baseline's records, copied beside tonight's (so a second night, a resumed night and a bisection reuse
+    every identical run), and their frame with DeepSpeed masked, to compare each target with."""
+    base_records = baseline_records(night.request.state, state)
+    copy_runs(base_records, baseline_root(night.request.state, state), night.store.root)
+    return base_records, masked(records_frame(night.loaded(base_records)))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _ReleaseRuns:
+    """Tonight's slice on each target (by name, oldest first), each compared with the baseline: its records, the
+    comparison, the keys that regressed and, with a clone, what a follow-up calls each key's state."""
+
+    runs: dict[str, list[Record]]
+    comparisons: dict[str, Comparison]
+    regressed: dict[str, list[Key]]
+    labels: dict[str, Mapping[Key, Verdict]]
+
+    @property
+    def records(self) -> list[Record]:
+        """Every record tonight's slice made, target by target."""
+        return [r for records in self.runs.values() for r in records]
+
+
+def _run_releases(night: Night, targets: Sequence[Target], base_frame: pd.DataFrame) -> _ReleaseRuns:
+    """Tonight's slice on each target in turn, compared with the baseline as soon as it has run."""
+    ran = _ReleaseRuns(runs={}, comparisons={}, regressed={}, labels={})
     for target in targets:
-        runs[target.name] = night.run_slice(target)
-        current = masked(records_frame(night.loaded(runs[target.name])))
-        comparisons[target.name] = compare(current, base_frame, threshold=_screen(request.slowdown))
-        regressed[target.name] = regressed_keys(base_frame, current)
-        if request.git is not None:  # what a follow-up calls each regression's state
-            labels[target.name] = verdicts(current)
-    news = dataclasses.replace(
+        ran.runs[target.name] = night.run_slice(target)
+        current = masked(records_frame(night.loaded(ran.runs[target.name])))
+        ran.comparisons[target.name] = compare(current, base_frame, threshold=_screen(night.request.slowdown))
+        ran.regressed[target.name] = regressed_keys(base_frame, current)
+        if night.request.git is not None:  # what a follow-up calls each regression's state
+            ran.labels[target.name] = verdicts(current)
+    return ran
+
+
+def _compared(news: NightNews, targets: Sequence[Target], ran: _ReleaseRuns) -> NightNews:
+    """The news with what ran tonight (releases and refs) and how each target compared with the baseline."""
+    return dataclasses.replace(
         news,
         ran=[t.name for t in targets],
         refs=[t.name for t in targets if t.kind == "ref"],
-        comparisons=comparisons,
-        regressed=regressed,
+        comparisons=ran.comparisons,
+        regressed=ran.regressed,
     )
-    bisects = _bisects(night, news, targets, baseline)
-    if request.slowdown is not None:
-        flagged = flagged_slower({t.name: comparisons[t.name] for t in targets if t.kind == "release"})
-        slowdowns = night_slowdowns(night, flagged, baseline, request.slowdown, limit=request.max_bisects)
-        news = dataclasses.replace(news, slowdowns=slowdowns)
+
+
+def _slowdowns(night: Night, news: NightNews, targets: Sequence[Target], baseline: str) -> NightNews:
+    """With ``--slower-than``, the news with a timing search of each release's runs flagged as slower."""
+    rule = night.request.slowdown
+    if rule is None:
+        return news
+    flagged = flagged_slower({t.name: news.comparisons[t.name] for t in targets if t.kind == "release"})
+    slowdowns = night_slowdowns(night, flagged, baseline, rule, limit=night.request.max_bisects)
+    return dataclasses.replace(news, slowdowns=slowdowns)
+
+
+def _found(
+    night: Night, news: NightNews, bisects: list[Bisect], ran: _ReleaseRuns, base_frame: pd.DataFrame
+) -> NightNews:
+    """The news with the bisections, what a clone says of each regression (its commit and pull request, a
+    minimized script, the fixes that pass), and the night's count of runs made and reused."""
     findings = (
-        release_findings(night, bisects, regressed, runs, (verdicts(base_frame), labels)) if request.git else []
-    )  # with a clone: each regression's commit and pull request, a minimized script, the fixes that pass
-    news = dataclasses.replace(
+        release_findings(night, bisects, ran.regressed, ran.runs, (verdicts(base_frame), ran.labels))
+        if night.request.git
+        else []
+    )
+    return dataclasses.replace(
         news, bisects=bisects, findings=findings, runs_executed=night.stats.executed, runs_reused=night.stats.reused
     )
-    newest = targets[-1]
-    all_runs = [r for records in runs.values() for r in records]
-    frame = records_frame(night.loaded([*base_records, *all_runs]))
-    report = ReportData(
+
+
+def _report(
+    night: Night, state: NightlyState, records: Sequence[Record], bisects: list[Bisect], comparison: Comparison
+) -> ReportData:
+    """The night's report: the baseline's and tonight's runs, the bisections, and the newest target compared."""
+    frame = records_frame(night.loaded(records))
+    return ReportData(
         frame=frame,
         sources=[night.store.root],
         bisects=bisects,
-        comparison=comparisons[newest.name],
-        baseline=baseline_root(request.state, state).resolve(),
+        comparison=comparison,
+        baseline=baseline_root(night.request.state, state).resolve(),
         plots=plots_for(frame),
     )
-    # A release or ref asked for by hand is compared, never made the baseline: the nightly's own order stays.
+
+
+def _advanced(
+    night: Night, state: NightlyState, news: NightNews, newest: Target, ran: _ReleaseRuns
+) -> tuple[NightNews, NightlyState, list[Record] | None]:
+    """The news, the state to keep and the records of the new baseline (None when it stays). The newest target
+    becomes the baseline unless ``--keep-baseline``; a release or ref asked for by hand is compared, never made the
+    baseline: the nightly's own order stays."""
+    request = night.request
     advance = not request.keep_baseline and not request.deepspeed
     news = dataclasses.replace(news, advanced_to=newest.name if advance else None)
-    after = dataclasses.replace(state, backend=state.backend or _resolved_backend(all_runs, request), slice=night.slice)
+    after = dataclasses.replace(
+        state, backend=state.backend or _resolved_backend(ran.records, request), slice=night.slice
+    )
     if advance:
         after = dataclasses.replace(after, baseline=newest.name, since=news.at)
-    return _close(night, news, report, after, runs[newest.name] if advance else None)
+    return news, after, ran.runs[newest.name] if advance else None
 
 
 def _screen(rule: SlowdownRule | None) -> float:

@@ -22,7 +22,7 @@ from reprobisect.bisect.history import KNOWN_REPOSITORIES
 from reprobisect.errors import ConfigError
 from reprobisect.util.cmd import run_tool
 
-__all__ = ["AXIS", "DEEPSPEED_REPO", "Target", "new_releases", "pinned_ref", "target_of"]
+__all__ = ["AXIS", "DEEPSPEED_REPO", "Target", "new_releases", "pinned_ref", "target_of", "tonights_targets"]
 
 DEEPSPEED_REPO = KNOWN_REPOSITORIES["deepspeed"]  # one table of where each package is developed
 AXIS = "deepspeed"
@@ -51,6 +51,20 @@ def new_releases(available: Sequence[str], baseline: str, *, up_to: str | None =
             continue
         found.append(raw)
     return sorted(found, key=Version)
+
+
+def tonights_targets(
+    available: Sequence[str], baseline: str, *, asked: str | None, repo: str, up_to: str | None, max_releases: int
+) -> tuple[list[Target], list[str], list[str]]:
+    """Tonight's targets, the releases newer than ``baseline`` and those of them too old to run tonight: the one
+    release or ref ``asked`` for (``--deepspeed``), else the newest ``max_releases`` of the new releases."""
+    if asked:
+        targets = [pinned_ref(target_of(asked, available, repo=repo))]
+        fresh = [t.name for t in targets if t.kind == "release" and Version(t.name) > Version(baseline)]
+        return targets, fresh, []
+    fresh = new_releases(available, baseline, up_to=up_to)
+    skipped = fresh[:-max_releases] if len(fresh) > max_releases else []
+    return [Target(kind="release", name=v, spec=v) for v in fresh if v not in skipped], fresh, skipped
 
 
 def target_of(value: str, available: Sequence[str], *, repo: str = DEEPSPEED_REPO) -> Target:

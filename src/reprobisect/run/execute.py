@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -16,29 +15,26 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from reprobisect import __version__
 from reprobisect.cells.envs import CellEnv
 from reprobisect.cells.op_builds import cache_root, finished
-from reprobisect.errors import ToolError
-from reprobisect.model.cell import Cell, run_cell
-from reprobisect.model.classify import classify
+from reprobisect.model.cell import run_cell
+from reprobisect.model.classify import Classification, classify
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
-from reprobisect.model.signature import Signature, normalize_message
 from reprobisect.model.store import Store
-from reprobisect.run.events import read_events
-from reprobisect.run.measured import measured_environment, measured_memory
+from reprobisect.run.events import RunEvents, read_events
+from reprobisect.run.measured import Measured, MeasuredMemory, checked_versions, measured_environment, measured_memory
 from reprobisect.run.phases import PROFILE_ENV, HarnessClock, describe_phases, run_phases
 from reprobisect.run.ports import free_port
 from reprobisect.run.ranks import failed_rank as failed_rank_of
 from reprobisect.run.ranks import keep_rank_logs
 from reprobisect.run.resources import run_resources
-from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
+from reprobisect.run.runner import ChildResult, ChildSpec, run_child, scrubbed_environ
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
-from reprobisect.util.clock import utc_now
-from reprobisect.util.cmd import run_tool
 
 __all__ = [
     "BOOTSTRAP",
@@ -47,8 +43,6 @@ __all__ = [
     "child_environ",
     "compiling_ops",
     "execute",
-    "installed_versions",
-    "unrun_record",
 ]
 
 _CHILD = Path(__file__).parent / "child"
@@ -160,30 +154,6 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
     return env
 
 
-_WATCHED = ("torch", "deepspeed", "lightning", "pytorch-lightning", "lightning-fabric", "torchvision")
-
-
-@functools.cache
-def installed_versions(python: Path, extra: tuple[str, ...] = ()) -> dict[str, str]:
-    """Versions installed in a cell, read by a process of the harness's own (the watched packages and ``extra``)."""
-    names = sorted({*_WATCHED, *extra})
-    code = (
-        "import json, sys, importlib.metadata as m\n"
-        "out = {}\n"
-        "for n in json.loads(sys.argv[1]):\n"
-        "    try: out[n] = m.version(n)\n"
-        "    except m.PackageNotFoundError: pass\n"
-        "print(json.dumps(out))\n"
-    )
-    try:
-        found = json.loads(
-            run_tool([python, "-c", code, json.dumps(names)], what="reading versions", timeout=120).stdout
-        )
-    except (ToolError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
-
-
 def _confined(
     spec: RunSpec, sandbox: Sandbox, argv: tuple[str, ...], env: dict[str, str], workdir: Path
 ) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -219,30 +189,6 @@ def _confined(
         frozen=finished(ops) if ops is not None else [],
     )
     return tuple(wrapped), env
-
-
-def _checked_versions(claimed: Mapping[str, str] | None, spec: RunSpec) -> tuple[dict[str, str], str]:
-    """The versions a run reported importing, checked against what the cell has installed.
-
-    The report comes from inside the run's own process, so it is a claim: where it names another version
-    of a package the cell pins than the cell's metadata does, the installed one is kept and the record
-    says ``claimed, corrected: ...``. Without a report, the installed versions, marked ``installed``.
-    """
-    pinned = ("torch", *sorted(spec.env.cell.packages))
-    installed = installed_versions(spec.env.python, pinned)
-    if claimed is None:
-        return installed, "installed"
-    wrong = sorted(n for n in pinned if n in claimed and n in installed and not _same(claimed[n], installed[n]))
-    if not wrong:
-        return dict(claimed), "imported"
-    note = ", ".join(f"{n} {claimed[n]!r} is {installed[n]}" for n in wrong)
-    return {**claimed, **{n: installed[n] for n in wrong}}, f"claimed, corrected: {note}"[:300]
-
-
-def _same(claimed: str, installed: str) -> bool:
-    """A claim agrees with the metadata, or adds only a local build label the metadata leaves out: an index's
-    CUDA torch says ``2.14.1+cu130`` when imported and ``2.14.1`` in its metadata."""
-    return claimed == installed or ("+" not in installed and claimed.split("+", 1)[0] == installed)
 
 
 def _failing_step(outcome: Outcome, steps: list[StepTime], *, reports_steps: bool) -> int | str | None:
@@ -304,15 +250,84 @@ def execute(
     began = time.time()
     run_id = uuid.uuid4().hex[:12]
     log_path = store.log_path(spec.repro.name, spec.cell_id, spec.form.name, spec.fix.name, spec.repeat, run_id)
+    ended = _run(spec, run_id, log_path, environ=environ, allow_env=allow_env, echo=echo)
+    reading = _read(spec, ended)
+    claimed = reading.events.exit
+    where = measured_environment(claimed, spec.env.python, fallback_python=spec.env.cell.python)
+    memory = measured_memory(ended.result, claimed)
+    claims = {**where.claimed, **({"memory": memory.above} if memory.above else {})}
+    config = _record_config(spec, reading, ended.env, claims)
+    versions, versions_source = checked_versions(claimed.versions, spec.env)
+    checked = _CheckedClaims(where=where, memory=memory, versions=versions, versions_source=versions_source)
+    if ended.env.get(PROFILE_ENV) == "1":
+        config["profile"] = _profile(spec, began, ended.result, reading.events, echo)
+    record = _record(spec, store, ended, reading, checked, config)
+    store.write(record)
+    return record
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _EndedRun:
+    """A run that has ended, as the harness saw it: what the runner measured, the logs it left, and the
+    environment it was given (the sandbox's, when confined)."""
+
+    run_id: str
+    log_path: Path
+    result: ChildResult
+    rank_logs: dict[int, Path]  # ranks 1..N-1, copied beside the run's log
+    env: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _RunReading:
+    """What an ended run's logs say: its events, the first rank to fail, the verdict, and the steps of the log the
+    verdict was read from."""
+
+    events: RunEvents
+    failed_rank: int | None
+    verdict: Classification
+    steps: list[StepTime]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _CheckedClaims:
+    """The run's word on where it ran, what it used and what it imported, each checked against the harness's own
+    measurement (``run/measured.py``): the record keeps the measurement."""
+
+    where: Measured
+    memory: MeasuredMemory
+    versions: dict[str, str]
+    versions_source: str
+
+
+def _child_argv(spec: RunSpec) -> tuple[str, ...]:
+    """The run's command: the bootstrap starting the script with its arguments (under the rank launcher with
+    several ranks), all under the harness's waiter.
+
+    The waiter is every run's parent: it tells a death by signal from an exit inside the sandbox, and its os.wait4
+    measures the run's peak RSS apart from the harness's (a child the harness forks counts the harness's own size
+    in its peak; one the small waiter forks, only the waiter's).
+    """
     argv: tuple[str, ...] = (str(spec.env.python), str(BOOTSTRAP), str(spec.script), *spec.args)
     if spec.nproc > 1:
         argv = (str(spec.env.python), str(LAUNCH), str(spec.nproc), *argv)
+    return (str(spec.env.python), "-I", "-S", str(WAITER), *argv)
+
+
+def _run(
+    spec: RunSpec,
+    run_id: str,
+    log_path: Path,
+    *,
+    environ: Mapping[str, str],
+    allow_env: Sequence[str],
+    echo: Callable[[str], None] | None,
+) -> _EndedRun:
+    """Start the run in a work folder of its own (confined when ``spec`` says so) and wait for it to end. The
+    folder goes with it, so the further ranks' logs it wrote are kept beside the run's log first."""
+    argv = _child_argv(spec)
     workdir = Path(tempfile.mkdtemp(prefix="reprobisect-run-"))
     env = child_environ(spec, environ, allow=allow_env)
-    # every run has the harness's waiter as its parent: it tells a death by signal from an exit inside the sandbox,
-    # and its os.wait4 measures the run's peak RSS apart from the harness's (a child the harness forks counts the
-    # harness's own size in its peak; one the small waiter forks, only the waiter's)
-    argv = (str(spec.env.python), "-I", "-S", str(WAITER), *argv)
     if spec.sandbox is not None:
         argv, env = _confined(spec, spec.sandbox, argv, env, workdir)
     try:
@@ -331,11 +346,17 @@ def execute(
         rank_logs = keep_rank_logs(workdir, log_path, spec.nproc)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    log = log_path.read_text(encoding="utf-8", errors="replace")
+    return _EndedRun(run_id=run_id, log_path=log_path, result=result, rank_logs=rank_logs, env=env)
+
+
+def _read(spec: RunSpec, ended: _EndedRun) -> _RunReading:
+    """The run's events and its verdict. The first rank to fail gives the run its signature and the step it died
+    at, so its log is the one classified; a run that timed out has no such rank."""
+    result = ended.result
+    log = ended.log_path.read_text(encoding="utf-8", errors="replace")
     events = read_events(log)
-    failed_rank = failed_rank_of(events.ranks, spec.nproc, rank_logs) if not result.timed_out else None
-    # the first rank to fail gives the run its signature and the step it died at
-    judged = rank_logs[failed_rank].read_text(encoding="utf-8", errors="replace") if failed_rank else log
+    failed_rank = failed_rank_of(events.ranks, spec.nproc, ended.rank_logs) if not result.timed_out else None
+    judged = ended.rank_logs[failed_rank].read_text(encoding="utf-8", errors="replace") if failed_rank else log
     oom_killed = {"oom": True, "not-oom": False}.get(result.kill.verdict) if result.kill is not None else None
     verdict = classify(
         exit_code=result.exit_code,
@@ -345,11 +366,16 @@ def execute(
         oom_killed=oom_killed,
     )
     steps = read_events(judged).steps if failed_rank else events.steps
-    claimed = events.exit
-    where = measured_environment(claimed, spec.env.python, fallback_python=spec.env.cell.python)
-    memory = measured_memory(result, claimed)
-    claims = {**where.claimed, **({"memory": memory.above} if memory.above else {})}
-    config = {
+    return _RunReading(events=events, failed_rank=failed_rank, verdict=verdict, steps=steps)
+
+
+def _record_config(
+    spec: RunSpec, reading: _RunReading, env: Mapping[str, str], claims: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The record's ``config``: what the run reported of its settings, then what the harness adds so the record
+    can be read alone (ignored events, the ops it loaded, context, claims, and how it was given the machine)."""
+    events, verdict = reading.events, reading.verdict
+    return {
         **events.config,
         **({"ignored_events": events.ignored} if events.ignored else {}),
         **({"ops": events.ops} if events.ops else {}),
@@ -358,14 +384,28 @@ def execute(
         **({"claimed": claims} if claims else {}),  # the run's differing word on where it ran and what it used
         "resources": run_resources(spec.cpus, env, spec.jobs),  # how it was given the machine: fair timings
     }
-    versions, versions_source = _checked_versions(claimed.versions, spec)
-    if env.get(PROFILE_ENV) == "1":
-        clock = HarnessClock(began=began, spawned=result.spawned, exited=result.exited, recorded=time.time())
-        config["profile"] = run_phases(clock, events.clock, events.ops)
-        if echo is not None:
-            echo(f"  profile {spec.form.name} {spec.fix.name}: {describe_phases(config['profile'])}")
-    record = Record(
-        run_id=run_id,
+
+
+def _profile(
+    spec: RunSpec, began: float, result: ChildResult, events: RunEvents, echo: Callable[[str], None] | None
+) -> dict[str, float]:
+    """Where a profiled run's seconds went (``REPROBISECT_PROFILE=1``), the harness's clock beside the run's own;
+    said to ``echo`` too, as the run ends."""
+    clock = HarnessClock(began=began, spawned=result.spawned, exited=result.exited, recorded=time.time())
+    phases = run_phases(clock, events.clock, events.ops)
+    if echo is not None:
+        echo(f"  profile {spec.form.name} {spec.fix.name}: {describe_phases(phases)}")
+    return phases
+
+
+def _record(
+    spec: RunSpec, store: Store, ended: _EndedRun, reading: _RunReading, checked: _CheckedClaims, config: dict[str, Any]
+) -> Record:
+    """The record of an ended run: what it was asked, what its logs say, and what the harness measured."""
+    result, verdict, steps = ended.result, reading.verdict, reading.steps
+    where, memory = checked.where, checked.memory
+    return Record(
+        run_id=ended.run_id,
         spec_key=spec.key,
         repro=spec.repro.name,
         form=spec.form.name,
@@ -375,8 +415,8 @@ def execute(
         script=str(spec.script.name),
         argv=[Path(spec.env.python).name, str(spec.script), *spec.args],
         cell=run_cell(spec.env.cell, spec.nproc),
-        versions=versions,
-        versions_source=versions_source,
+        versions=checked.versions,
+        versions_source=checked.versions_source,
         python=where.python,
         platform=where.platform,
         gpu=where.gpu,
@@ -390,7 +430,7 @@ def execute(
         steps=steps,
         step_median_seconds=_median_step(steps),
         first_step_seconds=steps[0].seconds if steps else None,
-        setup_seconds=events.setup_seconds,
+        setup_seconds=reading.events.setup_seconds,
         wall_seconds=round(result.wall_seconds, 3),
         env_seconds=round(spec.env.build_seconds, 3),
         peak_rss_bytes=memory.rss_bytes,
@@ -399,7 +439,7 @@ def execute(
         peak_gpu_source=memory.gpu_source,
         claimed_memory=memory.claims,
         kill_evidence=result.kill.evidence if result.kill is not None and result.exit_code in _KILLED else None,
-        log_path=str(log_path.relative_to(store.root)),
+        log_path=str(ended.log_path.relative_to(store.root)),
         started_at=result.started_at,
         finished_at=result.finished_at,
         harness_version=__version__,
@@ -408,14 +448,12 @@ def execute(
         matrix_cell=spec.matrix_cell or spec.cell_id,
         sandbox=spec.sandbox.description if spec.sandbox is not None else NO_SANDBOX,
         nproc=spec.nproc,
-        failed_rank=failed_rank,
-        rank_logs=[str(path.relative_to(store.root)) for path in rank_logs.values()],
+        failed_rank=reading.failed_rank,
+        rank_logs=[str(path.relative_to(store.root)) for path in ended.rank_logs.values()],
         rerun=list(spec.rerun),
-        tests=events.tests,
-        training=events.training,
+        tests=reading.events.tests,
+        training=reading.events.training,
     )
-    store.write(record)
-    return record
 
 
 _KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)  # a SIGKILL, as the runner or a shell reports it
@@ -437,60 +475,3 @@ def inputs_digest(inputs: Sequence[Path]) -> str:
             digest.update(str(path.relative_to(root) if path != root else path.name).encode() + b"\0")
             digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:20]
-
-
-def unrun_record(
-    repro: Repro,
-    form: Form,
-    fix: Fix,
-    cell: Cell,
-    reason: str,
-    store: Store,
-    *,
-    kind: str,
-    repeat: int = 0,
-    nproc: int = 1,
-    rerun: tuple[str, ...] = (),
-) -> Record:
-    """An ENV_ERROR record for a run that could not start: the cell did not build, or no rule allows it.
-
-    ``kind`` becomes the signature's exception (``EnvBuildError``, ``NotInstallable``); never a verdict. Each
-    repeat gets its own record, as a run would, with the time it was decided: without one ``report --latest``
-    would rank it below any older record of the same run.
-    """
-    run_id = uuid.uuid4().hex[:12]
-    decided_at = utc_now()
-    filed = run_cell(cell, nproc)
-    log_path = store.log_path(repro.name, str(filed["id"]), form.name, fix.name, repeat, run_id)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_text(reason + "\n", encoding="utf-8")
-    record = Record(
-        run_id=run_id,
-        spec_key="",
-        repro=repro.name,
-        form=form.name,
-        fix=fix.name,
-        precision=form.precision,
-        repeat=repeat,
-        script=form.script.name,
-        argv=[],
-        cell=filed,
-        versions=dict(cell.versions),
-        versions_source="pinned",
-        outcome=Outcome.ENV_ERROR.value,
-        wall_seconds=0.0,
-        log_path=str(log_path.relative_to(store.root)),
-        harness_version=__version__,
-        python=cell.python,
-        signature=Signature(exception=kind, message=normalize_message(reason.splitlines()[0])),
-        failing_step="setup",
-        config={"reason": reason},
-        fix_kind=fix.kind,
-        matrix_cell=str(filed["id"]),
-        nproc=nproc,
-        rerun=list(rerun),
-        started_at=decided_at,
-        finished_at=decided_at,
-    )
-    store.write(record)
-    return record

@@ -1,5 +1,5 @@
 """Where a run ran and what it used, as the harness measures it: the cell interpreter's version and platform, the
-machine's GPUs, the run's peak memory.
+machine's GPUs, the run's peak memory, the versions installed in the cell.
 
 A run reports its python, platform and GPU in its exit event (``run/child/bootstrap.py``), but that line is
 printed by the run's own process, so it is a claim: a repro could make a CPU run read "python 3.99 · FAKE-OS ·
@@ -7,7 +7,8 @@ GPU FAKE H100" in report.md. The record keeps what the harness measured by a pro
 interpreter run outside the sandbox, ``nvidia-smi``); a claim that differs is kept beside it, labelled, in
 ``config.claimed``, and reports show it as a claim, never as the environment. The same holds for memory: the
 record's peak RSS and GPU memory are the harness's own measurements (``run/runner.py``, ``run/watch.py``); the
-run's figures stay in ``claimed_memory``, and one above the measurement is named in ``config.claimed``.
+run's figures stay in ``claimed_memory``, and one above the measurement is named in ``config.claimed``. The
+versions a run says it imported are checked against the cell's own metadata (``checked_versions``).
 """
 
 from __future__ import annotations
@@ -15,16 +16,27 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reprobisect.cells.envs import CellEnv
 from reprobisect.errors import ToolError
 from reprobisect.run.events import ExitReport
 from reprobisect.run.runner import ChildResult
 from reprobisect.run.watch import machine_gpus
 from reprobisect.util.cmd import run_tool
 
-__all__ = ["Measured", "MeasuredMemory", "interpreter", "machine_gpus", "measured_environment", "measured_memory"]
+__all__ = [
+    "Measured",
+    "MeasuredMemory",
+    "checked_versions",
+    "installed_versions",
+    "interpreter",
+    "machine_gpus",
+    "measured_environment",
+    "measured_memory",
+]
 
 _INTERPRETER = "import json, platform; print(json.dumps([platform.python_version(), platform.platform()]))"
 
@@ -126,3 +138,51 @@ def measured_memory(result: ChildResult, claimed: ExitReport) -> MeasuredMemory:
         claims=kept,
         above=", ".join(above) or None,
     )
+
+
+_WATCHED = ("torch", "deepspeed", "lightning", "pytorch-lightning", "lightning-fabric", "torchvision")
+
+
+@functools.cache
+def installed_versions(python: Path, extra: tuple[str, ...] = ()) -> dict[str, str]:
+    """Versions installed in a cell, read by a process of the harness's own (the watched packages and ``extra``)."""
+    names = sorted({*_WATCHED, *extra})
+    code = (
+        "import json, sys, importlib.metadata as m\n"
+        "out = {}\n"
+        "for n in json.loads(sys.argv[1]):\n"
+        "    try: out[n] = m.version(n)\n"
+        "    except m.PackageNotFoundError: pass\n"
+        "print(json.dumps(out))\n"
+    )
+    try:
+        found = json.loads(
+            run_tool([python, "-c", code, json.dumps(names)], what="reading versions", timeout=120).stdout
+        )
+    except (ToolError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def checked_versions(claimed: Mapping[str, str] | None, env: CellEnv) -> tuple[dict[str, str], str]:
+    """The versions a run reported importing, checked against what the cell has installed.
+
+    The report comes from inside the run's own process, so it is a claim: where it names another version
+    of a package the cell pins than the cell's metadata does, the installed one is kept and the record
+    says ``claimed, corrected: ...``. Without a report, the installed versions, marked ``installed``.
+    """
+    pinned = ("torch", *sorted(env.cell.packages))
+    installed = installed_versions(env.python, pinned)
+    if claimed is None:
+        return installed, "installed"
+    wrong = sorted(n for n in pinned if n in claimed and n in installed and not _same(claimed[n], installed[n]))
+    if not wrong:
+        return dict(claimed), "imported"
+    note = ", ".join(f"{n} {claimed[n]!r} is {installed[n]}" for n in wrong)
+    return {**claimed, **{n: installed[n] for n in wrong}}, f"claimed, corrected: {note}"[:300]
+
+
+def _same(claimed: str, installed: str) -> bool:
+    """A claim agrees with the metadata, or adds only a local build label the metadata leaves out: an index's
+    CUDA torch says ``2.14.1+cu130`` when imported and ``2.14.1`` in its metadata."""
+    return claimed == installed or ("+" not in installed and claimed.split("+", 1)[0] == installed)

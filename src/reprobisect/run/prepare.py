@@ -9,28 +9,31 @@ records with the reason, so that the run phase only ever sees units that can sta
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from reprobisect import __version__
 from reprobisect.cells.envs import CellEnv, ensure_env
 from reprobisect.cells.op_builds import DEFAULT_MAX_BYTES, OPS, cache_root
 from reprobisect.cells.patches import PatchDoesNotApplyError, prepare_overlay
 from reprobisect.cells.tools import pytest_folder
 from reprobisect.errors import ConfigError, EnvBuildError, ToolError
-from reprobisect.model.cell import SYSTEM, Cell
+from reprobisect.model.cell import SYSTEM, Cell, run_cell
+from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
-from reprobisect.model.signature import PATCH_ERROR
+from reprobisect.model.signature import PATCH_ERROR, Signature, normalize_message
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
-from reprobisect.run.execute import unrun_record
 from reprobisect.run.op_prebuild import cell_ops, prebuild_ops
 from reprobisect.run.plan import MatrixPlan, Unit
 from reprobisect.run.sandbox import Sandbox
+from reprobisect.util.clock import utc_now
 from reprobisect.util.console import heartbeat
 from reprobisect.util.redact import redact
 from reprobisect.util.stop import in_parallel
 
-__all__ = ["Prepared", "bound_op_cache", "prepare_units", "unbuilt_records"]
+__all__ = ["Prepared", "bound_op_cache", "prepare_units", "unbuilt_records", "unrun_record"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -99,28 +102,60 @@ def unbuilt_records(plan: MatrixPlan, prepared: Prepared, store: Store) -> list[
             if blocked.planned.blocked
             else f"cannot build here: {blocked.reason}"
         )
-        records.extend(_unrun(unit, blocked.cell, kind, text, store) for unit in blocked.units)
+        records.extend(unrun_record(unit, text, store, kind=kind, cell=blocked.cell) for unit in blocked.units)
     for unit in plan.units:
         why = prepared.why_not(unit)
         if why is not None:
-            records.append(_unrun(unit, unit.cell, why[0], why[1], store))
+            records.append(unrun_record(unit, why[1], store, kind=why[0]))
     return records
 
 
-def _unrun(unit: Unit, cell: Cell, kind: str, reason: str, store: Store) -> Record:
-    """``unit``'s ENV_ERROR record, filed under ``cell`` (a blocked cell's own, not an override fix's)."""
-    return unrun_record(
-        unit.repro,
-        unit.form,
-        unit.fix,
-        cell,
-        reason,
-        store,
-        kind=kind,
+def unrun_record(unit: Unit, reason: str, store: Store, *, kind: str, cell: Cell | None = None) -> Record:
+    """An ENV_ERROR record for a unit that could not start: the cell did not build, or no rule allows it; filed
+    under ``cell`` when given (a blocked cell's own, not an override fix's), else under the unit's.
+
+    ``kind`` becomes the signature's exception (``EnvBuildError``, ``NotInstallable``); never a verdict. Each
+    repeat gets its own record, as a run would, with the time it was decided: without one ``report --latest``
+    would rank it below any older record of the same run.
+    """
+    cell = unit.cell if cell is None else cell
+    form, fix = unit.form, unit.fix
+    run_id = uuid.uuid4().hex[:12]
+    decided_at = utc_now()
+    filed = run_cell(cell, unit.nproc)
+    log_path = store.log_path(unit.repro.name, str(filed["id"]), form.name, fix.name, unit.repeat, run_id)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text(reason + "\n", encoding="utf-8")
+    record = Record(
+        run_id=run_id,
+        spec_key="",
+        repro=unit.repro.name,
+        form=form.name,
+        fix=fix.name,
+        precision=form.precision,
         repeat=unit.repeat,
+        script=form.script.name,
+        argv=[],
+        cell=filed,
+        versions=dict(cell.versions),
+        versions_source="pinned",
+        outcome=Outcome.ENV_ERROR.value,
+        wall_seconds=0.0,
+        log_path=str(log_path.relative_to(store.root)),
+        harness_version=__version__,
+        python=cell.python,
+        signature=Signature(exception=kind, message=normalize_message(reason.splitlines()[0])),
+        failing_step="setup",
+        config={"reason": reason},
+        fix_kind=fix.kind,
+        matrix_cell=str(filed["id"]),
         nproc=unit.nproc,
-        rerun=unit.rerun,
+        rerun=list(unit.rerun),
+        started_at=decided_at,
+        finished_at=decided_at,
     )
+    store.write(record)
+    return record
 
 
 def _build_envs(units: list[Unit], ctx: RunContext, jobs: int = 1) -> dict[str, CellEnv | EnvBuildError]:
