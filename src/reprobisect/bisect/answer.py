@@ -22,7 +22,7 @@ from reprobisect.bisect.search import ProbeResult, Transition, all_transitions
 from reprobisect.model.record import Record
 from reprobisect.util.neutral import md_document, md_safe
 
-__all__ = ["Answer", "answer_markdown", "sweep_answers", "sweep_axis"]
+__all__ = ["Answer", "answer_markdown", "sweep_answers", "sweep_axis", "with_commit"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -175,10 +175,16 @@ def _change(t: Transition, culprit: Mapping[str, Any] | None, hint: str) -> str:
     kind = change_kind(t.before.outcome, t.after.outcome)
     between = f", {len(t.skipped_between)} skipped between" if t.skipped_between else ""
     text = f"{kind} between {t.last} and {t.first}{between} ({md_safe(_state(t.before))} → {md_safe(_state(t.after))})"
+    return with_commit(text, culprit, hint, by=f"{kind} by")
+
+
+def with_commit(text: str, culprit: Mapping[str, Any] | None, hint: str, *, by: str) -> str:
+    """A change's line with the commit found behind it (``**by `sha`** subject (PR)``), why none was named, or
+    the hint that a clone would name it; the outcome answer and the timing answer say it alike."""
     if culprit is None:
         return text + (f": {hint}" if hint else "")
     commit = culprit.get("commit")
     if not commit:
         return f"{text}: commit unknown — {md_safe(str(culprit.get('why')))}"
     pr = f" ({commit['pull_request']})" if commit.get("pull_request") else ""
-    return f"{text}: **{kind} by `{commit['sha'][:12]}`** {md_safe(commit['subject'])}{pr}"
+    return f"{text}: **{by} `{commit['sha'][:12]}`** {md_safe(commit['subject'])}{pr}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reprobisect.bisect.answer import with_commit
 from reprobisect.report.timing_view import interval, timing_markdown, timing_search
 from reprobisect.util.neutral import md_document, md_safe
 
@@ -64,14 +65,7 @@ def _change(transition: Mapping[str, Any], culprit: Mapping[str, Any] | None, hi
     before, after = transition.get("from", {}), transition.get("to", {})
     came = after.get("slower") and not before.get("slower")
     kind = "came" if came else "went" if before.get("slower") and not after.get("slower") else "changed"
-    text = f"{kind} between {transition['last']} and {transition['first']}"
-    if culprit is None:
-        return text + (f": {hint}" if hint else "")
-    commit = culprit.get("commit")
-    if not commit:
-        return f"{text}: commit unknown — {md_safe(str(culprit.get('why')))}"
-    pr = f" ({commit['pull_request']})" if commit.get("pull_request") else ""
-    return f"{text}: **by `{commit['sha'][:12]}`** {md_safe(commit['subject'])}{pr}"
+    return with_commit(f"{kind} between {transition['last']} and {transition['first']}", culprit, hint, by="by")
 
 
 def slowdown_headline(
