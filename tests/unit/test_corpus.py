@@ -129,6 +129,40 @@ def test_a_commit_check_that_contradicts_its_side_is_refused(tmp_path: Path) -> 
     assert load_truth(_entry(tmp_path, GOOD + fine)).commits["b418cf6c1b1a"].exit == 1
 
 
+def _run_line(release: str, line: str) -> tuple[str, str]:
+    """The edit that gives one release of GOOD another failure line."""
+    old = f'"{release}" = {{ exit = 1, last_line = "{BUG}", seconds = 9.0 }}'
+    assert old in GOOD
+    return old, f'"{release}" = {{ exit = 1, last_line = {json.dumps(line)}, seconds = 9.0 }}'
+
+
+@pytest.mark.parametrize(
+    ("edits", "words"),
+    [
+        ([('kinds = ["wrong-numbers", "came-and-went"]', 'kinds = ["wrong-numbers"]')], ("'came-and-went'", "add it")),
+        ([('"came-and-went"]', '"came-and-went", "still-present"]')], ("'still-present'", "drop it")),
+        ([('"came-and-went"]', '"came-and-went", "signature-changes"]')], ("'signature-changes'", "drop it")),
+        ([_run_line("0.17.0", "TypeError: 'NoneType' object is not iterable")], ("'signature-changes'", "add it")),
+    ],
+)
+def test_kinds_the_runs_decide_must_be_stated_exactly(
+    tmp_path: Path, edits: list[tuple[str, str]], words: tuple[str, ...]
+) -> None:
+    text = GOOD
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new, 1)
+    _refused(tmp_path, text, "kinds", *words)
+
+
+def test_a_signature_change_is_one_the_scoring_would_see(tmp_path: Path) -> None:
+    other_numbers = GOOD.replace(*_run_line("0.17.0", BUG.replace("8.569", "1.25")))
+    assert load_truth(_entry(tmp_path, other_numbers)).kinds == ("wrong-numbers", "came-and-went")
+    changed = GOOD.replace(*_run_line("0.17.0", "TypeError: 'NoneType' object is not iterable"))
+    changed = changed.replace('"came-and-went"]', '"came-and-went", "signature-changes"]')
+    assert load_truth(_entry(tmp_path, changed, "changed")).runs["0.17.0"].last_line.startswith("TypeError")
+
+
 @pytest.mark.parametrize("script", ["../outside.py", "/etc/passwd", "sub/../../x.py", "missing.py"])
 def test_a_script_outside_the_entry_folder_is_refused(tmp_path: Path, script: str) -> None:
     (tmp_path / "outside.py").write_text("")

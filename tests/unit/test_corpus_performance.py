@@ -182,3 +182,12 @@ def test_the_hand_tool_survives_any_output(lines: list[str]) -> None:
 
 
 _TOOL = _corpus_truth()
+
+
+def test_a_slowdown_still_there_on_the_last_release_must_say_still_present(tmp_path: Path) -> None:
+    affected = [{"first": "0.18.5", "last": "0.18.7"}]
+    runs = _runs(**{"0_18_7": [61.0, 60.0, 62.0]})
+    with pytest.raises(ConfigError, match=re.escape("the runs say 'still-present'; add it")):
+        _parse(tmp_path, _data(affected=affected, runs=runs, commits={}, kinds=["performance"]))
+    truth = _parse(tmp_path, _data(affected=affected, runs=runs, commits={}, kinds=["performance", "still-present"]))
+    assert truth.span_releases() == [["0.18.5", "0.18.6", "0.18.7"]]

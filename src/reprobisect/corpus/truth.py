@@ -22,6 +22,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from reprobisect.errors import ConfigError
+from reprobisect.model.signature import normalize_message
 
 __all__ = [
     "BACKENDS",
@@ -49,6 +50,7 @@ KINDS = (
     "lightning",
 )
 PIN_NAMES = ("torch", "deepspeed", "lightning", "python")
+MESSAGE_PREFIX = 48  # as corpus/scoring.py compares messages: two failures differ when this much of them does
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9][A-Za-z0-9._-]{0,99}#[1-9][0-9]{0,6}")
 _SHA = re.compile(r"[0-9a-f]{7,40}")
 _TOP = {
@@ -329,12 +331,38 @@ def _check_runs(truth: Truth, where: str) -> None:
         return  # not measured yet (the tool fills it); corpus runs refuse an entry without every run
     if truth.slowdown is not None:
         _check_timed_runs(truth, truth.slowdown, where)
+        _check_kinds(truth, where)
         return
     failing = [r for r in truth.releases if truth.runs[r].exit != 0]
     stated = [r for span in truth.span_releases() for r in span]
     if failing != stated:
         right = f"the runs fail on {', '.join(failing) or 'none'}; the affected ranges must say the same"
         raise _fail(where, "affected", ", ".join(stated) or "none", right)
+    _check_kinds(truth, where)
+
+
+def _failure_key(line: str) -> tuple[str, str]:
+    """A hand run's failure as the scoring tells failures apart: the exception's name, the normalized message's
+    start."""
+    exception, _, message = line.partition(": ")
+    return exception.rsplit(".", 1)[-1], normalize_message(message)[:MESSAGE_PREFIX]
+
+
+def _check_kinds(truth: Truth, where: str) -> None:
+    """The kinds the runs decide are stated exactly when the runs say so: ``came-and-went`` (a range with a passing
+    release listed on each side), ``still-present`` (the last release listed is affected: it fails, or for a
+    performance entry is slower), ``signature-changes`` (a range whose failures differ, as the scoring tells them
+    apart)."""
+    spans = truth.span_releases()
+    said = {
+        "came-and-went": any(s[0] != truth.releases[0] and s[-1] != truth.releases[-1] for s in spans),
+        "still-present": bool(spans) and spans[-1][-1] == truth.releases[-1],
+        "signature-changes": any(len({_failure_key(truth.runs[r].last_line) for r in s}) > 1 for s in spans),
+    }
+    for kind, runs_say in said.items():
+        if (kind in truth.kinds) != runs_say:
+            right = f"the runs {'say' if runs_say else 'do not say'} {kind!r}; {'add' if runs_say else 'drop'} it"
+            raise _fail(where, "kinds", list(truth.kinds), right)
 
 
 def _check_timed_runs(truth: Truth, rule: SlowdownTruth, where: str) -> None:
