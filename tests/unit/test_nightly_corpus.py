@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from reprobisect.commands.main import _parse
 from reprobisect.commands.nightly import NightlyOptions, _with_corpus
 from reprobisect.config.load import load_config
+from reprobisect.config.scripts import INSTRUMENTS_ENV
 from reprobisect.corpus.entries import corpus_slice, entry_repro, why_not_here
 from reprobisect.corpus.truth import load_truth
 from reprobisect.errors import ConfigError
@@ -119,3 +120,14 @@ def test_a_hostile_nightly_corpus_name_is_refused_by_key(project: Path, value: s
 def test_a_nightly_corpus_that_is_not_a_list_of_names_is_refused(project: Path, value: object) -> None:
     with pytest.raises(ConfigError, match=r"nightly\.corpus"):
         _load_with_corpus(project, value)
+
+
+def test_a_performance_entry_in_the_night_imports_the_instruments_it_times_its_steps_with() -> None:
+    instruments = ROOT / "repros" / "instruments.py"
+    found = corpus_slice(CORPUS, ["all"], backend="cpu", axes=AXES, strict=True, instruments=instruments)
+    timed = found.repros["corpus-ds-zero2-hook-count-slowdown"].forms["cpu-deepspeed"]
+    assert timed.env[INSTRUMENTS_ENV] == str(instruments.parent) and instruments in timed.inputs
+    plain = found.repros["corpus-ds-bf16-stray-grad"].forms["cpu-deepspeed"]
+    assert INSTRUMENTS_ENV not in plain.env and instruments not in plain.inputs
+    made, _, _ = _with_corpus(load_config(ROOT / "matrix.yaml"), _args(), ())
+    assert INSTRUMENTS_ENV in made.repros["corpus-ds-zero2-hook-count-slowdown"].forms["cpu-deepspeed"].env

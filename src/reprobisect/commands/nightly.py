@@ -324,7 +324,15 @@ def _with_corpus(
     axes.pop("deepspeed", None)
     backend = options.backend if options.backend != "auto" else ("cuda" if gpus_here() else "cpu")
     root = options.corpus_dir or config.path.parent / "corpus"
-    found = corpus_slice(root, names, backend=backend, axes=axes, strict=bool(named))
+    instruments = config.path.parent / "repros" / "instruments.py"  # a performance entry times its steps with it
+    found = corpus_slice(
+        root,
+        names,
+        backend=backend,
+        axes=axes,
+        strict=bool(named),
+        instruments=instruments if instruments.is_file() else None,
+    )
     base = asked or (spec.repros if spec is not None else ())
     config = dataclasses.replace(config, repros={**config.repros, **found.repros})
     return config, (*base, *found.repros), found.not_run

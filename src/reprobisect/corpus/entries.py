@@ -69,11 +69,18 @@ def why_not_here(truth: Truth, *, backend: str, gpus: int, axes: Mapping[str, st
     return None
 
 
-def entry_repro(truth: Truth) -> Repro:
-    """The entry's ``issue.py`` as a repro named ``corpus-<entry>``, titled by its truth, with its timeout."""
-    options = ReproOptions(timeout=float(truth.timeout), rerun=("reprobisect", "triage", str(truth.script)))
+def entry_repro(truth: Truth, instruments: Path | None = None) -> Repro:
+    """The entry's ``issue.py`` as a repro named ``corpus-<entry>``, titled by its truth, with its timeout; a
+    performance entry times its steps with ``instruments`` (the repros' shared module), which it then imports."""
+    words = ("reprobisect", "triage", str(truth.script), *(["--instruments"] if truth.slowdown else []))
+    options = ReproOptions(timeout=float(truth.timeout), rerun=words)
     return script_repro(
-        truth.script, options, name=REPRO_PREFIX + truth.name, title=f"corpus: {truth.title}", report=truth.report
+        truth.script,
+        options,
+        name=REPRO_PREFIX + truth.name,
+        title=f"corpus: {truth.title}",
+        report=truth.report,
+        instruments=instruments if truth.slowdown is not None else None,
     )
 
 
@@ -86,11 +93,18 @@ class CorpusSlice:
 
 
 def corpus_slice(
-    root: Path, names: Sequence[str], *, backend: str, axes: Mapping[str, str], strict: bool
+    root: Path,
+    names: Sequence[str],
+    *,
+    backend: str,
+    axes: Mapping[str, str],
+    strict: bool,
+    instruments: Path | None = None,
 ) -> CorpusSlice:
     """The entries ``names`` asks for, as repros where this machine and slice can run them. ``strict``: a corpus
     folder that is not there is an error (asked for on the command line); else every entry is listed as not run
-    (matrix.yaml asks, run from a folder without the checkout's corpus)."""
+    (matrix.yaml asks, run from a folder without the checkout's corpus). ``instruments``: what a performance
+    entry's script imports to time its steps."""
     if not names:
         return CorpusSlice(repros={}, not_run=())
     if not root.is_dir() and not strict:
@@ -102,7 +116,7 @@ def corpus_slice(
         truth = load_truth(folder)
         why = why_not_here(truth, backend=backend, gpus=gpus, axes=axes)
         if why is None:
-            repro = entry_repro(truth)
+            repro = entry_repro(truth, instruments)
             repros[repro.name] = repro
         else:
             not_run.append(f"corpus entry {truth.name}: {why}")
