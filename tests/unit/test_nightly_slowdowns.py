@@ -38,10 +38,12 @@ def _frames(before_ms: float, after_ms: float) -> tuple[pd.DataFrame, pd.DataFra
 
 def test_the_screen_flags_runs_beyond_the_rules_limit_only() -> None:
     before, after = _frames(30.0, 40.0)  # ×1.33: slower than the default 10 %, not than 50 %
-    assert slowdowns.flagged_slower({"0.18.9": compare(after, before, threshold=night_run._screen(None))})
-    assert not slowdowns.flagged_slower({"0.18.9": compare(after, before, threshold=night_run._screen(RULE))})
+    assert slowdowns.flagged_slower({"0.18.9": compare(after, before, threshold=slowdowns.screen_limit(None))})
+    assert not slowdowns.flagged_slower({"0.18.9": compare(after, before, threshold=slowdowns.screen_limit(RULE))})
     before, after = _frames(30.0, 90.0)
-    [(key, release)] = slowdowns.flagged_slower({"0.18.9": compare(after, before, threshold=night_run._screen(RULE))})
+    [(key, release)] = slowdowns.flagged_slower(
+        {"0.18.9": compare(after, before, threshold=slowdowns.screen_limit(RULE))}
+    )
     assert key[0] == "gan" and key[2:] == ("cpu-deepspeed", "none") and release == "0.18.9"
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reprobisect.bisect.answer import with_commit
+from reprobisect.bisect.culprits import timing_kind
 from reprobisect.report.timing_view import interval, timing_markdown, timing_search
 from reprobisect.util.neutral import md_document, md_safe
 
@@ -60,11 +61,12 @@ def _ratios(report: Mapping[str, Any], span: Sequence[str]) -> str:
     return " to ".join(interval(*end, lambda v: f"×{v:.2f}") for end in ends) or "ratio not measured"
 
 
+_WORDS = {"introduced": "came", "fixed": "went", "changed": "changed"}  # a timing change, as a slowdown is said
+
+
 def _change(transition: Mapping[str, Any], culprit: Mapping[str, Any] | None, hint: str) -> str:
     """``came between 0.18.4 and 0.18.5: **by `311674ffa41b`** subject (owner/repo#N)``."""
-    before, after = transition.get("from", {}), transition.get("to", {})
-    came = after.get("slower") and not before.get("slower")
-    kind = "came" if came else "went" if before.get("slower") and not after.get("slower") else "changed"
+    kind = _WORDS[timing_kind(transition.get("from", {}), transition.get("to", {}))]
     return with_commit(f"{kind} between {transition['last']} and {transition['first']}", culprit, hint, by="by")
 
 

@@ -29,6 +29,7 @@ from reprobisect.commands.options import (
 )
 from reprobisect.commands.script_options import ScriptOptions, add_script_options, with_script
 from reprobisect.config.load import Config, load_config
+from reprobisect.config.scripts import instruments_of
 from reprobisect.corpus.entries import corpus_slice, gpus_here
 from reprobisect.errors import ConfigError, HarnessError
 from reprobisect.util.files import write_atomic
@@ -324,18 +325,26 @@ def _with_corpus(
     axes.pop("deepspeed", None)
     backend = options.backend if options.backend != "auto" else ("cuda" if gpus_here() else "cpu")
     root = options.corpus_dir or config.path.parent / "corpus"
-    instruments = config.path.parent / "repros" / "instruments.py"  # a performance entry times its steps with it
+    instruments = _instruments(config)  # a performance entry times its steps with it
     found = corpus_slice(
         root,
         names,
         backend=backend,
         axes=axes,
         strict=bool(named),
-        instruments=instruments if instruments.is_file() else None,
+        instruments=instruments,
     )
     base = asked or (spec.repros if spec is not None else ())
     config = dataclasses.replace(config, repros={**config.repros, **found.repros})
     return config, (*base, *found.repros), found.not_run
+
+
+def _instruments(config: Config) -> Path | None:
+    """The repros' instruments beside the config, or None where they are not (a night run from elsewhere)."""
+    try:
+        return instruments_of(config)
+    except ConfigError:
+        return None
 
 
 def _write_status(path: Path, code: int) -> None:

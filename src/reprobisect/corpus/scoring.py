@@ -14,13 +14,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reprobisect.corpus.truth import Truth
+from reprobisect.corpus.truth import MESSAGE_PREFIX, Truth
 from reprobisect.model.signature import normalize_message
 
 __all__ = ["ColumnVerdict", "Found", "Row", "score", "signature_agrees"]
 
 FAILING = ("REPRODUCED", "OTHER_FAILURE", "CRASH")
-MESSAGE_PREFIX = 48  # characters of the normalized message that must agree (messages hold counts and shapes)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

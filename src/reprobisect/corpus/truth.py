@@ -27,6 +27,7 @@ from reprobisect.model.signature import normalize_message
 __all__ = [
     "BACKENDS",
     "KINDS",
+    "MESSAGE_PREFIX",
     "PACKAGES",
     "Change",
     "MeasuredRelease",
@@ -50,7 +51,7 @@ KINDS = (
     "lightning",
 )
 PIN_NAMES = ("torch", "deepspeed", "lightning", "python")
-MESSAGE_PREFIX = 48  # as corpus/scoring.py compares messages: two failures differ when this much of them does
+MESSAGE_PREFIX = 48  # characters of the normalized message that must agree (messages hold counts and shapes)
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9][A-Za-z0-9._-]{0,99}#[1-9][0-9]{0,6}")
 _SHA = re.compile(r"[0-9a-f]{7,40}")
 _TOP = {

@@ -31,7 +31,7 @@ from reprobisect.nightly.follow_up import Finding, MainPair, follow_up, pair_for
 from reprobisect.nightly.main_text import MainNews, main_body, main_title
 from reprobisect.nightly.regressions import flaky_keys, masked, regressed_keys
 from reprobisect.nightly.run import Night, NightlyRequest, NightlyResult, check_slice
-from reprobisect.nightly.slowdowns import flagged_slower, main_slowdowns
+from reprobisect.nightly.slowdowns import flagged_slower, main_slowdowns, screen_limit
 from reprobisect.nightly.state import (
     NightlyState,
     commit_state,
@@ -140,7 +140,7 @@ def _compare(night: Night, state: NightlyState, news: MainNews, pair: MainPair, 
     after = masked(records_frame(night.loaded(tonight)))
     regressed = regressed_keys(before, after)
     rule = night.request.slowdown
-    comparison = compare(after, before, threshold=1.10 if rule is None else 1 + rule.threshold)
+    comparison = compare(after, before, threshold=screen_limit(rule))
     outcome_changes = comparison.changes[comparison.changes["kind"] != "timing-regression"]
     news = dataclasses.replace(
         news,

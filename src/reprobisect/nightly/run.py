@@ -40,7 +40,7 @@ from reprobisect.model.verdict import Verdict
 from reprobisect.nightly.issue_text import NightNews, issue_body, title_of
 from reprobisect.nightly.regressions import masked, regressed_keys
 from reprobisect.nightly.release_follow_up import release_findings
-from reprobisect.nightly.slowdowns import flagged_slower, night_slowdowns
+from reprobisect.nightly.slowdowns import flagged_slower, night_slowdowns, screen_limit
 from reprobisect.nightly.state import (
     NightlyState,
     baseline_records,
@@ -355,7 +355,7 @@ def _run_releases(night: Night, targets: Sequence[Target], base_frame: pd.DataFr
     for target in targets:
         ran.runs[target.name] = night.run_slice(target)
         current = masked(records_frame(night.loaded(ran.runs[target.name])))
-        ran.comparisons[target.name] = compare(current, base_frame, threshold=_screen(night.request.slowdown))
+        ran.comparisons[target.name] = compare(current, base_frame, threshold=screen_limit(night.request.slowdown))
         ran.regressed[target.name] = regressed_keys(base_frame, current)
         if night.request.git is not None:  # what a follow-up calls each regression's state
             ran.labels[target.name] = verdicts(current)
@@ -428,11 +428,6 @@ def _advanced(
     if advance:
         after = dataclasses.replace(after, baseline=newest.name, since=news.at)
     return news, after, ran.runs[newest.name] if advance else None
-
-
-def _screen(rule: SlowdownRule | None) -> float:
-    """The ratio of medians above which the comparison flags a run as slower: the rule's limit, else 10 %."""
-    return 1.10 if rule is None else 1 + rule.threshold
 
 
 def _bisects(night: Night, news: NightNews, targets: Sequence[Target], baseline: str) -> list[Bisect]:

@@ -31,7 +31,9 @@ from reprobisect.report.compare import Comparison
 from reprobisect.report.frame import Bisect
 from reprobisect.report.verdicts import Key
 
-__all__ = ["Slowdown", "flagged_slower", "main_slowdowns", "night_slowdowns"]
+__all__ = ["Slowdown", "flagged_slower", "main_slowdowns", "night_slowdowns", "screen_limit"]
+
+SCREEN_WITHOUT_RULE = 1.10  # the comparison's own limit for a step-time change (report/compare.py)
 
 
 class _Night(Protocol):  # nightly/run.py's Night, as far as a slowdown needs it
@@ -84,6 +86,11 @@ class Slowdown:
             "file": self.search.path.name,
             "culprits": list(self.culprits),
         }
+
+
+def screen_limit(rule: SlowdownRule | None) -> float:
+    """The ratio of medians above which a night's comparison flags a run as slower: the rule's limit, else 10 %."""
+    return SCREEN_WITHOUT_RULE if rule is None else 1 + rule.threshold
 
 
 def flagged_slower(comparisons: Mapping[str, Comparison]) -> list[tuple[Key, str]]:
