@@ -50,7 +50,7 @@ def _entry(root: Path, pr: str) -> Path:
     )
     (folder / "truth.toml").write_text(
         'schema = 1\ntitle = "t"\nreport = "Lightning-AI/pytorch-lightning#17856"\nreporter = "r"\n'
-        'kinds = ["wrong-numbers"]\npackage = "deepspeed"\nreleases = ["0.16.4", "0.16.5"]\nbackend = "cpu"\n'
+        'kinds = ["wrong-numbers", "still-present"]\npackage = "deepspeed"\nreleases = ["0.16.4", "0.16.5"]\nbackend = "cpu"\n'
         'precision = "bf16"\ntimeout = 900\n[pins]\ntorch = "system"\nlightning = "2.6.6"\n'
         f'[[affected]]\nfirst = "0.16.5"\nlast = "0.16.5"\n[affected.introduced]\npr = "{pr}"\ncommit = "abcdef0"\n'
         f"[runs]\n{rows}\n"
@@ -101,7 +101,7 @@ def _pl_entry(root: Path, pr: str) -> Path:
     )
     (folder / "truth.toml").write_text(
         'schema = 1\ntitle = "t"\nreport = "Lightning-AI/pytorch-lightning#21231"\nreporter = "r"\n'
-        'kinds = ["exception", "lightning"]\npackage = "lightning"\nreleases = ["2.5.3", "2.5.4"]\nbackend = "cpu"\n'
+        'kinds = ["exception", "lightning", "still-present"]\npackage = "lightning"\nreleases = ["2.5.3", "2.5.4"]\nbackend = "cpu"\n'
         'precision = "32-true"\ntimeout = 900\n[pins]\ntorch = "system"\ndeepspeed = "0.18.6"\n'
         f'[[affected]]\nfirst = "2.5.4"\nlast = "2.5.4"\n[affected.introduced]\npr = "{pr}"\ncommit = "abcdef0"\n'
         f"[runs]\n{rows}\n"
