@@ -96,6 +96,38 @@ def test_minimal_config_and_defaults(tmp_path: Path) -> None:
             ["matrix.compatibility[0]", "contradict"],
         ),
         (
+            lambda d: d.update(
+                matrix={
+                    "axes": {"deepspeed": ["0.16.4"]},
+                    "compatibility": [
+                        {
+                            "when": {"lightning": ">=2.6"},
+                            "require": {"deepspeed": ">=0.16"},
+                            "reason": "r",
+                            "imports": ["lightning.pytorch"],
+                        }
+                    ],
+                }
+            ),
+            ["matrix.compatibility[0].imports", "'lightning.pytorch'", "top-level module name"],
+        ),
+        (
+            lambda d: d.update(
+                matrix={
+                    "axes": {"deepspeed": ["0.16.4"]},
+                    "compatibility": [
+                        {
+                            "when": {"lightning": ">=2.6"},
+                            "require": {"deepspeed": ">=0.16"},
+                            "reason": "r",
+                            "imports": [{"lightning": 1}],
+                        }
+                    ],
+                }
+            ),
+            ["matrix.compatibility[0].imports[0]"],
+        ),
+        (
             lambda d: d["repros"]["gan"]["fixes"].update(p={"patch": "fixes/missing.diff"}),
             ["repros.gan.fixes.p.patch", "missing.diff does not exist"],
         ),

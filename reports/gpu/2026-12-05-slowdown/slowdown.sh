@@ -22,8 +22,9 @@ repo=/tmp/ds18
 script=tests/resources/scripts/slowdown/zero2_many_params.py
 common=(--script $script --instruments --axis deepspeed --backend cuda --torch system --lightning system
         --wheelhouse .whl --envs /tmp/cells --out /tmp/s50 --max-repeats 6)
-step() {
+step() {  # LIMIT_<step>=SECONDS replaces a step's limit (to fit what is left of the device budget)
   local name=$1 limit=$2 s; shift 2; s=$(date +%s)
+  limit=$(eval echo "\${LIMIT_$name:-$limit}")
   timeout -s INT -k 20 "$limit" python3 -m reprobisect bisect "${common[@]}" "$@" -- --steps 40 >"$out/$name.log" 2>&1
   echo "$name: exit $?, $(( $(date +%s) - s )) s" | tee -a "$out/steps.txt"
   gzip -9f "$out/$name.log"

@@ -52,6 +52,9 @@ class CompatibilityRule:
     when: Mapping[str, str]
     require: Mapping[str, str]
     reason: str
+    # the rule holds only for repros whose scripts may import one of these modules (config/script_imports.py);
+    # empty: for every repro
+    imports: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -263,12 +263,19 @@ def _pins(reader: _Reader, raw: Any, where: str) -> dict[str, str]:
     return {k: v if k in META_KEYS else check_pin(v, f"{reader.path.name}: {where}.{k}") for k, v in pins.items()}
 
 
+_RULE_KEYS = {"when", "require", "reason"}
+
+
 def _read_rule(reader: _Reader, raw: Any, where: str) -> CompatibilityRule:
-    data = reader.mapping(raw, where, allowed={"when", "require", "reason"}, required={"when", "require", "reason"})
+    data = reader.mapping(raw, where, allowed={*_RULE_KEYS, "imports"}, required=_RULE_KEYS)
+    imports = reader.strings(data.get("imports", []), f"{where}.imports")  # top-level modules: lightning
+    if wrong := [name for name in imports if not (name.isidentifier() and name.isascii())]:
+        raise reader.fail(f"{where}.imports", f"{wrong[0]!r} is not a top-level module name such as 'lightning'")
     rule = CompatibilityRule(
         when=_pins(reader, data["when"], f"{where}.when"),
         require=_pins(reader, data["require"], f"{where}.require"),
         reason=reader.string(data["reason"], f"{where}.reason"),
+        imports=imports,
     )
     for axis, pattern in rule.require.items():
         when = rule.when.get(axis)

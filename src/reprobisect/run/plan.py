@@ -17,6 +17,7 @@ from reprobisect.cells.envs import find_python
 from reprobisect.cells.index import IndexCache
 from reprobisect.config.expand import NON_PACKAGE_AXES, PINNED_AXES, RANKS_AXIS, PlannedCell, expand, matches
 from reprobisect.config.load import Config, load_config
+from reprobisect.config.script_imports import rules_for_scripts
 from reprobisect.errors import ConfigError, NothingToDoError
 from reprobisect.model.cell import SYSTEM, Cell, run_cell
 from reprobisect.model.repro import Backend, Fix, Form, Repro
@@ -112,7 +113,9 @@ def plan_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, in
             msg = f"--{axis}: {axis!r} is not an axis of {config.path.name} (axes: {', '.join(axes)})"
             raise ConfigError(msg)
         axes[axis] = values
-    spec = dataclasses.replace(config.matrix, axes=axes)
+    spec = dataclasses.replace(
+        config.matrix, axes=axes, rules=rules_for_scripts(config.matrix.rules, _scripts(config, request))
+    )
     if not request.use_includes:
         spec = dataclasses.replace(spec, include=())
     system_versions = {"torch": base.torch or "", "torchvision": base.torchvision or "", "python": base.version}
@@ -124,6 +127,14 @@ def plan_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, in
         msg = "the selection leaves no cell; check --select and the axes"
         raise NothingToDoError(msg)
     return cells
+
+
+def _scripts(config: Config, request: MatrixRequest) -> list[Path]:
+    """Every file a run of the request may start (each form's script and fix script): a rule about a package's
+    import holds only where one of them imports it."""
+    repros = [config.repro(name) for name in (request.repros or tuple(config.repros))]
+    forms = [form for repro in repros for form in repro.forms.values()]
+    return [path for form in forms for path in (form.script, form.fix_script) if path is not None]
 
 
 def to_cell(planned: PlannedCell, base: BaseInterpreter) -> tuple[Cell | None, BaseInterpreter | None, str | None]:
