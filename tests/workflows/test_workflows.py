@@ -42,8 +42,9 @@ EXPECTED_PERMISSIONS: dict[str, dict[str, dict[str, str]]] = {
         "track": {"contents": "read", "issues": "write"},  # the only write: the tracking issue
     },
     "matrix.yml": {"cells": {"contents": "read"}, "run": {"contents": "read"}, "merge": {"contents": "read"}},
+    "scheduled.yml": {"corpus": {"contents": "read"}, "tests": {"contents": "read"}},
 }
-TOP_LEVEL_PERMISSIONS = {"ci.yml": {"contents": "read"}, "nightly.yml": {}, "matrix.yml": {}}
+TOP_LEVEL_PERMISSIONS = {"ci.yml": {"contents": "read"}, "nightly.yml": {}, "matrix.yml": {}, "scheduled.yml": {}}
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -352,6 +353,21 @@ def test_ci_runs_lint_and_the_ci_script(workflows: dict[str, dict[str, Any]]) ->
         line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.strip() and not line.startswith("#")
     ]
     assert commands[-2:] == ["nox -s tests", 'echo "CI wall time: $(( $(date +%s) - start )) s"']
+
+
+def test_the_scheduled_workflow_runs_the_whole_corpus_and_the_scheduled_tests(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    """CI runs a fast subset of the corpus; the whole corpus and the tests marked scheduled run weekly, after the
+    same setup as CI's (``.ci/setup``, which ``.ci/run`` sources)."""
+    scheduled = workflows["scheduled.yml"]
+    assert re.fullmatch(r"\d+ \d+ \* \* [0-6]", triggers(scheduled)["schedule"][0]["cron"])  # weekly
+    corpus = step_named(scheduled, "corpus", "nox -s corpus")["run"]
+    assert "nox -s corpus" in corpus and "--entry" not in corpus and 'exit "$status"' in corpus
+    tests = step_named(scheduled, "tests", "nox -s scheduled")["run"]
+    assert tests.splitlines()[-2:] == ["bash .ci/setup", "nox -s scheduled"]
+    assert "source .ci/setup" in (ROOT / ".ci" / "run").read_text()
+    assert 'pytest", "-m", "scheduled"' in (ROOT / "noxfile.py").read_text()
 
 
 def test_nightly_triggers_and_concurrency(workflows: dict[str, dict[str, Any]]) -> None:
