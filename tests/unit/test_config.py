@@ -17,6 +17,12 @@ def _write(tmp_path: Path, data: object) -> Path:
     return path
 
 
+def _rule_with_imports(imports: object) -> dict:
+    """A matrix whose one compatibility rule has ``imports`` as given."""
+    rule = {"when": {"lightning": ">=2.6"}, "require": {"deepspeed": ">=0.16"}, "reason": "r", "imports": imports}
+    return {"axes": {"deepspeed": ["0.16.4"]}, "compatibility": [rule]}
+
+
 def _minimal() -> dict:
     return {
         "version": 1,
@@ -96,35 +102,11 @@ def test_minimal_config_and_defaults(tmp_path: Path) -> None:
             ["matrix.compatibility[0]", "contradict"],
         ),
         (
-            lambda d: d.update(
-                matrix={
-                    "axes": {"deepspeed": ["0.16.4"]},
-                    "compatibility": [
-                        {
-                            "when": {"lightning": ">=2.6"},
-                            "require": {"deepspeed": ">=0.16"},
-                            "reason": "r",
-                            "imports": ["lightning.pytorch"],
-                        }
-                    ],
-                }
-            ),
+            lambda d: d.update(matrix=_rule_with_imports(["lightning.pytorch"])),
             ["matrix.compatibility[0].imports", "'lightning.pytorch'", "top-level module name"],
         ),
         (
-            lambda d: d.update(
-                matrix={
-                    "axes": {"deepspeed": ["0.16.4"]},
-                    "compatibility": [
-                        {
-                            "when": {"lightning": ">=2.6"},
-                            "require": {"deepspeed": ">=0.16"},
-                            "reason": "r",
-                            "imports": [{"lightning": 1}],
-                        }
-                    ],
-                }
-            ),
+            lambda d: d.update(matrix=_rule_with_imports([{"lightning": 1}])),
             ["matrix.compatibility[0].imports[0]"],
         ),
         (

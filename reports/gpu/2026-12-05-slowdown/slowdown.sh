@@ -21,7 +21,8 @@ repo=/tmp/ds18
 [ -d $repo ] || cp -a .gpu/dshist18 $repo
 script=tests/resources/scripts/slowdown/zero2_many_params.py
 common=(--script $script --instruments --axis deepspeed --backend cuda --torch system --lightning system
-        --wheelhouse .whl --envs /tmp/cells --out /tmp/s50 --max-repeats 6)
+        --wheelhouse .whl --envs /tmp/cells --out /tmp/s50
+        --min-repeats "${MIN_REPEATS:-3}" --max-repeats "${MAX_REPEATS:-6}")  # fewer to fit a short budget
 step() {  # LIMIT_<step>=SECONDS replaces a step's limit (to fit what is left of the device budget)
   local name=$1 limit=$2 s; shift 2; s=$(date +%s)
   limit=$(eval echo "\${LIMIT_$name:-$limit}")
