@@ -354,3 +354,91 @@ def test_the_summary_of_an_entrys_triage_says_the_triage_that_reruns_it(
     own = matrix.own_command("triage")
     _, path = matrix.run_and_summarize(None, request, ctx, tmp_path, title="t", summary="s.md", command=own)  # type: ignore[arg-type]
     assert "Reproduce: `nox -s triage -- --entry e --git lightning=/l`" in path.read_text()  # a command's own argv
+
+
+# --- a signature change inside a range, with its pull request ---------------------------------------------------
+
+TYPE_ERROR = "TypeError: 'NoneType' object is not iterable"
+CHANGED = (
+    GOOD.replace(*_run_line("0.17.0", TYPE_ERROR))
+    .replace('"came-and-went"]', '"came-and-went", "signature-changes"]')
+    .replace(
+        "[runs]",
+        '[[affected.changed]]\nat = "0.17.0"\npr = "deepspeedai/DeepSpeed#7100"\ncommit = "c0ffee123"\n'
+        'parent = "c0ffee000"\n\n[runs]',
+    )
+)
+
+
+def test_a_signature_change_with_its_pull_request_loads(tmp_path: Path) -> None:
+    (change,) = load_truth(_entry(tmp_path, CHANGED)).affected[0].changed
+    assert (change.at, change.pr, change.commit, change.parent) == (
+        "0.17.0",
+        "deepspeedai/DeepSpeed#7100",
+        "c0ffee123",
+        "c0ffee000",
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (('at = "0.17.0"', 'at = "0.16.5"'), ("changed[0].at", "'0.16.5'", "0.16.6, 0.17.0")),  # the range's first
+        (('at = "0.17.0"', 'at = "0.17.1"'), ("changed[0].at", "'0.17.1'")),  # outside the range
+        (('at = "0.17.0"\n', ""), ("changed[0].at", "None")),
+        (('at = "0.17.0"', 'at = "0.16.6"'), ("changed.at", "'0.16.6'", "fail alike")),  # runs say 0.17.0
+        (('commit = "c0ffee123"', 'commit = "c0ffee; rm -rf /"'), ("changed[0].commit", "commit sha")),
+        (('pr = "deepspeedai/DeepSpeed#7100"', 'pr = "#7100"'), ("changed[0].pr", "owner/repo#N")),
+        (('parent = "c0ffee000"', 'parent = "c0ffee000"\ncolour = "red"'), ("changed[0].colour", "unknown key")),
+        (("[[affected.changed]]\nat", "[affected.changed]\nat"), ("affected[0].changed", "must be a list")),
+    ],
+)
+def test_a_hostile_signature_change_is_refused(tmp_path: Path, edit: tuple[str, str], words: tuple[str, ...]) -> None:
+    old, new = edit
+    assert old in CHANGED
+    _refused(tmp_path, CHANGED.replace(old, new, 1), *words)
+
+
+def test_a_signature_change_whose_commits_fail_otherwise_is_refused(tmp_path: Path) -> None:
+    right = f'\n[commits]\n"c0ffee123" = {{ exit = 1, last_line = "{TYPE_ERROR}", seconds = 1.0 }}\n'
+    right += f'"c0ffee000" = {{ exit = 1, last_line = {json.dumps(BUG)}, seconds = 1.0 }}\n'
+    assert load_truth(_entry(tmp_path, CHANGED + right)).commits["c0ffee123"].exit == 1
+    swapped = (
+        right.replace('"c0ffee123"', '"tmp"').replace('"c0ffee000"', '"c0ffee123"').replace('"tmp"', '"c0ffee000"')
+    )
+    _refused(tmp_path, CHANGED + swapped, "affected[0].changed", "'c0ffee123'", "must fail as 0.17.0 does")
+    passing = right.replace(f'exit = 1, last_line = "{TYPE_ERROR}"', 'exit = 0, last_line = ""')
+    _refused(tmp_path, CHANGED + passing, "affected[0].changed", "exit 0")
+
+
+def _changed_found(pr: str | None, first: str = "0.17.0") -> Found:
+    states = {"0.17.0": ("OTHER_FAILURE", f"{TYPE_ERROR} @ x.py:<module>")}
+    culprits = [
+        _culprit("introduced", "0.16.4", "0.16.5", "deepspeedai/DeepSpeed#7018"),
+        _culprit("fixed", "0.17.0", "0.17.1", "deepspeedai/DeepSpeed#6976"),
+        _culprit("changed", "0.16.6", first, pr),
+    ]
+    return _found(states=states, culprits=culprits)
+
+
+def test_the_pull_request_of_a_signature_change_is_scored(tmp_path: Path) -> None:
+    truth = load_truth(_entry(tmp_path, CHANGED))
+    right = score(truth, _changed_found("deepspeedai/DeepSpeed#7100"))
+    assert right.exact and right.changed.ok is True and right.changed.truth == "0.17.0: deepspeedai/DeepSpeed#7100"
+    wrong = score(truth, _changed_found("deepspeedai/DeepSpeed#7101"))
+    assert not wrong.exact and wrong.changed.ok is False and "#7101" in wrong.changed.found
+    unsearched = score(truth, _changed_found(None))
+    assert not unsearched.exact and "no commit" in unsearched.changed.found
+    elsewhere = score(truth, _changed_found("deepspeedai/DeepSpeed#7100", first="0.16.6"))
+    assert not elsewhere.exact and elsewhere.changed.found == "no transition found"
+    assert score(_truth(tmp_path / "plain"), _found()).changed.ok is None  # nothing known: not applicable
+
+
+def test_the_real_signature_change_entries_name_their_pull_requests() -> None:
+    """The two real entries whose failure changes signature say which pull request changed it, as checked by hand."""
+    for name, at, pr in (
+        ("ds-zero1-comm-dtype-bucket", "0.18.1", "deepspeedai/DeepSpeed#7636"),
+        ("ds-zero2-two-backward", "0.18.3", "deepspeedai/DeepSpeed#7665"),
+    ):
+        truth = load_truth(ROOT / "corpus" / name)
+        assert [(c.at, c.pr) for s in truth.affected for c in s.changed] == [(at, pr)]

@@ -182,7 +182,9 @@ def _parse_triage(argv: list[str]) -> TriageOptions:
 def _failed_row(truth: Truth, why: str, seconds: float) -> Row:
     """A triage that did not answer is a wrong row, saying why (never a hidden one)."""
     wrong = ColumnVerdict(ok=False, truth="an answer", found=why[:400])
-    return Row(entry=truth.name, ranges=wrong, introduced=wrong, fixed=wrong, signature=wrong, seconds=seconds)
+    return Row(
+        entry=truth.name, ranges=wrong, introduced=wrong, fixed=wrong, changed=wrong, signature=wrong, seconds=seconds
+    )
 
 
 def run_entry(truth: Truth, options: CorpusOptions) -> Row:

@@ -42,6 +42,9 @@ class ColumnVerdict:
     found: str
 
 
+NOT_APPLICABLE = ColumnVerdict(ok=None, truth="-", found="-")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Row:
     """One entry's line of the accuracy table."""
@@ -52,11 +55,17 @@ class Row:
     fixed: ColumnVerdict
     signature: ColumnVerdict
     seconds: float
+    changed: ColumnVerdict = NOT_APPLICABLE  # the pull requests of signature changes inside a range
 
     @property
     def exact(self) -> bool:
         """Everything the truth knows, matched; a column that does not apply does not count against it."""
-        return all(v.ok is not False for v in (self.ranges, self.introduced, self.fixed, self.signature))
+        return all(v.ok is not False for v in self.columns)
+
+    @property
+    def columns(self) -> tuple[ColumnVerdict, ...]:
+        """The verdicts in the table's order."""
+        return (self.ranges, self.introduced, self.fixed, self.changed, self.signature)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with ``exact`` spelled out."""
@@ -84,23 +93,39 @@ def _pr(culprit: Mapping[str, Any] | None) -> str:
     return str(commit.get("pull_request") or f"{str(commit.get('sha'))[:12]} (no pull request named)")
 
 
+def _prs(pairs: Sequence[tuple[str, Mapping[str, Any] | None]], label: Sequence[str] = ()) -> ColumnVerdict:
+    """The truth's pull requests beside the culprits the harness named for the same changes (n/a: none known)."""
+    if not pairs:
+        return ColumnVerdict(ok=None, truth="-", found="-")
+    got = [_pr(culprit) for _, culprit in pairs]
+    labels = [*label, *[""] * (len(pairs) - len(label))]
+    wanted = [f"{at}: {pr}" if at else pr for (pr, _), at in zip(pairs, labels, strict=True)]
+    ok = all(found.lower() == pr.lower() for (pr, _), found in zip(pairs, got, strict=True))
+    return ColumnVerdict(ok=ok, truth=", ".join(wanted), found=", ".join(got))
+
+
+def _culprit(found: Found, kind: str, end: str, release: str) -> Mapping[str, Any] | None:
+    return next((c for c in found.culprits if c.get("kind") == kind and c.get(end) == release), None)
+
+
 def _change(truth: Truth, found: Found, end: str) -> ColumnVerdict:
-    """The introducing (``end`` = introduced) or fixing pull request of every range that has one."""
-    wanted, got, ok = [], [], []
+    """The introducing (``end`` = introduced) or fixing pull request of every range that has one, matched with the
+    culprit of the transition at the range's end: (release before first, first) or (last, release after last)."""
+    pairs = []
     for span in truth.affected:
         change = getattr(span, end)
-        if change is None:
-            continue
-        # the transition at the range's end: (release before first, first) or (last, release after last)
-        at = ("first", span.first) if end == "introduced" else ("last", span.last)
-        culprit = next((c for c in found.culprits if c.get("kind") == end and c.get(at[0]) == at[1]), None)
-        pr = _pr(culprit)
-        wanted.append(change.pr)
-        got.append(pr)
-        ok.append(pr.lower() == change.pr.lower())
-    if not wanted:
-        return ColumnVerdict(ok=None, truth="-", found="-")
-    return ColumnVerdict(ok=all(ok), truth=", ".join(wanted), found=", ".join(got))
+        if change is not None:
+            at = ("first", span.first) if end == "introduced" else ("last", span.last)
+            pairs.append((change.pr, _culprit(found, end, *at)))
+    return _prs(pairs)
+
+
+def _changed(truth: Truth, found: Found) -> ColumnVerdict:
+    """The pull request behind each signature change inside a range, matched with the culprit the harness named for
+    the transition into ``at`` (a ``changed`` search: both sides fail, differently)."""
+    changes = [change for span in truth.affected for change in span.changed]
+    pairs = [(change.pr, _culprit(found, "changed", "first", change.at)) for change in changes]
+    return _prs(pairs, [change.at for change in changes])
 
 
 def signature_agrees(truth_line: str, outcome: str, found: str | None) -> bool:
@@ -145,6 +170,7 @@ def score(truth: Truth, found: Found) -> Row:
         ranges=_ranges(truth, found),
         introduced=_change(truth, found, "introduced"),
         fixed=_change(truth, found, "fixed"),
+        changed=_changed(truth, found),
         signature=_signature(truth, found),
         seconds=round(found.seconds, 1),
     )

@@ -73,12 +73,12 @@ def markdown(table: Table) -> str:
         "",
         f"`{md_safe(table.command)}`",
         "",
-        "| entry | ranges exact? | introducing PR right? | fixing PR right? | signature as recorded? | seconds "
-        "| exact |",
-        "| --- | --- | --- | --- | --- | ---: | --- |",
+        "| entry | ranges exact? | introducing PR right? | fixing PR right? | signature changes' PRs right? "
+        "| signature as recorded? | seconds | exact |",
+        "| --- | --- | --- | --- | --- | --- | ---: | --- |",
     ]
     for row in table.rows:
-        cells = [md_safe(row.entry), *(_mark(v) for v in (row.ranges, row.introduced, row.fixed, row.signature))]
+        cells = [md_safe(row.entry), *(_mark(v) for v in row.columns)]
         cells += [f"{row.seconds:.0f}", "yes" if row.exact else "**NO**"]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     if table.not_run:
@@ -87,7 +87,8 @@ def markdown(table: Table) -> str:
     if details:
         lines += ["", "Exact rows, what was compared:"]
         lines += [f"- {md_safe(r.entry)}: {md_safe(r.ranges.truth)}; {md_safe(r.introduced.truth)} → "
-                  f"{md_safe(r.fixed.truth)}" for r in details]  # fmt: skip
+                  f"{md_safe(r.fixed.truth)}" + (f"; changed: {md_safe(r.changed.truth)}" if r.changed.ok else "")
+                  for r in details]  # fmt: skip
     return md_document("\n".join([*lines, ""]))
 
 
