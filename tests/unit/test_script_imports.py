@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from reprobisect.config.expand import CompatibilityRule
 from reprobisect.config.load import Config, load_config
-from reprobisect.config.script_imports import imported_modules, rules_for_scripts
+from reprobisect.config.script_imports import MAX_SCRIPT_BYTES, imported_modules, rules_for_scripts
 from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.plan import plan_cells
 from reprobisect.run.sandbox import Confinement
@@ -49,6 +49,9 @@ def test_what_cannot_be_told_counts_as_importing_anything(tmp_path: Path) -> Non
     binary = tmp_path / "d.py"
     binary.write_bytes(b"\xff\xfe\x00import lightning")
     assert imported_modules(binary) is None
+    huge = _script(tmp_path / "e", "import deepspeed\n" + "x = 1\n" * (MAX_SCRIPT_BYTES // 6))
+    assert imported_modules(huge) is None  # not parsed: a rule about an import holds
+    assert imported_modules(tmp_path / "e") is None  # a folder, not a file
 
 
 def test_a_rule_with_imports_holds_only_where_a_script_may_import_them(tmp_path: Path) -> None:

@@ -17,14 +17,21 @@ from pathlib import Path
 
 from reprobisect.config.expand import CompatibilityRule
 
-__all__ = ["imported_modules", "rules_for_scripts"]
+__all__ = ["MAX_SCRIPT_BYTES", "imported_modules", "rules_for_scripts"]
+
+MAX_SCRIPT_BYTES = 4 << 20  # a script from an issue is a page or two; a larger file is not parsed, the rule holds
 
 
 def imported_modules(path: Path) -> frozenset[str] | None:
     """The top-level modules ``path`` imports or names in a string, as its syntax says; None when that cannot be
-    told (the file unreadable or no Python, a relative import, an import of a module that lies beside it)."""
+    told (the file unreadable, larger than ``MAX_SCRIPT_BYTES`` or no Python, a relative import, an import of a
+    module that lies beside it)."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_SCRIPT_BYTES + 1)
+        if len(raw) > MAX_SCRIPT_BYTES:
+            return None
+        tree = ast.parse(raw.decode("utf-8"), filename=str(path))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     names: set[str] = set()
