@@ -13,6 +13,7 @@ from reprobisect.nightly.follow_up import Finding, MainPair
 from reprobisect.nightly.issue_text import NightNews, title_of
 from reprobisect.nightly.release_follow_up import release_pair
 from reprobisect.report.frame import Bisect
+from reprobisect.run.sandbox import Confinement
 
 PASS = {"outcome": "PASS", "signature_id": None}
 FAIL = {"outcome": "OTHER_FAILURE", "signature_id": "f7cdbdf8b3"}
@@ -46,7 +47,7 @@ def test_the_pair_is_the_transition_from_a_pass_with_both_tags(tmp_path: Path) -
 
 def test_a_release_pair_pins_its_ends_as_the_releases_and_names_its_override(tmp_path: Path) -> None:
     pair = MainPair(clone=tmp_path, good="v0.16.4", bad="v0.16.5", pins={}, backend="cpu", timeout=None, jobs=1,
-                    minimize_budget=60, out=tmp_path, releases=("0.16.4", "0.16.5"))  # fmt: skip
+                    minimize_budget=60, out=tmp_path, confinement=Confinement(), releases=("0.16.4", "0.16.5"))  # fmt: skip
     assert (pair.spec("v0.16.4"), pair.spec("v0.16.5")) == ("0.16.4", "0.16.5")
     assert pair.spec("abc123") == f"git+file://{tmp_path.resolve()}@abc123"  # a commit between them
     assert pair.back_fix == "back-to-0.16.4" and "between v0.16.4 and v0.16.5" in pair.span
@@ -79,3 +80,44 @@ def test_track_options_that_contradict_are_named(argv: list[str], message: str) 
         _check_options(NightlyOptions.from_args(_parse(["nightly", *argv])))
     argv = ["nightly", "--track", "releases", "--git", ".", "--baseline-release", "0.16.4"]
     _check_options(NightlyOptions.from_args(_parse(argv)))
+
+
+def test_every_follow_up_of_a_night_is_confined_as_the_night(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A night run with --no-sandbox (a machine whose user namespaces are closed) must not run its commit search,
+    its minimization and its back-to-last-night run in a sandbox the slice's runs could not use."""
+    import types
+
+    from reprobisect.config.load import load_config
+    from reprobisect.errors import BisectInconclusiveError, NotInterestingError
+    from reprobisect.nightly import follow_up as follow
+    from reprobisect.nightly.follow_up import pair_for
+    from tests.conftest import ROOT
+
+    night = Confinement(sandbox=False, network="off")
+    settings = types.SimpleNamespace(
+        backend="cpu", timeout=60.0, jobs=1, minimize_budget=30.0, out=tmp_path, confinement=night
+    )
+    pair = pair_for(settings, clone=tmp_path, good="a" * 40, bad="b" * 40, pins={"torch": "system"})
+    assert pair.confinement == night
+    asked: list[object] = []
+
+    def bisect(config: object, request: object, ctx: object) -> None:
+        asked.append(request)
+        raise BisectInconclusiveError("no answer here")
+
+    def minimize(config: object, request: object, ctx: object) -> None:
+        asked.append(request)
+        raise NotInterestingError("no answer here")
+
+    def matrix(config: object, request: object, ctx: object) -> list[object]:
+        asked.append(request)
+        return []
+
+    monkeypatch.setattr(follow, "run_bisect", bisect)
+    monkeypatch.setattr(follow, "run_matrix", matrix)
+    monkeypatch.setattr("reprobisect.minimize.pipeline.minimize", minimize)
+    ctx = types.SimpleNamespace(echo=lambda line: None, here=lambda: ctx)
+    finding = Finding(key=("gan", "cell", "cpu-deepspeed", "none"), before="✓", after="!")
+    follow.follow_up(load_config(ROOT / "matrix.yaml"), pair, ctx, finding, ("OTHER_FAILURE", None))  # type: ignore[arg-type]
+    assert [type(r).__name__ for r in asked] == ["BisectRequest", "MinimizeRequest", "MatrixRequest"]
+    assert all(r.confinement == night for r in asked)  # type: ignore[attr-defined]

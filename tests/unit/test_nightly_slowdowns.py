@@ -23,6 +23,7 @@ from reprobisect.nightly.main_text import MainNews, main_body, main_title
 from reprobisect.nightly.regressions import masked
 from reprobisect.report.compare import compare
 from reprobisect.report.frame import Bisect
+from reprobisect.run.sandbox import Confinement
 from tests.unit.test_nightly import _night
 from tests.unit.test_slowdown_bisect import _bisect
 
@@ -119,15 +120,17 @@ def test_the_nights_timing_search_runs_everything_again_alone(monkeypatch) -> No
     monkeypatch.setattr(
         night_run, "run_bisect", lambda config, request, ctx: seen.append(request) or (None, {}, Path("b"))
     )
+    unconfined = Confinement(sandbox=False)
     night = types.SimpleNamespace(
         config=None, ctx=None, echo=lambda _: None, slice={"axes": {}},
-        request=night_run.NightlyRequest(state=Path("s"), out=Path("o"), jobs=8),
+        request=night_run.NightlyRequest(state=Path("s"), out=Path("o"), jobs=8, confinement=unconfined),
     )  # fmt: skip
     night_run.Night.bisect(night, KEY, "0.18.3", "0.18.9", slowdown=RULE)
     night_run.Night.bisect(night, KEY, "0.18.3", "0.18.9")
     timed, plain = seen
     assert timed.slowdown == RULE and timed.fresh and timed.jobs == 1 and timed.all_transitions
     assert plain.slowdown is None and not plain.fresh
+    assert timed.confinement == plain.confinement == unconfined  # the night's --no-sandbox, not the default
 
 
 def _options(*extra: str) -> command.NightlyOptions:

@@ -34,6 +34,7 @@ from reprobisect.report.verdicts import Key
 from reprobisect.run.context import RunContext
 from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
+from reprobisect.run.sandbox import Confinement
 
 __all__ = [
     "BACK_TO_BASELINE",
@@ -62,6 +63,7 @@ class MainPair:
     jobs: int
     minimize_budget: float
     out: Path
+    confinement: Confinement  # the night's: every follow-up run is confined as the slice's runs were
     # a release night's pair: good and bad are the two releases' tags, whose pins are the releases themselves
     releases: tuple[str, str] | None = None
 
@@ -103,6 +105,8 @@ class NightSettings(Protocol):
     def minimize_budget(self) -> float: ...
     @property
     def out(self) -> Path: ...
+    @property
+    def confinement(self) -> Confinement: ...
 
 
 def pair_for(
@@ -125,6 +129,7 @@ def pair_for(
         jobs=request.jobs,
         minimize_budget=request.minimize_budget,
         out=request.out,
+        confinement=request.confinement,
         releases=releases,
     )
 
@@ -206,6 +211,7 @@ def _commit(
         timeout=pair.timeout,
         jobs=pair.jobs,
         end_releases=pair.releases,
+        confinement=pair.confinement,
     )
     ctx.echo(f"\n== {pair.span.format(f'{repro} {form} {fix}')} ==")
     rerun = _bisect_command(pair, request, repro_source(config, repro, form))
@@ -266,6 +272,7 @@ def _minimized(config: Config, pair: MainPair, ctx: RunContext, finding: Finding
         jobs=pair.jobs,
         budget=Budget(seconds=pair.minimize_budget),
         out=pair.out,
+        confinement=pair.confinement,
     )
     # imported here: the reducers (pyflakes, picire) load only when a night has something to minimize
     from reprobisect.minimize.outputs import write_outputs
@@ -320,6 +327,7 @@ def _back_to_baseline(config: Config, pair: MainPair, ctx: RunContext, key: Key)
         fixes=(pair.back_fix,),
         timeout=pair.timeout,
         use_includes=False,
+        confinement=pair.confinement,
     )
     back = pair.good[:12] if pair.releases is None else pair.releases[0]
     ctx.echo(f"\n== {repro_name} {form} on tonight's cell with DeepSpeed back at {back} ==")

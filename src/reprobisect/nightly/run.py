@@ -173,6 +173,7 @@ class Night:
             timeout=self.request.timeout,
             slowdown=slowdown,
             fresh=slowdown is not None,
+            confinement=self.request.confinement,
         )
         what = "timing search" if slowdown else "bisect"
         self.echo(f"\n== {what} {repro} {form} {fix}: deepspeed {good} .. {bad} ==")
