@@ -96,7 +96,7 @@ def _pr(culprit: Mapping[str, Any] | None) -> str:
 def _prs(pairs: Sequence[tuple[str, Mapping[str, Any] | None]], label: Sequence[str] = ()) -> ColumnVerdict:
     """The truth's pull requests beside the culprits the harness named for the same changes (n/a: none known)."""
     if not pairs:
-        return ColumnVerdict(ok=None, truth="-", found="-")
+        return NOT_APPLICABLE
     got = [_pr(culprit) for _, culprit in pairs]
     labels = [*label, *[""] * (len(pairs) - len(label))]
     wanted = [f"{at}: {pr}" if at else pr for (pr, _), at in zip(pairs, labels, strict=True)]
