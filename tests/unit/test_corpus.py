@@ -24,7 +24,8 @@ from reprobisect.commands.corpus import _clone_for
 from reprobisect.commands.main import main
 from reprobisect.corpus.scoring import Found, score, signature_agrees
 from reprobisect.corpus.table import NotRun, Table, markdown, write_table
-from reprobisect.corpus.truth import Truth, load_truth, parse_truth
+from reprobisect.corpus.truth import load_truth, parse_truth
+from reprobisect.corpus.truth_model import Truth
 from reprobisect.errors import ConfigError
 from tests.conftest import ROOT
 

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from reprobisect.bisect.answer import Answer
 from reprobisect.commands import corpus
 from reprobisect.commands.triage import Triaged
-from reprobisect.corpus.truth import Truth, parse_truth
+from reprobisect.corpus.truth import parse_truth
+from reprobisect.corpus.truth_model import Truth
 from reprobisect.errors import ConfigError
 from tests.conftest import ROOT
 

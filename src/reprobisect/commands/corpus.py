@@ -26,7 +26,8 @@ from reprobisect.commands.triage import TriageOptions
 from reprobisect.corpus.entries import entry_folders, gpus_here, why_not_here
 from reprobisect.corpus.scoring import ColumnVerdict, Found, Row, score
 from reprobisect.corpus.table import NotRun, Table, markdown, write_table
-from reprobisect.corpus.truth import PACKAGES, Truth, load_truth
+from reprobisect.corpus.truth import load_truth
+from reprobisect.corpus.truth_model import PACKAGES, Truth
 from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError
 
 __all__ = ["CorpusOptions", "run_from_args", "setup_arguments"]

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reprobisect.config.scripts import ReproOptions, script_repro
-from reprobisect.corpus.truth import Truth, load_truth
+from reprobisect.corpus.truth import load_truth
+from reprobisect.corpus.truth_model import Truth
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import Repro
 

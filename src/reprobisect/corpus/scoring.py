@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reprobisect.corpus.truth import MESSAGE_PREFIX, Truth
+from reprobisect.corpus.truth_model import MESSAGE_PREFIX, Truth
 from reprobisect.model.signature import normalize_message
 
 __all__ = ["ColumnVerdict", "Found", "Row", "score", "signature_agrees"]

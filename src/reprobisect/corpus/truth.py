@@ -23,7 +23,6 @@ from reprobisect.corpus.truth_checks import check_commits, check_runs
 from reprobisect.corpus.truth_model import (
     BACKENDS,
     KINDS,
-    MESSAGE_PREFIX,
     PACKAGES,
     PIN_NAMES,
     Change,
@@ -36,20 +35,7 @@ from reprobisect.corpus.truth_model import (
 )
 from reprobisect.errors import ConfigError
 
-__all__ = [
-    "BACKENDS",
-    "KINDS",
-    "MESSAGE_PREFIX",
-    "PACKAGES",
-    "Change",
-    "MeasuredRelease",
-    "SignatureChange",
-    "SlowdownTruth",
-    "Span",
-    "Truth",
-    "load_truth",
-    "parse_truth",
-]
+__all__ = ["MAX_TRUTH_BYTES", "load_truth", "parse_truth"]
 
 MAX_TRUTH_BYTES = 1 << 20
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9][A-Za-z0-9._-]{0,99}#[1-9][0-9]{0,6}")
