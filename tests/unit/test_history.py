@@ -98,6 +98,31 @@ def test_clones_that_cannot_serve_are_named(tmp_path) -> None:
         history.check_clone(partial)
 
 
+def _blob_dropped(repo: Path, path: str) -> None:
+    """Remove the loose object of ``path``'s blob at HEAD, as a mirror that left it out would lack it."""
+    oid = subprocess.run(["git", "-C", repo, "rev-parse", f"HEAD:{path}"], capture_output=True, text=True, check=True)
+    sha = oid.stdout.strip()
+    (repo / ".git" / "objects" / sha[:2] / sha[2:]).unlink()
+
+
+def test_a_clone_that_lacks_only_images_serves_and_one_that_lacks_code_is_named(tmp_path) -> None:
+    repo = _repo(tmp_path / "r")
+    (repo / "blogs").mkdir()
+    (repo / "blogs" / "figure.JPG").write_bytes(b"\xff\xd8 not really a jpeg")
+    (repo / "op.py").write_text("x = 1\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "blogs", "op.py"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "third (#3)"], check=True)
+    assert history.missing_objects(repo, "HEAD~1", "HEAD") == {}
+    _blob_dropped(repo, "blogs/figure.JPG")
+    missing = history.missing_objects(repo, "HEAD~1", "HEAD")
+    assert list(missing.values()) == ["blogs/figure.JPG"] and history.needed_missing(missing) == []
+    assert len(history.revisions(repo, "HEAD~1", "HEAD")) == 2  # no build reads an image: searched as a whole clone
+    _blob_dropped(repo, "op.py")
+    with pytest.raises(ConfigError, match=r"1 objects of the commits between HEAD~1 and HEAD are missing \(op\.py: a"):
+        history.revisions(repo, "HEAD~1", "HEAD")
+
+
 def test_a_clone_without_network_names_the_option(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(history.KNOWN_REPOSITORIES, "tinypkg", "http://127.0.0.1:9/acme/tinypkg")
     with pytest.raises(ConfigError, match="pass --git CLONE"):

@@ -9,6 +9,7 @@ a throwaway ``git clone --shared`` of it (cells/built_wheels.py). Every revision
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -85,15 +86,43 @@ def check_clone(repo: Path) -> None:
         raise ConfigError(msg)
 
 
-def missing_objects(repo: Path, start: str, end: str) -> int:
-    """How many objects of the commits ``start..end`` the clone lacks (0 for a whole clone)."""
+# Files no build reads (images, documents, videos): a clone that lacks some of them (a mirror that left out the large
+# images under docs/ and blogs/) builds every commit as a whole clone does, so they are not counted as missing.
+NEVER_BUILT = frozenset(
+    {".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".bmp", ".ico", ".tif", ".tiff", ".pdf", ".mp4", ".mov", ".webm"}
+)
+
+
+def missing_objects(repo: Path, start: str, end: str) -> dict[str, str | None]:
+    """The objects of the commits ``start..end`` the clone lacks, each with the path a commit of the range gave it
+    (None when no commit's diff names it: a tree, or an object only a merge brought); empty for a whole clone."""
     listed = run_tool(
         ["git", "-C", repo, "rev-list", "--objects", "--missing=print", "--end-of-options", f"{start}..{end}"],
         what=f"--git {repo}: listing the objects between {start} and {end}",
         timeout=600,
         error=ConfigError,
     ).stdout
-    return sum(1 for line in listed.splitlines() if line.startswith("?"))
+    missing: dict[str, str | None] = {line[1:].strip(): None for line in listed.splitlines() if line.startswith("?")}
+    if missing:
+        raw = ["--raw", "-z", "--no-abbrev", "--no-renames", "--format="]
+        diffs = run_tool(
+            ["git", "-C", repo, "log", *raw, "--end-of-options", f"{start}..{end}"],
+            what=f"--git {repo}: the files changed between {start} and {end}",
+            timeout=600,
+            error=ConfigError,
+        ).stdout.split("\0")
+        for fields, path in itertools.pairwise(diffs):  # ":100644 100644 <old> <new> M", then its path
+            parts = fields.strip().split()
+            if fields.strip().startswith(":") and len(parts) >= 4 and parts[3] in missing:
+                missing[parts[3]] = path
+    return missing
+
+
+def needed_missing(missing: Mapping[str, str | None]) -> list[str]:
+    """What of ``missing`` a build could read (by path, else by object id): all but the files in NEVER_BUILT."""
+    return sorted(
+        path or oid for oid, path in missing.items() if path is None or Path(path).suffix.lower() not in NEVER_BUILT
+    )
 
 
 def revisions(repo: Path, good: str, bad: str, *, first_parent: bool = True) -> list[str]:
@@ -118,11 +147,12 @@ def revisions(repo: Path, good: str, bad: str, *, first_parent: bool = True) -> 
         raise ConfigError(msg)
     walk = ["--first-parent"] if first_parent else ["--ancestry-path"]
     between = _git(repo, "rev-list", *walk, "--reverse", f"{start}..{end}").split()
-    missing = missing_objects(repo, start, end)
-    if missing:
+    needed = needed_missing(missing_objects(repo, start, end))
+    if needed:
+        shown = ", ".join(needed[:3]) + (f" and {len(needed) - 3} more" if len(needed) > 3 else "")
         msg = (
-            f"--git {repo}: {missing} objects of the commits between {good} and {bad} are missing (a partial or "
-            f"damaged clone); run `git -C {repo} fetch --refetch` or clone it whole"
+            f"--git {repo}: {len(needed)} objects of the commits between {good} and {bad} are missing ({shown}: a "
+            f"partial or damaged clone); run `git -C {repo} fetch --refetch` or clone it whole"
         )
         raise ConfigError(msg)
     return [start, *between]
