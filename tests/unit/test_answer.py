@@ -69,6 +69,9 @@ def test_culprits_are_named_with_commit_subject_and_pull_request() -> None:
     text = answer_markdown(answer, [culprit])
     assert "**introduced by `b418cf6c1000`** Training multiple models (#7018) (deepspeedai/DeepSpeed#7018)" in text
     assert "reprobisect bisect --git DS --good v0.16.4 --bad v0.16.5" in text
+    moved = {**culprit, "release_sources": ["0.16.5 as published is commit 819af0e5940b, not its tag v0.16.5 (8 …"]}
+    text = answer_markdown(answer, [moved])
+    assert "(deepspeedai/DeepSpeed#7018); 0.16.5 as published is commit 819af0e5940b, not its tag v0.16.5" in text
 
 
 def test_skipped_releases_are_named_and_never_split_or_end_a_range() -> None:

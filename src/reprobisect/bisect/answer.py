@@ -187,4 +187,5 @@ def with_commit(text: str, culprit: Mapping[str, Any] | None, hint: str, *, by: 
     if not commit:
         return f"{text}: commit unknown — {md_safe(str(culprit.get('why')))}"
     pr = f" ({commit['pull_request']})" if commit.get("pull_request") else ""
-    return f"{text}: **{by} `{commit['sha'][:12]}`** {md_safe(commit['subject'])}{pr}"
+    sources = "".join(f"; {md_safe(str(note))}" for note in culprit.get("release_sources") or ())
+    return f"{text}: **{by} `{commit['sha'][:12]}`** {md_safe(commit['subject'])}{pr}{sources}"

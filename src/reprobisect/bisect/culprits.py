@@ -18,8 +18,9 @@ from typing import Any
 
 from reprobisect.bisect import history
 from reprobisect.bisect.probes import BisectRequest, run_bisect
+from reprobisect.bisect.release_source import release_source
 from reprobisect.config.load import Config
-from reprobisect.errors import BisectInconclusiveError
+from reprobisect.errors import BisectInconclusiveError, ConfigError
 from reprobisect.run.context import RunContext
 from reprobisect.util.stop import in_parallel
 
@@ -99,21 +100,9 @@ def _tags(search: _Search, transition: Mapping[str, Any]) -> tuple[str, str] | N
 
 
 def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
-    before, after = transition["from"], transition["to"]
+    after = transition["to"]
     timed = search.request.slowdown is not None
-    found: dict[str, Any] = {
-        "last": transition["last"],
-        "first": transition["first"],
-        "kind": timing_kind(before, after) if timed else change_kind(before["outcome"], after["outcome"]),
-        "target": {"outcome": after["outcome"], "signature_id": after["signature_id"]},
-        "commit": None,
-        "last_good_commit": None,
-        "commits": None,
-        "probes": 0,
-        "skipped_between": [],
-        "why": None,
-        "rerun": None,
-    }
+    found = _unfound(transition, timed)
     tags = [history.release_tag(search.clone, transition[end]) for end in ("last", "first")]
     if None in tags:
         missing = transition["last"] if tags[0] is None else transition["first"]
@@ -126,6 +115,11 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
     if timed and found["kind"] == "changed":
         found["why"] = "the two releases are alike in timing: no commit to look for"
         return found
+    ends = tuple(_source(search, tag, str(transition[end]), found) for tag, end in ((good, "last"), (bad, "first")))
+    if history.is_ancestor(search.clone, *ends):  # else the moved ends cross: the tags stay, as before
+        good, bad = ends
+    else:
+        found.pop("release_sources", None)
     request = dataclasses.replace(
         search.request,
         git=search.clone,
@@ -158,6 +152,38 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
         last_good_commit=history.commit_info(search.clone, step.last, search.slug).describe(),
     )
     return found
+
+
+def _unfound(transition: Mapping[str, Any], timed: bool) -> dict[str, Any]:
+    """A transition's entry before its search: the kind of change, what is looked for, nothing found yet."""
+    before, after = transition["from"], transition["to"]
+    return {
+        "last": transition["last"],
+        "first": transition["first"],
+        "kind": timing_kind(before, after) if timed else change_kind(before["outcome"], after["outcome"]),
+        "target": {"outcome": after["outcome"], "signature_id": after["signature_id"]},
+        "commit": None,
+        "last_good_commit": None,
+        "commits": None,
+        "probes": 0,
+        "skipped_between": [],
+        "why": None,
+        "rerun": None,
+    }
+
+
+def _source(search: _Search, tag: str, version: str, found: dict[str, Any]) -> str:
+    """Where the search starts or ends for ``version``: its tag, or the commit its published files are (said in
+    ``found["release_sources"]`` and printed); the tag where that cannot be told."""
+    try:
+        source = release_source(search.clone, tag, search.request.axis, version, search.ctx.envs_dir)
+    except ConfigError:
+        return tag
+    if not source.moved:
+        return tag
+    found.setdefault("release_sources", []).append(source.note())
+    search.ctx.echo(source.note())
+    return source.commit
 
 
 def _wanted(request: BisectRequest, kind: str, after: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "clone_known",
     "commit_info",
     "github_slug",
+    "is_ancestor",
     "pull_request",
     "release_tag",
     "revisions",
@@ -142,7 +143,7 @@ def revisions(repo: Path, good: str, bad: str, *, first_parent: bool = True) -> 
             f"run `git -C {repo} fetch --unshallow --tags` or clone it whole"
         )
         raise ConfigError(msg) from exc
-    if not _is_ancestor(repo, start, end):
+    if not is_ancestor(repo, start, end):
         msg = f"--good {good!r} is not an ancestor of --bad {bad!r} in {repo}: give two revisions of one history"
         raise ConfigError(msg)
     walk = ["--first-parent"] if first_parent else ["--ancestry-path"]
@@ -158,7 +159,8 @@ def revisions(repo: Path, good: str, bad: str, *, first_parent: bool = True) -> 
     return [start, *between]
 
 
-def _is_ancestor(repo: Path, older: str, newer: str) -> bool:
+def is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    """Whether ``older`` is ``newer`` or one of its ancestors in ``repo``."""
     done = run_tool(
         ["git", "-C", repo, "merge-base", "--is-ancestor", older, newer], what=f"--git {repo}", timeout=120, check=False
     )

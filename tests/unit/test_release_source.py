@@ -1,0 +1,95 @@
+"""Which commit a release is (bisect/release_source.py): a cell's installed files held against the tag's tree, on
+throwaway repositories and cells. DeepSpeed 0.19.1's sdist was built days after its tag: a search between the
+tags named the tag itself as the fix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reprobisect.bisect import release_source as rs
+
+
+def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", message], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """tag v1.0 at the code of 'tagged'; the release was made two commits later ('released'), then a docs change."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    shas = {
+        "old": _commit(repo, {"src/pkg/__init__.py": "v = 0\n", "src/pkg/core.py": "a = 1\n"}, "old (#1)"),
+        "tagged": _commit(repo, {"src/pkg/core.py": "a = 2\n", "tests/test_core.py": "x = 1\n"}, "tagged (#2)"),
+    }
+    subprocess.run(["git", "-C", str(repo), "tag", "v1.0"], check=True)
+    shas["fix"] = _commit(repo, {"src/pkg/core.py": "a = 3\n"}, "the fix (#3)")
+    shas["released"] = _commit(repo, {"src/pkg/extra.py": "b = 1\n"}, "released (#4)")
+    shas["docs"] = _commit(repo, {"README.md": "docs\n"}, "docs (#5)")
+    return repo, shas
+
+
+def _cell(envs: Path, name: str, version: str, files: dict[str, str], package: str = "pkg") -> None:
+    cell = envs / name
+    top = cell / "lib" / "python3.11" / "site-packages" / package
+    for path, text in files.items():
+        (top / path).parent.mkdir(parents=True, exist_ok=True)
+        (top / path).write_text(text)
+    (cell / "reprobisect-cell.json").write_text(json.dumps({"cell": {"packages": {package: version}}}))
+
+
+def test_a_release_built_after_its_tag_is_the_commit_its_files_are(repo, tmp_path: Path) -> None:
+    clone, shas = repo
+    envs = tmp_path / "envs"
+    # the release's files: the fix and the extra module; a generated file no commit has does not count
+    _cell(envs, "c1", "1.0", {"__init__.py": "v = 0\n", "core.py": "a = 3\n", "extra.py": "b = 1\n", "_gen.py": "g\n"})
+    found = rs.release_source(clone, "v1.0", "pkg", "1.0", envs)
+    assert found.moved and found.commit == shas["released"] and found.differing == 2  # core.py, extra.py
+    assert "1.0 as published is commit" in found.note() and "not its tag v1.0" in found.note()
+
+
+def test_a_release_that_is_its_tag_keeps_it_and_so_does_one_without_a_cell_or_a_match(repo, tmp_path: Path) -> None:
+    clone, shas = repo
+    envs = tmp_path / "envs"
+    _cell(envs, "c1", "1.0", {"__init__.py": "v = 0\n", "core.py": "a = 2\n"})
+    assert rs.release_source(clone, "v1.0", "pkg", "1.0", envs) == rs.ReleaseSource(
+        version="1.0", tag="v1.0", commit=shas["tagged"]
+    )
+    assert not rs.release_source(clone, "v1.0", "pkg", "2.0", envs).moved  # no cell of 2.0 here
+    _cell(envs, "c2", "3.0", {"core.py": "a = 99\n"})  # files no commit holds: the tag stays, the difference said
+    kept = rs.release_source(clone, "v1.0", "pkg", "3.0", envs)
+    assert not kept.moved and kept.commit == shas["tagged"] and kept.differing == 1
+
+
+def test_hostile_cell_manifests_are_passed_over(repo, tmp_path: Path) -> None:
+    clone, _ = repo
+    envs = tmp_path / "envs"
+    for name, text in {"a": "{", "b": "[]", "c": '{"cell": {"packages": ["pkg"]}}', "d": '{"cell": null}'}.items():
+        (envs / name).mkdir(parents=True)
+        (envs / name / "reprobisect-cell.json").write_text(text)
+    assert rs.installed_files(envs, "pkg", "1.0") is None
+    assert not rs.release_source(clone, "v1.0", "pkg", "1.0", envs).moved
+
+
+@given(st.binary(max_size=2000))
+def test_blob_ids_are_gits(data: bytes) -> None:
+    assert len(rs.blob_id(data)) == 40
+
+
+def test_blob_ids_agree_with_git_hash_object(tmp_path: Path) -> None:
+    path = tmp_path / "f.py"
+    path.write_bytes(b"print('x')\n\x00\xff")
+    done = subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True, check=True)
+    assert rs.blob_id(path.read_bytes()) == done.stdout.strip()
