@@ -93,3 +93,18 @@ def test_blob_ids_agree_with_git_hash_object(tmp_path: Path) -> None:
     path.write_bytes(b"print('x')\n\x00\xff")
     done = subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True, check=True)
     assert rs.blob_id(path.read_bytes()) == done.stdout.strip()
+
+
+def test_search_ends_move_only_the_end_that_is_not_its_tag_and_never_cross(repo, tmp_path: Path) -> None:
+    clone, shas = repo
+    subprocess.run(["git", "-C", str(clone), "tag", "v0.9", shas["old"]], check=True)
+    envs = tmp_path / "envs"
+    _cell(envs, "c0", "0.9", {"__init__.py": "v = 0\n", "core.py": "a = 1\n"})
+    _cell(envs, "c1", "1.0", {"__init__.py": "v = 0\n", "core.py": "a = 3\n", "extra.py": "b = 1\n"})
+    ends, notes = rs.search_ends(clone, ("v0.9", "v1.0"), ("0.9", "1.0"), "pkg", envs)
+    assert ends == ("v0.9", shas["released"]) and len(notes) == 1 and notes[0].startswith("1.0 as published")
+    assert rs.search_ends(clone, ("v0.9", "v1.0"), ("0.9", "2.0"), "pkg", envs) == (("v0.9", "v1.0"), [])
+    # an earlier release whose files are a later commit than the later release's: the ends would cross
+    _cell(envs, "c2", "0.8", {"__init__.py": "v = 0\n", "core.py": "a = 3\n", "extra.py": "b = 1\n"})
+    subprocess.run(["git", "-C", str(clone), "tag", "v0.8", shas["old"]], check=True)
+    assert rs.search_ends(clone, ("v0.8", "v0.9"), ("0.8", "0.9"), "pkg", envs) == (("v0.8", "v0.9"), [])

@@ -18,9 +18,9 @@ from typing import Any
 
 from reprobisect.bisect import history
 from reprobisect.bisect.probes import BisectRequest, run_bisect
-from reprobisect.bisect.release_source import release_source
+from reprobisect.bisect.release_source import search_ends
 from reprobisect.config.load import Config
-from reprobisect.errors import BisectInconclusiveError, ConfigError
+from reprobisect.errors import BisectInconclusiveError
 from reprobisect.run.context import RunContext
 from reprobisect.util.stop import in_parallel
 
@@ -115,11 +115,12 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
     if timed and found["kind"] == "changed":
         found["why"] = "the two releases are alike in timing: no commit to look for"
         return found
-    ends = tuple(_source(search, tag, str(transition[end]), found) for tag, end in ((good, "last"), (bad, "first")))
-    if history.is_ancestor(search.clone, *ends):  # else the moved ends cross: the tags stay, as before
-        good, bad = ends
-    else:
-        found.pop("release_sources", None)
+    releases = (str(transition["last"]), str(transition["first"]))
+    (good, bad), notes = search_ends(search.clone, (good, bad), releases, search.request.axis, search.ctx.envs_dir)
+    for note in notes:
+        search.ctx.echo(note)
+    if notes:
+        found["release_sources"] = notes
     request = dataclasses.replace(
         search.request,
         git=search.clone,
@@ -170,20 +171,6 @@ def _unfound(transition: Mapping[str, Any], timed: bool) -> dict[str, Any]:
         "why": None,
         "rerun": None,
     }
-
-
-def _source(search: _Search, tag: str, version: str, found: dict[str, Any]) -> str:
-    """Where the search starts or ends for ``version``: its tag, or the commit its published files are (said in
-    ``found["release_sources"]`` and printed); the tag where that cannot be told."""
-    try:
-        source = release_source(search.clone, tag, search.request.axis, version, search.ctx.envs_dir)
-    except ConfigError:
-        return tag
-    if not source.moved:
-        return tag
-    found.setdefault("release_sources", []).append(source.note())
-    search.ctx.echo(source.note())
-    return source.commit
 
 
 def _wanted(request: BisectRequest, kind: str, after: Mapping[str, Any]) -> str:

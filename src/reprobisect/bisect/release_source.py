@@ -21,10 +21,11 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from reprobisect.bisect.history import is_ancestor
 from reprobisect.errors import ConfigError
 from reprobisect.util.cmd import run_tool
 
-__all__ = ["ReleaseSource", "installed_files", "release_source"]
+__all__ = ["ReleaseSource", "installed_files", "release_source", "search_ends"]
 
 WALK = 400  # commits walked on each side of a tag: a release is made days from its tag, not months
 
@@ -190,3 +191,20 @@ def release_source(repo: Path, tag: str, package: str, version: str, envs_dir: P
     if best == commit:
         return dataclasses.replace(kept, differing=at_tag.differing)
     return ReleaseSource(version=version, tag=tag, commit=best, moved=True, differing=changed)
+
+
+def search_ends(
+    repo: Path, tags: tuple[str, str], releases: tuple[str, str], package: str, envs_dir: Path
+) -> tuple[tuple[str, str], list[str]]:
+    """The two ends of a commit search between two releases (each its tag, or the commit its files are) and what
+    to tell the maintainer about each end that moved; the tags where that cannot be told or the ends would cross."""
+    try:
+        sources = [release_source(repo, tags[i], package, releases[i], envs_dir) for i in (0, 1)]
+    except ConfigError:  # a clone git cannot read as asked: the search names it itself
+        return tags, []
+    ends = (sources[0].commit if sources[0].moved else tags[0], sources[1].commit if sources[1].moved else tags[1])
+    if ends == tags:
+        return tags, []
+    if not is_ancestor(repo, ends[0], ends[1]):  # the moved ends would cross: the tags, as before
+        return tags, []
+    return ends, [source.note() for source in sources if source.moved]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobisect.bisect import history
+from reprobisect.bisect.release_source import search_ends
 from reprobisect.model.cell import id_without
 from reprobisect.model.record import Record
 from reprobisect.model.verdict import Verdict
@@ -72,7 +73,10 @@ def _finding(
         return dataclasses.replace(finding, commit_why=pair, minimize_why=pair)
     releases, tags = pair
     clone = request.git.resolve()
-    main_pair = pair_for(request, clone=clone, good=tags[0], bad=tags[1], pins=night.slice["axes"], releases=releases)
+    (good, bad), notes = search_ends(clone, tags, releases, AXIS, night.ctx.envs_dir)  # a release is not its tag
+    for note in notes:
+        night.ctx.echo(note)
+    main_pair = pair_for(request, clone=clone, good=good, bad=bad, pins=night.slice["axes"], releases=releases)
     return follow_up(night.config, main_pair, night.ctx, finding, (after.outcome, after.signature_id or None))
 
 
