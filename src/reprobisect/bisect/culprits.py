@@ -138,7 +138,8 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
     )
     found["rerun"] = _rerun(search, request)
     wanted = _wanted(request, found["kind"], after)
-    search.ctx.echo(f"\nWhich commit between {good} and {bad} {found['kind']} it: bisecting for {wanted}")
+    shown = [rev[:12] if len(rev) == 40 else rev for rev in (good, bad)]  # a tag, or the commit a release is
+    search.ctx.echo(f"\nWhich commit between {shown[0]} and {shown[1]} {found['kind']} it: bisecting for {wanted}")
     try:
         result, report, _ = run_bisect(search.config, request, search.ctx)
     except BisectInconclusiveError as exc:
