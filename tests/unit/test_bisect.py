@@ -407,7 +407,7 @@ def test_the_culprit_searches_of_two_changes_run_side_by_side_sharing_the_jobs(t
         {"last": "0.17.0", "first": "0.17.1", "from": bad, "to": state},
     ]
     request = BisectRequest(repro="script-x", axis="deepspeed", good="0.16.4", bad="0.17.1", jobs=8)
-    ctx = SimpleNamespace(echo=lambda line: None)
+    ctx = SimpleNamespace(echo=lambda line: None, envs_dir=tmp_path / "envs")  # no cell: each end is its tag
     start = time.perf_counter()
     found = culprits.find_culprits(None, request, changes, clone=tmp_path, ctx=ctx, form="cpu", source=())
     assert [f["commit"]["sha"] for f in found] == ["abc", "abc"] and time.perf_counter() - start < 10
