@@ -69,6 +69,7 @@ def test_main_moves_across_a_real_regression_then_stays(tmp_path: Path, envs_dir
     night, summary = _night(tmp_path, envs_dir, history.repo)
     text = night.stdout[-8000:] + night.stderr[-3000:]
     assert night.returncode == 1, text
+    assert len(summary.get("regressions", [])) == 1, text  # a night that died on an error writes no new summary
     [found] = summary["regressions"]
     assert found["commit"]["sha"] == culprit, (found, text)
     number = re.search(r"\(#(\d+)\)$", found["commit"]["subject"]).group(1)
