@@ -23,9 +23,12 @@ from reprobisect.util.cmd import run_tool
 __all__ = [
     "KNOWN_REPOSITORIES",
     "Commit",
+    "FileChange",
     "check_clone",
     "clone_known",
     "commit_info",
+    "file_changes",
+    "git_output",
     "github_slug",
     "is_ancestor",
     "pull_request",
@@ -57,7 +60,8 @@ class Commit:
         return {"sha": self.sha, "subject": self.subject, "pull_request": self.pull_request}
 
 
-def _git(repo: Path, *args: str, timeout: float = 300) -> str:
+def git_output(repo: Path, *args: str, timeout: float = 300) -> str:
+    """What ``git -C repo ARGS`` prints, stripped; a failure is a ConfigError naming the clone."""
     return run_tool(["git", "-C", repo, *args], what=f"--git {repo}", timeout=timeout, error=ConfigError).stdout.strip()
 
 
@@ -68,8 +72,8 @@ def check_clone(repo: Path) -> None:
     if not repo.is_dir():
         msg = f"--git {repo}: no such folder; pass a clone of the package's repository"
         raise ConfigError(msg)
-    if _git(repo, "rev-parse", "--is-bare-repository") != "true":  # not a clone at all: git's words, named
-        top = Path(_git(repo, "rev-parse", "--show-toplevel"))
+    if git_output(repo, "rev-parse", "--is-bare-repository") != "true":  # not a clone at all: git's words, named
+        top = Path(git_output(repo, "rev-parse", "--show-toplevel"))
         if top.resolve() != repo.resolve():
             msg = f"--git {repo}: not a clone but a folder inside the clone {top}; pass the package's own clone"
             raise ConfigError(msg)
@@ -105,18 +109,39 @@ def missing_objects(repo: Path, start: str, end: str) -> dict[str, str | None]:
     ).stdout
     missing: dict[str, str | None] = {line[1:].strip(): None for line in listed.splitlines() if line.startswith("?")}
     if missing:
-        raw = ["--raw", "-z", "--no-abbrev", "--no-renames", "--format="]
-        diffs = run_tool(
-            ["git", "-C", repo, "log", *raw, "--end-of-options", f"{start}..{end}"],
-            what=f"--git {repo}: the files changed between {start} and {end}",
-            timeout=600,
-            error=ConfigError,
-        ).stdout.split("\0")
-        for fields, path in itertools.pairwise(diffs):  # ":100644 100644 <old> <new> M", then its path
-            parts = fields.strip().split()
-            if fields.strip().startswith(":") and len(parts) >= 4 and parts[3] in missing:
-                missing[parts[3]] = path
+        for _, changes in file_changes(repo, "--end-of-options", f"{start}..{end}"):
+            for change in changes:
+                if change.new in missing:
+                    missing[change.new] = change.path
     return missing
+
+
+@dataclasses.dataclass(frozen=True)
+class FileChange:
+    """One file a commit changed, as ``git log --raw`` says it: its path, the blob before and after (forty zeros
+    where there is none) and the status letter (A, M, D, T)."""
+
+    path: str
+    old: str
+    new: str
+    status: str
+
+
+def file_changes(repo: Path, *log_args: str) -> list[tuple[str, list[FileChange]]]:
+    """Each commit ``git log LOG_ARGS`` lists, in its order, with the files it changed (renames as a deletion and
+    an addition): one git call for a whole range."""
+    raw = ["--raw", "-z", "--no-abbrev", "--no-renames", "--format=%x01%H"]
+    out = git_output(repo, "log", *raw, *log_args)
+    commits = []
+    for chunk in out.split("\x01")[1:]:
+        sha, _, rest = chunk.partition("\0")
+        tokens, changes = rest.split("\0"), []
+        for meta, path in itertools.pairwise(tokens):  # ":100644 100644 <old> <new> M", then its path
+            parts = meta.strip().split()
+            if meta.strip().startswith(":") and len(parts) == 5:
+                changes.append(FileChange(path=path, old=parts[2], new=parts[3], status=parts[4]))
+        commits.append((sha.strip(), changes))
+    return commits
 
 
 def needed_missing(missing: Mapping[str, str | None]) -> list[str]:
@@ -133,10 +158,10 @@ def revisions(repo: Path, good: str, bad: str, *, first_parent: bool = True) -> 
     ``git bisect --first-parent`` takes it), not every commit of every merged branch; ancestry-path otherwise.
     """
     try:
-        start = _git(repo, "rev-parse", "--verify", "--end-of-options", f"{good}^{{commit}}")
-        end = _git(repo, "rev-parse", "--verify", "--end-of-options", f"{bad}^{{commit}}")
+        start = git_output(repo, "rev-parse", "--verify", "--end-of-options", f"{good}^{{commit}}")
+        end = git_output(repo, "rev-parse", "--verify", "--end-of-options", f"{bad}^{{commit}}")
     except ConfigError as exc:
-        if _git(repo, "rev-parse", "--is-shallow-repository") != "true":
+        if git_output(repo, "rev-parse", "--is-shallow-repository") != "true":
             raise
         msg = (
             f"--git {repo}: a shallow clone, whose history stops before {good} or {bad}; "
@@ -147,7 +172,7 @@ def revisions(repo: Path, good: str, bad: str, *, first_parent: bool = True) -> 
         msg = f"--good {good!r} is not an ancestor of --bad {bad!r} in {repo}: give two revisions of one history"
         raise ConfigError(msg)
     walk = ["--first-parent"] if first_parent else ["--ancestry-path"]
-    between = _git(repo, "rev-list", *walk, "--reverse", f"{start}..{end}").split()
+    between = git_output(repo, "rev-list", *walk, "--reverse", f"{start}..{end}").split()
     needed = needed_missing(missing_objects(repo, start, end))
     if needed:
         shown = ", ".join(needed[:3]) + (f" and {len(needed) - 3} more" if len(needed) > 3 else "")
@@ -219,7 +244,7 @@ def pull_request(subject: str, slug: str | None) -> str | None:
 
 def commit_info(repo: Path, sha: str, slug: str | None) -> Commit:
     """The commit's full hash, its subject (one line, at most 200 characters) and the pull request it names."""
-    out = _git(repo, "log", "-1", "--format=%H%x00%s", "--end-of-options", sha)
+    out = git_output(repo, "log", "-1", "--format=%H%x00%s", "--end-of-options", sha)
     full, _, subject = out.partition("\0")
     subject = " ".join(subject.split())[:200]
     return Commit(sha=full, subject=subject, pull_request=pull_request(subject, slug))

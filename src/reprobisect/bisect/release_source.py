@@ -21,9 +21,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from reprobisect.bisect.history import is_ancestor
+from reprobisect.bisect.history import file_changes, git_output, is_ancestor
 from reprobisect.errors import ConfigError
-from reprobisect.util.cmd import run_tool
 
 __all__ = ["ReleaseSource", "installed_files", "release_source", "search_ends"]
 
@@ -72,13 +71,9 @@ def installed_files(envs_dir: Path, package: str, version: str) -> dict[str, str
     return None
 
 
-def _git(repo: Path, *args: str) -> str:
-    return run_tool(["git", "-C", repo, *args], what=f"--git {repo}", timeout=300, error=ConfigError).stdout
-
-
 def _tree_files(repo: Path, rev: str, prefix: str) -> dict[str, str]:
     """The blob ids of the ``.py`` files under ``prefix`` at ``rev``, keyed by their path below it."""
-    listed = _git(repo, "ls-tree", "-r", "-z", "--full-tree", "--end-of-options", rev, "--", prefix)
+    listed = git_output(repo, "ls-tree", "-r", "-z", "--full-tree", "--end-of-options", rev, "--", prefix)
     files = {}
     for entry in listed.split("\0"):
         meta, _, path = entry.partition("\t")
@@ -136,25 +131,18 @@ _ZERO = "0" * 40
 
 def _changes(repo: Path, prefix: str, *args: str) -> list[tuple[str, list[tuple[str, str, str, str]]]]:
     """Each first-parent commit ``git log ARGS`` lists, with its ``.py`` changes under ``prefix`` as (path below
-    prefix, old blob, new blob, status): one git call for the whole walk."""
-    raw = ["--first-parent", "--diff-merges=first-parent", "--raw", "-z", "--no-abbrev", "--no-renames"]
-    out = _git(repo, "log", *raw, "--format=%x01%H", *args, "--", prefix)
-    commits = []
-    for chunk in out.split("\x01")[1:]:
-        sha, _, rest = chunk.partition("\0")
-        tokens, changes = rest.split("\0"), []
-        for meta, path in itertools.pairwise(tokens):
-            parts = meta.strip().split()
-            if meta.strip().startswith(":") and len(parts) == 5 and path.endswith(".py"):
-                changes.append((path[len(prefix) + 1 :], parts[2], parts[3], parts[4]))
-        commits.append((sha.strip(), changes))
-    return commits
+    prefix, old blob, new blob, status)."""
+    walked = file_changes(repo, "--first-parent", "--diff-merges=first-parent", *args, "--", prefix)
+    return [
+        (sha, [(c.path[len(prefix) + 1 :], c.old, c.new, c.status) for c in changes if c.path.endswith(".py")])
+        for sha, changes in walked
+    ]
 
 
-def _nearest_match(repo: Path, commit: str, prefix: str, installed: Mapping[str, str]) -> tuple[str, _Match]:
+def _nearest_match(repo: Path, commit: str, prefix: str, installed: Mapping[str, str]) -> tuple[str, _Match, int]:
     """The commit of the first-parent line within WALK of ``commit`` (after it, then before it) whose tree is the
     release's: nothing differs and the fewest of its files are missing; the nearest of those; ``commit`` itself
-    when it is one of them."""
+    when it is one of them. With it, the tag's match and how many of the release's files the chosen tree lacks."""
     at_tag = _Match(installed, _tree_files(repo, commit, prefix))
     found = [(0, commit, at_tag.differing, at_tag.missing)]
     forward = _Match(installed, dict(at_tag.tree))
@@ -171,25 +159,24 @@ def _nearest_match(repo: Path, commit: str, prefix: str, installed: Mapping[str,
         found.append((distance, parent, backward.differing, backward.missing))
     exact = [f for f in found if f[2] == 0]
     if not exact:
-        return commit, at_tag
-    fewest = min(f[3] for f in exact)
-    _, best, _, _ = min((f for f in exact if f[3] == fewest), key=lambda f: f[0])
-    return best, at_tag
+        return commit, at_tag, at_tag.missing
+    _, best, _, missing = min(exact, key=lambda f: (f[3], f[0]))  # the fewest missing, then the nearest
+    return best, at_tag, missing
 
 
 def release_source(repo: Path, tag: str, package: str, version: str, envs_dir: Path) -> ReleaseSource:
     """The commit a search should take for ``version`` (tagged ``tag`` in ``repo``): the tag's, unless a cell
     here shows the release's files differ from it and a nearby commit of the first-parent line holds them."""
-    commit = _git(repo, "rev-parse", "--verify", "--end-of-options", f"{tag}^{{commit}}").strip()
+    commit = git_output(repo, "rev-parse", "--verify", "--end-of-options", f"{tag}^{{commit}}").strip()
     kept = ReleaseSource(version=version, tag=tag, commit=commit)
     installed = installed_files(envs_dir, package, version)
     prefix = _prefix(repo, commit, package, installed) if installed else None
     if installed is None or prefix is None:
         return kept
-    best, at_tag = _nearest_match(repo, commit, prefix, installed)
-    changed = at_tag.differing + at_tag.missing - _Match(installed, _tree_files(repo, best, prefix)).missing
+    best, at_tag, missing = _nearest_match(repo, commit, prefix, installed)
     if best == commit:
         return dataclasses.replace(kept, differing=at_tag.differing)
+    changed = at_tag.differing + at_tag.missing - missing  # differing at the tag, or there only in the release
     return ReleaseSource(version=version, tag=tag, commit=best, moved=True, differing=changed)
 
 
