@@ -7,6 +7,7 @@ import ast
 import contextlib
 import io
 import json
+import multiprocessing
 import os
 import re
 import subprocess
@@ -467,6 +468,18 @@ def test_a_setting_threaded_through_four_places_goes_as_one_group(jobs: int) -> 
     text = script.text(grouped.removed)
     assert _prints_lr(text) and "warmup" not in text and "factor" not in text
     assert "lr=args.lr," in text and 'parser.add_argument("--lr"' in text
+
+
+def test_a_parallel_reduction_leaves_no_process_behind_and_one_after_a_stop_still_runs() -> None:
+    """Ctrl-C in ``minimize`` ends every child process of the harness; a reduction after it in the same process (a
+    nightly, the test suite) once found picire's process-wide cache server gone with it and died on its socket."""
+    script = parse_script(SETTINGS)
+    first = reduce_statements(script, lambda r: _prints_lr(script.text(r)), jobs=2)
+    assert multiprocessing.active_children() == []
+    for child in multiprocessing.active_children():  # what a stop does
+        child.terminate()
+    again = reduce_statements(script, lambda r: _prints_lr(script.text(r)), jobs=2)
+    assert again.removed == first.removed and multiprocessing.active_children() == []
 
 
 def test_no_group_takes_a_pinned_statement_or_leaves_a_name_undefined() -> None:

@@ -15,13 +15,16 @@ has), or on Ctrl-C (the caller takes the best verdict on disk).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
 import importlib.metadata
+import multiprocessing
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from multiprocessing.managers import BaseManager
 from typing import Any
 
 from reprobisect.minimize.groups import Group
@@ -149,6 +152,31 @@ def reduce_groups(
     return removed
 
 
+class _LevelCacheServer(BaseManager):
+    """The server of one level's shared outcome cache: the level's own, started and stopped with it."""
+
+
+@contextlib.contextmanager
+def _parallel_level(picire: Any) -> Iterator[Any]:
+    """A shared outcome cache for one parallel level, and no worker left once the level is done.
+
+    Left to itself, ParallelDD shares one cache server per process, started once and never again: after a Ctrl-C
+    ends every child of the harness (the server is one), the next reduction in that process (a nightly's second
+    minimization, the test suite) dies on the server's socket. The workers still finishing when picire returns
+    are waited for here, so none outlives its level."""
+    shared = importlib.import_module("picire.shared_cache")
+    if not hasattr(_LevelCacheServer, "ConfigCache"):
+        constructor = shared.SharedCacheConstructor(picire.ConfigCache)
+        _LevelCacheServer.register("ConfigCache", constructor, None, shared.SharedCacheConstructor._exposed)
+    before = set(multiprocessing.active_children())
+    with _LevelCacheServer() as server:
+        try:
+            yield server.ConfigCache()  # type: ignore[attr-defined]
+        finally:
+            for worker in set(multiprocessing.active_children()) - before - {server._process}:  # type: ignore[attr-defined]
+                worker.join(timeout=30)
+
+
 def _group_interesting(interesting: Interesting, removed: frozenset[int], group: Group) -> bool:
     return interesting(removed | group.units)
 
@@ -164,8 +192,11 @@ def _reduce_level(level: list[int], removed: frozenset[int], interesting: Intere
         without = removed | (frozenset(level) - frozenset(config))
         return picire.Outcome.FAIL if interesting(without) else picire.Outcome.PASS
 
-    dd = picire.ParallelDD(test, proc_num=jobs) if jobs > 1 else picire.DD(test, cache=picire.ConfigCache())
-    kept = list(dd(list(level)))
+    if jobs > 1:
+        with _parallel_level(picire) as cache:
+            kept = list(picire.ParallelDD(test, proc_num=jobs, cache=cache)(list(level)))
+    else:
+        kept = list(picire.DD(test, cache=picire.ConfigCache())(list(level)))
     if len(kept) == 1 and interesting(removed | frozenset(level)):
         kept = []  # ddmin never tries the empty subset: one statement left may be one too many
     return removed | (frozenset(level) - frozenset(kept))
