@@ -32,6 +32,7 @@ import json
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 import tarfile
@@ -43,7 +44,9 @@ from pathlib import Path
 
 MARKER = "# --- measured by tools/corpus_truth.py: everything below is rewritten; do not edit by hand ---"
 LOGS = "truth-logs.tar.xz"
-_PASSED_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "USER", "CUDA_VISIBLE_DEVICES")  # a plain shell's, nothing of ours
+_PASSED_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "USER", "LD_LIBRARY_PATH")  # a plain shell's, nothing of ours
+# and a GPU node's own settings (its CUDA, the NCCL and NVSHMEM switches its image sets, the arch to compile ops for)
+_PASSED_PREFIXES = ("CUDA_", "NCCL_", "NVSHMEM_", "TORCH_CUDA_ARCH_LIST", "TORCH_SYMM_MEM_")
 _NOT_BUILT = {"blogs", "docs", "examples", "tests", "benchmarks", "docker", "azure", ".github", "images"}
 _LAYOUT = "tx"  # venvs made with torch excluded from uv's resolution (older ones hold uv's own torch: not reused)
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)\b.*$")
@@ -76,9 +79,13 @@ def _venv(work: Path, key: str, pins: dict[str, str]) -> Path:
     python = folder / "bin" / "python"
     if python.exists():
         return python
-    made = _sh(["uv", "venv", "-q", "--system-site-packages", "--python", sys.executable, str(folder)])
+    if shutil.which("uv"):
+        made = _sh(["uv", "venv", "-q", "--system-site-packages", "--python", sys.executable, str(folder)])
+    else:  # a machine without uv (an offline GPU node): the standard library's venv, pip from this interpreter
+        made = _sh([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(folder)])
     if made.returncode:
-        raise SystemExit(f"uv venv failed for {key}: {made.stderr[-2000:]}")
+        raise SystemExit(f"making the venv failed for {key}: {made.stderr[-2000:]}")
+    _see_this_interpreters_packages(python)
     torch_pin = pins.get("torch", "system")
     if torch_pin != "system":
         # pip, not uv: pip sees the local CPU build of torch (notes/cpu-deepspeed.md)
@@ -90,13 +97,28 @@ def _venv(work: Path, key: str, pins: dict[str, str]) -> Path:
     return python
 
 
+def _see_this_interpreters_packages(python: Path) -> None:
+    """Where this interpreter is itself a venv (a GPU image's Python, whose torch lives in its venv), a venv made
+    "with system site packages" sees only the base installation's; a .pth file adds this one's site folders, as
+    the packages a plain ``pip install`` on that machine would build on."""
+    if sys.prefix == sys.base_prefix:
+        return
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    site_packages = python.parent.parent / "lib" / version / "site-packages"
+    site_packages.mkdir(parents=True, exist_ok=True)
+    (site_packages / "_truth_base_site.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+
+
 def _install(python: Path, requirements: list[str], pins: dict[str, str], env: dict[str, str] | None = None) -> str:
     """uv pip install into the venv; torch excluded from the resolution, so the one the venv already sees (this
     interpreter's, or the pinned one pip put there) is the one that runs: uv ignores the base's packages of a
     --system-site-packages venv and would otherwise put the newest torch from the index beside them."""
-    excludes = python.parent.parent / "uv-excludes.txt"
-    excludes.write_text("torch\n")
-    cmd = ["uv", "pip", "install", "--python", str(python), "--excludes", str(excludes), *requirements]
+    if shutil.which("uv"):
+        excludes = python.parent.parent / "uv-excludes.txt"
+        excludes.write_text("torch\n")
+        cmd = ["uv", "pip", "install", "--python", str(python), "--excludes", str(excludes), *requirements]
+    else:  # pip keeps what the venv already sees (torch too); PIP_NO_INDEX/PIP_FIND_LINKS make it offline
+        cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *requirements]
     done = _sh(cmd, env=env)
     if done.returncode:
         shutil.rmtree(python.parent.parent)
@@ -204,7 +226,7 @@ def run_issue(python: Path, entry: Path, truth: dict, ext: Path) -> tuple[int, s
     shutil.copytree(entry, scratch, ignore=shutil.ignore_patterns(LOGS, "truth.toml", "__pycache__"))
     if "slowdown" in truth:  # a performance entry's steps are timed by the instruments' step events
         shutil.copy(INSTRUMENTS, scratch / "instruments.py")
-    env = {k: v for k, v in os.environ.items() if k in _PASSED_ENV}
+    env = {k: v for k, v in os.environ.items() if k in _PASSED_ENV or k.startswith(_PASSED_PREFIXES)}
     env |= {"TORCH_EXTENSIONS_DIR": str(ext), "PYTHONUNBUFFERED": "1", "VIRTUAL_ENV": str(python.parent.parent)}
     if truth.get("backend", "cpu") == "cpu":
         env["DS_ACCELERATOR"] = "cpu"

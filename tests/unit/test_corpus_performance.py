@@ -9,6 +9,7 @@ import argparse
 import importlib.util
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -192,3 +193,32 @@ def test_a_slowdown_still_there_on_the_last_release_must_say_still_present(tmp_p
         _parse(tmp_path, _data(affected=affected, runs=runs, commits={}, kinds=["performance"]))
     truth = _parse(tmp_path, _data(affected=affected, runs=runs, commits={}, kinds=["performance", "still-present"]))
     assert truth.span_releases() == [["0.18.5", "0.18.6", "0.18.7"]]
+
+
+def test_the_hand_tool_without_uv_installs_with_pip_and_sees_a_venv_interpreters_packages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An offline GPU node has no uv and its Python is a venv holding torch: the tool makes the venv with the
+    standard library, installs with this interpreter's pip, and adds this interpreter's site folders."""
+    calls: list[list[str]] = []
+
+    def fake_sh(cmd: list[str], **kwargs: object) -> Any:
+        calls.append(cmd)
+        if cmd[1:3] == ["-m", "venv"]:
+            (Path(cmd[-1]) / "bin").mkdir(parents=True)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(_TOOL.shutil, "which", lambda name: None)
+    monkeypatch.setattr(_TOOL, "_sh", fake_sh)
+    monkeypatch.setattr(_TOOL, "_torch_check", lambda python, pins: "")
+    monkeypatch.setattr(_TOOL.sys, "base_prefix", "/usr")
+    monkeypatch.setattr(_TOOL.sys, "prefix", "/opt/torch/.venv")
+    monkeypatch.setattr(_TOOL.site, "getsitepackages", lambda: ["/opt/torch/.venv/lib/python3.12/site-packages"])
+    python, _ = _TOOL.release_venv(tmp_path, {"package": "deepspeed", "pins": {"torch": "system"}}, "0.17.6")
+    assert calls[0][1:] == ["-m", "venv", "--without-pip", "--system-site-packages", str(python.parent.parent)]
+    assert calls[1][1:] == ["-m", "pip", "--python", str(python), "install", "-q", "deepspeed==0.17.6"]
+    [pth] = python.parent.parent.glob("lib/python*/site-packages/_truth_base_site.pth")
+    assert pth.read_text() == "/opt/torch/.venv/lib/python3.12/site-packages\n"
+    monkeypatch.setattr(_TOOL.sys, "prefix", "/usr")  # a plain interpreter: its packages are the base's already
+    other, _ = _TOOL.release_venv(tmp_path, {"package": "deepspeed", "pins": {"torch": "system"}}, "0.18.0")
+    assert not list(other.parent.parent.glob("lib/python*/site-packages/*.pth"))

@@ -4,6 +4,7 @@ author and dates, but only the paths a build needs (no docs, blogs, tests: the u
 one a few MB). Commit hashes differ from upstream; subjects, and so the pull requests they name, are upstream's.
 
     python3 slim_history.py UPSTREAM_CLONE DEST v0.16.4..v0.16.5 v0.17.0..v0.17.1
+    python3 slim_history.py UPSTREAM_CLONE DEST v0.17.5..v0.17.6 v0.19.0..819af0e59   # tags inside a range kept
 
 Ranges follow each other on one line: the first tag of a later range is one commit on top of the earlier range's
 last. Read-only on UPSTREAM_CLONE (its objects are borrowed, then copied in by a repack).
@@ -43,6 +44,19 @@ def copy_commit(dest: Path, commit: str, parent: str | None, subject: str | None
     return git(dest, "commit-tree", slim_tree(dest, commit), *parents, "-m", subject or fields[6], env=env)
 
 
+def release_tags(upstream: Path, cache: dict[str, dict[str, list[str]]] = {}) -> dict[str, list[str]]:  # noqa: B006
+    """Upstream's release tags (``v*``) by the commit they point at."""
+    if str(upstream) not in cache:
+        found: dict[str, list[str]] = {}
+        fields = "--format=%(objectname) %(refname:short) %(*objectname)"
+        listing = git(upstream, "for-each-ref", fields, "refs/tags/v*")
+        for line in listing.splitlines():  # a lightweight tag has no peeled commit (the third field)
+            plain, name, peeled = [*line.split(" "), ""][:3]
+            found.setdefault(peeled or plain, []).append(name)
+        cache[str(upstream)] = found
+    return cache[str(upstream)]
+
+
 def main(upstream: Path, final: Path, ranges: list[str]) -> None:
     dest = final.with_name(final.name + ".staging")
     git(Path.cwd(), "init", "-q", "-b", "main", str(dest))
@@ -56,7 +70,11 @@ def main(upstream: Path, final: Path, ranges: list[str]) -> None:
         git(dest, "tag", first, head)
         for commit in git(upstream, "rev-list", "--first-parent", "--reverse", spec).split():
             head = copy_commit(dest, commit, head)
-        git(dest, "tag", last, head)
+            for tag in release_tags(upstream).get(commit, []):  # a release tagged inside the range keeps its tag
+                git(dest, "tag", "-f", tag, head)
+        if not last.startswith("v"):  # a range may end at a commit (a release's sdist built after its tag)
+            continue
+        git(dest, "tag", "-f", last, head)
     assert head is not None
     git(dest, "update-ref", "refs/heads/main", head)
     # a clone over the pack protocol copies only what the slim commits reach (a repack took all of upstream)
