@@ -24,7 +24,7 @@ from reprobisect.errors import ConfigError
 from reprobisect.minimize.candidates import CellRun, FailureTarget, judge
 from reprobisect.minimize.groups import setting_groups
 from reprobisect.minimize.passes import starting_point, unwrap_failure_path
-from reprobisect.minimize.reduce import prune_unused, reduce_statements
+from reprobisect.minimize.reduce import prune_unused, reduce_statements, split_for_jobs
 from reprobisect.minimize.request import Budget
 from reprobisect.minimize.sections import section_markdown
 from reprobisect.minimize.statements import parse_script, size_of, tidy
@@ -248,7 +248,7 @@ def _planted(script_text: str) -> bool:
     )
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("jobs", [1, 2, 4])
 def test_the_reducer_finds_the_planted_minimum(jobs: int) -> None:
     script = parse_script(PLANTED)
     reduction = reduce_statements(script, lambda removed: _planted(script.text(removed)), jobs=jobs)
@@ -256,6 +256,21 @@ def test_the_reducer_finds_the_planted_minimum(jobs: int) -> None:
     assert _planted(kept)
     assert "import" not in kept and "b = 2" not in kept  # nothing that is not needed
     assert reduction.stopped == "a whole pass removed nothing more"
+
+
+@given(st.lists(st.lists(st.integers(), min_size=1, max_size=6), min_size=1, max_size=12), st.integers(1, 16))
+def test_a_split_keeps_every_unit_in_order_and_fills_the_jobs(subsets: list[list[int]], jobs: int) -> None:
+    units = [u for piece in subsets for u in piece]
+    pieces = split_for_jobs(subsets, jobs=jobs)
+    assert [u for piece in pieces for u in piece] == units and all(pieces)
+    assert len(pieces) == min(len(units), max(2 * len(subsets), jobs))  # ddmin's doubling, never below the jobs
+    assert max(map(len, pieces)) - min(map(len, pieces)) <= max(1, len(units) // len(pieces))
+
+
+def test_a_level_starts_with_as_many_pieces_as_runs_at_a_time() -> None:
+    assert [len(p) for p in split_for_jobs([list(range(20))], jobs=8)] == [2, 2, 2, 2, 3, 3, 3, 3]
+    assert [len(p) for p in split_for_jobs([list(range(20))], jobs=1)] == [10, 10]  # picire's halving
+    assert len(split_for_jobs([[1, 2, 3]], jobs=8)) == 3  # no more pieces than units
 
 
 def test_a_spent_budget_stops_after_the_level() -> None:
