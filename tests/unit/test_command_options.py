@@ -12,7 +12,7 @@ import pytest
 
 from reprobisect.commands.bench_figures import BenchOptions
 from reprobisect.commands.bisect import BisectOptions
-from reprobisect.commands.corpus import CorpusOptions
+from reprobisect.commands.corpus import CorpusOptions, _triage_argv, refuse_pins
 from reprobisect.commands.engine_options import EngineOptions
 from reprobisect.commands.main import _parse
 from reprobisect.commands.matrix import MatrixOptions, RunOptions
@@ -26,6 +26,7 @@ from reprobisect.commands.script_options import ScriptOptions
 from reprobisect.commands.triage import TriageOptions
 from reprobisect.commands.wheelhouse import WheelhouseOptions
 from reprobisect.config.scripts import CliFixes
+from reprobisect.corpus.truth import load_truth
 from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions
 from reprobisect.errors import ConfigError
 from reprobisect.run.sandbox import Confinement
@@ -203,9 +204,23 @@ def test_a_value_in_disguise_is_refused_as_the_options_are_read(argv: list[str],
         builders[argv[0]](_parse(argv))
 
 
-def test_corpus_names_a_pin_it_refuses_before_reading_it() -> None:
-    with pytest.raises(ConfigError, match=r"^--deepspeed: a corpus entry's versions are its truth's"):
-        CorpusOptions.from_args(_parse(["corpus", "--deepspeed=-x"]))
+def test_corpus_refuses_a_pin_of_what_an_entry_varies_and_hands_on_the_machines_pins() -> None:
+    """On an offline GPU node the DeepSpeed entries need ``--lightning system`` (no Lightning to list); a pin of
+    the package an entry varies, or pins itself, stays refused, naming the entry."""
+    with pytest.raises(ConfigError, match=r"^--deepspeed: .* give a version"):
+        CorpusOptions.from_args(_parse(["corpus", "--deepspeed=-x"]))  # refused before it is read, as any pin
+    ds = load_truth(ROOT / "corpus" / "ds-bf16-stray-grad")
+    pl = load_truth(ROOT / "corpus" / "pl-ds-convert-weights-only")
+    with pytest.raises(ConfigError, match=r"^--deepspeed: a corpus entry's versions are its truth's, and ds-bf16-"):
+        refuse_pins([ds], {"deepspeed": "0.16.5"})
+    with pytest.raises(ConfigError, match=r"^--torch: .* pl-ds-convert-weights-only, ds-bf16-stray-grad varies or"):
+        refuse_pins([pl, ds], {"torch": "2.6.0"})  # both pin torch in their truth
+    with pytest.raises(ConfigError, match=r"^--lightning: .* pl-ds-convert-weights-only varies or pins lightning"):
+        refuse_pins([ds, pl], {"lightning": "system"})
+    refuse_pins([ds], {"lightning": "system"})
+    options = CorpusOptions.from_args(_parse(["corpus", "--lightning", "system", "--git", "/tmp/ds"]))
+    argv = _triage_argv(ds, options)
+    assert argv[argv.index("--lightning") + 1] == "system" and argv.count("--torch") == 1
 
 
 def test_nothing_below_commands_reads_a_namespace() -> None:

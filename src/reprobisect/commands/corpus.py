@@ -15,7 +15,7 @@ import dataclasses
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -67,13 +67,18 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.set_defaults(run=run_from_args, out=Path("reports/corpus"))
 
 
-def _refuse_pins(args: argparse.Namespace) -> None:
-    """A pin of a package an entry varies: the entry's versions are its truth's."""
-    pinned = {"torch": args.torch, "deepspeed": args.deepspeed, "lightning": args.lightning}
-    given = [name for name, value in pinned.items() if value]
-    if given:
-        msg = f"--{given[0]}: a corpus entry's versions are its truth's; run triage on the script to pin others"
-        raise ConfigError(msg)
+def refuse_pins(truths: Sequence[Truth], pins: Mapping[str, str]) -> None:
+    """A pin of a package a chosen entry varies or pins is refused, naming both: that entry's versions are its
+    truth's. A pin of another package is the machine's (``--lightning system`` on an offline GPU node, for the
+    DeepSpeed entries) and goes to those entries' triage as given."""
+    for name in pins:
+        clashing = [t.name for t in truths if name == t.package or name in t.pins]
+        if clashing:
+            msg = (
+                f"--{name}: a corpus entry's versions are its truth's, and {', '.join(clashing)} varies or pins "
+                f"{name}; leave it out, pick other entries with --entry, or run triage on the script to pin it"
+            )
+            raise ConfigError(msg)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -91,8 +96,7 @@ class CorpusOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CorpusOptions:
-        """The command line as parsed; a pin of torch, DeepSpeed or Lightning is refused first, naming it."""
-        _refuse_pins(args)
+        """The command line as parsed (a pin is held against the chosen entries once they are read)."""
         return cls(
             corpus=args.corpus,
             entries=tuple(args.entry),
@@ -134,7 +138,8 @@ def _passed(common: CommonOptions) -> list[str]:
 def _triage_argv(truth: Truth, options: CorpusOptions) -> list[str]:
     """The triage command line a maintainer would type for this entry."""
     argv = [str(truth.script), f"--{truth.package}", ",".join(truth.releases)]
-    argv += [item for name, value in sorted(truth.pins.items()) for item in (f"--{name}", value)]
+    pins = {**options.common.pins, **truth.pins}  # refuse_pins left only the machine's pins of other packages
+    argv += [item for name, value in sorted(pins.items()) for item in (f"--{name}", value)]
     argv += ["--backend", "cpu" if truth.backend == "cpu" else "cuda", "--timeout", str(truth.timeout)]
     argv += ["--out", str(options.common.out / truth.name), "--jobs", "1" if truth.slowdown else str(options.jobs)]
     if truth.slowdown is not None:  # a performance entry: its steps timed, the answer a timing search's
@@ -222,6 +227,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     options = CorpusOptions.from_args(args)
     _clones(options.git)  # a wrong --git is refused before any entry runs
     truths = [load_truth(folder) for folder in entry_folders(options.corpus, options.entries, asked_by="--entry")]
+    refuse_pins(truths, options.common.pins)
     gpus = _gpus(options) if options.backend == "cuda" else 0
     rows: list[Row] = []
     not_run: list[NotRun] = []
