@@ -79,7 +79,7 @@ def _venv(work: Path, key: str, pins: dict[str, str]) -> Path:
     python = folder / "bin" / "python"
     if python.exists():
         return python
-    if shutil.which("uv"):
+    if _use_uv():
         made = _sh(["uv", "venv", "-q", "--system-site-packages", "--python", sys.executable, str(folder)])
     else:  # a machine without uv (an offline GPU node): the standard library's venv, pip from this interpreter
         made = _sh([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(folder)])
@@ -95,6 +95,12 @@ def _venv(work: Path, key: str, pins: dict[str, str]) -> Path:
             shutil.rmtree(folder)
             raise SystemExit(f"torch=={torch_pin} did not install: {done.stderr[-2000:]}")
     return python
+
+
+def _use_uv() -> bool:
+    """uv where it is installed, unless ``CORPUS_TRUTH_INSTALLER=pip`` says otherwise: an offline node whose pip is
+    pointed at a folder of wheels (``PIP_NO_INDEX``, ``PIP_FIND_LINKS``) while uv would still ask an index."""
+    return os.environ.get("CORPUS_TRUTH_INSTALLER", "uv" if shutil.which("uv") else "pip") == "uv"
 
 
 def _see_this_interpreters_packages(python: Path) -> None:
@@ -113,7 +119,7 @@ def _install(python: Path, requirements: list[str], pins: dict[str, str], env: d
     """uv pip install into the venv; torch excluded from the resolution, so the one the venv already sees (this
     interpreter's, or the pinned one pip put there) is the one that runs: uv ignores the base's packages of a
     --system-site-packages venv and would otherwise put the newest torch from the index beside them."""
-    if shutil.which("uv"):
+    if _use_uv():
         excludes = python.parent.parent / "uv-excludes.txt"
         excludes.write_text("torch\n")
         cmd = ["uv", "pip", "install", "--python", str(python), "--excludes", str(excludes), *requirements]
