@@ -21,6 +21,8 @@ import functools
 import importlib
 import importlib.metadata
 import multiprocessing
+import os
+import signal
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -185,13 +187,37 @@ def _parallel_level(picire: Any) -> Iterator[Any]:
     if not hasattr(_LevelCacheServer, "ConfigCache"):
         constructor = shared.SharedCacheConstructor(picire.ConfigCache)
         _LevelCacheServer.register("ConfigCache", constructor, None, shared.SharedCacheConstructor._exposed)
+    parent = os.getpid()
     before = set(multiprocessing.active_children())
-    with _LevelCacheServer() as server:
-        try:
-            yield server.ConfigCache()  # type: ignore[attr-defined]
-        finally:
-            for worker in set(multiprocessing.active_children()) - before - {server._process}:  # type: ignore[attr-defined]
-                worker.join(timeout=30)
+    _FORKING_LEVEL.append(parent)
+    try:
+        with _LevelCacheServer() as server:
+            try:
+                yield server.ConfigCache()  # type: ignore[attr-defined]
+            finally:
+                if os.getpid() == parent:
+                    for worker in set(multiprocessing.active_children()) - before - {server._process}:  # type: ignore[attr-defined]
+                        worker.join(timeout=30)
+    finally:
+        _FORKING_LEVEL.remove(parent)
+
+
+# The processes inside a parallel level (pids), for the fork hook below.
+_FORKING_LEVEL: list[int] = []
+
+
+def _plain_sigterm_in_a_levels_child() -> None:
+    """A process forked inside a parallel level ends on SIGTERM as a plain process does, until its own code says
+    otherwise (a candidate's run installs its handler when it starts).
+
+    picire stops a worker with SIGTERM, which may come before the worker is past the fork; the harness's own
+    handler, inherited, raised KeyboardInterrupt there instead, and the child unwound the copy of its parent's stack
+    (the test suite's: a second pytest ran on in the child)."""
+    if _FORKING_LEVEL and os.getppid() in _FORKING_LEVEL:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_plain_sigterm_in_a_levels_child)
 
 
 def _group_interesting(interesting: Interesting, removed: frozenset[int], group: Group) -> bool:
