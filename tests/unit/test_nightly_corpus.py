@@ -22,6 +22,7 @@ from tests.conftest import ROOT
 
 CORPUS = ROOT / "corpus"
 CPU_ENTRIES = sorted(p.parent.name for p in CORPUS.glob("*/truth.toml") if load_truth(p.parent).backend == "cpu")
+GPU_ENTRIES = sorted(p.parent.name for p in CORPUS.glob("*/truth.toml") if load_truth(p.parent).backend != "cpu")
 AXES = {"python": "system", "torch": "system", "lightning": "2.6.6", "torchvision": "match"}
 
 
@@ -83,7 +84,11 @@ def test_the_corpus_joins_the_default_slice_and_what_is_asked_for() -> None:
     assert config.nightly is not None and config.nightly.corpus == ("all",)
     corpus = tuple(f"corpus-{name}" for name in CPU_ENTRIES)
     made, repros, not_run = _with_corpus(config, _args(), ())
-    assert repros == (*config.nightly.repros, *corpus) and not_run == ()
+    assert repros == (*config.nightly.repros, *corpus)
+    assert GPU_ENTRIES and sorted(not_run) == [  # a CPU night names the GPU entries it leaves out, and why
+        f"corpus entry {name}: needs 1 GPU(s) (backend gpu): run with --backend cuda on a GPU machine"
+        for name in GPU_ENTRIES
+    ]
     assert all(name in made.repros for name in corpus)
     _, repros, _ = _with_corpus(config, _args(), ("script-issue",))  # a night of one script stays that script
     assert repros == ("script-issue",)
