@@ -10,6 +10,7 @@ import json
 import multiprocessing
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -594,3 +595,28 @@ def test_every_group_leaves_a_script_worth_a_run(data: st.DataObject, which: int
         assert group.units - script.removed_with_descendants(removed)  # it removes something still there
         if undefined is not None:
             assert why_not_runnable(script.text(removed | group.units), undefined) is None, group
+
+
+def test_a_levels_workers_end_on_sigterm_as_plain_processes(tmp_path: Path) -> None:
+    """picire stops a worker with SIGTERM, maybe before it is past the fork: a handler the harness installed in
+    the parent (``main``'s, which raises KeyboardInterrupt) must not run in the child and unwind the parent's stack."""
+    script = parse_script(PLANTED)
+    parent, seen = os.getpid(), tmp_path / "seen"
+
+    def interesting(removed: frozenset[int]) -> bool:
+        if os.getpid() != parent:
+            with seen.open("a") as handle:
+                handle.write(f"{signal.getsignal(signal.SIGTERM) is signal.SIG_DFL}\n")
+        return _planted(script.text(removed))
+
+    def harness_handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, harness_handler)
+    try:
+        reduce_statements(script, interesting, jobs=2)
+        assert signal.getsignal(signal.SIGTERM) is harness_handler  # the parent keeps its own
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    answers = seen.read_text().split()
+    assert answers and set(answers) == {"True"}
