@@ -89,8 +89,7 @@ def _venv(work: Path, key: str, pins: dict[str, str]) -> Path:
     torch_pin = pins.get("torch", "system")
     if torch_pin != "system":
         # pip, not uv: pip sees the local CPU build of torch (notes/cpu-deepspeed.md)
-        _sh(["uv", "pip", "install", "-q", "--python", str(python), "pip"])
-        done = _sh([str(python), "-m", "pip", "install", "-q", f"torch=={torch_pin}"])
+        done = _sh([*_pip(python), "install", "-q", f"torch=={torch_pin}"])
         if done.returncode:
             shutil.rmtree(folder)
             raise SystemExit(f"torch=={torch_pin} did not install: {done.stderr[-2000:]}")
@@ -101,6 +100,11 @@ def _use_uv() -> bool:
     """uv where it is installed, unless ``CORPUS_TRUTH_INSTALLER=pip`` says otherwise: an offline node whose pip is
     pointed at a folder of wheels (``PIP_NO_INDEX``, ``PIP_FIND_LINKS``) while uv would still ask an index."""
     return os.environ.get("CORPUS_TRUTH_INSTALLER", "uv" if shutil.which("uv") else "pip") == "uv"
+
+
+def _pip(python: Path) -> list[str]:
+    """This interpreter's pip acting on the venv of ``python`` (a venv made without pip of its own)."""
+    return [sys.executable, "-m", "pip", "--python", str(python)]
 
 
 def _see_this_interpreters_packages(python: Path) -> None:
@@ -124,7 +128,7 @@ def _install(python: Path, requirements: list[str], pins: dict[str, str], env: d
         excludes.write_text("torch\n")
         cmd = ["uv", "pip", "install", "--python", str(python), "--excludes", str(excludes), *requirements]
     else:  # pip keeps what the venv already sees (torch too); PIP_NO_INDEX/PIP_FIND_LINKS make it offline
-        cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *requirements]
+        cmd = [*_pip(python), "install", "-q", *requirements]
     done = _sh(cmd, env=env)
     if done.returncode:
         shutil.rmtree(python.parent.parent)

@@ -44,17 +44,14 @@ def copy_commit(dest: Path, commit: str, parent: str | None, subject: str | None
     return git(dest, "commit-tree", slim_tree(dest, commit), *parents, "-m", subject or fields[6], env=env)
 
 
-def release_tags(upstream: Path, cache: dict[str, dict[str, list[str]]] = {}) -> dict[str, list[str]]:  # noqa: B006
+def release_tags(upstream: Path) -> dict[str, list[str]]:
     """Upstream's release tags (``v*``) by the commit they point at."""
-    if str(upstream) not in cache:
-        found: dict[str, list[str]] = {}
-        fields = "--format=%(objectname) %(refname:short) %(*objectname)"
-        listing = git(upstream, "for-each-ref", fields, "refs/tags/v*")
-        for line in listing.splitlines():  # a lightweight tag has no peeled commit (the third field)
-            plain, name, peeled = [*line.split(" "), ""][:3]
-            found.setdefault(peeled or plain, []).append(name)
-        cache[str(upstream)] = found
-    return cache[str(upstream)]
+    found: dict[str, list[str]] = {}
+    fields = "--format=%(objectname) %(refname:short) %(*objectname)"
+    for line in git(upstream, "for-each-ref", fields, "refs/tags/v*").splitlines():
+        plain, name, peeled = [*line.split(" "), ""][:3]  # a lightweight tag has no peeled commit (the third field)
+        found.setdefault(peeled or plain, []).append(name)
+    return found
 
 
 def main(upstream: Path, final: Path, ranges: list[str]) -> None:
@@ -62,6 +59,7 @@ def main(upstream: Path, final: Path, ranges: list[str]) -> None:
     git(Path.cwd(), "init", "-q", "-b", "main", str(dest))
     (dest / ".git" / "objects" / "info" / "alternates").write_text(str(upstream.resolve() / "objects") + "\n")
     head: str | None = None
+    tags = release_tags(upstream)
     for spec in ranges:
         first, last = spec.split("..")
         start = git(upstream, "rev-parse", f"{first}^{{commit}}")
@@ -70,7 +68,7 @@ def main(upstream: Path, final: Path, ranges: list[str]) -> None:
         git(dest, "tag", first, head)
         for commit in git(upstream, "rev-list", "--first-parent", "--reverse", spec).split():
             head = copy_commit(dest, commit, head)
-            for tag in release_tags(upstream).get(commit, []):  # a release tagged inside the range keeps its tag
+            for tag in tags.get(commit, []):  # a release tagged inside the range keeps its tag
                 git(dest, "tag", "-f", tag, head)
         if not last.startswith("v"):  # a range may end at a commit (a release's sdist built after its tag)
             continue

@@ -213,7 +213,7 @@ def _plain_sigterm_in_a_levels_child() -> None:
     picire stops a worker with SIGTERM, which may come before the worker is past the fork; the harness's own
     handler, inherited, raised KeyboardInterrupt there instead, and the child unwound the copy of its parent's stack
     (the test suite's: a second pytest ran on in the child)."""
-    if _FORKING_LEVEL and os.getppid() in _FORKING_LEVEL:
+    if os.getppid() in _FORKING_LEVEL:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
