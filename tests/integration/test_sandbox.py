@@ -7,11 +7,14 @@ The "harness" here is a child Python process started with planted secrets in its
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -219,3 +222,25 @@ def test_a_finished_op_build_in_the_shared_cache_cannot_be_rewritten(tmp_path: P
     result, log = _harness(tmp_path, "writes_outside.py", str(target))
     assert result["outcome"] == "PASS", log
     assert target.read_text() == "the real binary"
+
+
+def test_byte_code_compiled_ahead_is_read_by_a_run_and_cannot_be_rewritten(tmp_path: Path) -> None:
+    """A cell whose packages ship no byte code gets it compiled once into a shared prefix (run/bytecode.py, #41):
+    the runs read it, and no run may plant code there that the next run would import. The cache lies under /tmp,
+    which the sandbox empties: only a prefix shown again is seen at all."""
+    shown = Path(tempfile.mkdtemp(dir="/tmp", prefix="reprobisect-bytecode-"))
+    prefix = shown / "py3-0"
+    planted = prefix / "site" / "__init__.cpython-311.pyc"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("the compiled module")
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    (cell / "reprobisect-bytecode.json").write_text(json.dumps({"checked": ["x"], "prefix": str(prefix)}))
+    _, unconfined_log = _harness(tmp_path, "writes_outside.py", str(planted), sandbox=False)
+    assert "wrote" in unconfined_log  # control: unconfined, the write goes through
+    planted.write_text("the compiled module")
+    result, log = _harness(tmp_path, "writes_outside.py", str(planted))
+    assert result["outcome"] == "PASS", log
+    assert f"refused {planted} OSError {errno.EROFS}" in log  # shown (the run reads it), read-only
+    assert planted.read_text() == "the compiled module"
+    shutil.rmtree(shown)

@@ -40,9 +40,10 @@ from reprobisect.model.cell import MATCH, SYSTEM, Cell
 from reprobisect.util.cmd import run_logged, run_tool
 from reprobisect.util.files import write_atomic
 
-__all__ = ["CellEnv", "ensure_env", "find_python", "installer"]
+__all__ = ["BYTECODE_MARKER", "CellEnv", "ensure_env", "find_python", "installer"]
 
 MARKER = "reprobisect-cell.json"
+BYTECODE_MARKER = "reprobisect-bytecode.json"  # what run/bytecode.py checked for the cell's runs, written later
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -141,7 +142,8 @@ def _ensure_env_locked(
     return CellEnv(cell=cell, path=path, reused=False, build_seconds=time.perf_counter() - start, steps=steps)
 
 
-_UNHASHED = frozenset({"__pycache__", "torch_extensions", "overlays", MARKER})  # what the harness writes later
+# what the harness writes later
+_UNHASHED = frozenset({"__pycache__", "torch_extensions", "overlays", MARKER, BYTECODE_MARKER})
 
 
 def tree_digest(path: Path) -> str:

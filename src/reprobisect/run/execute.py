@@ -26,6 +26,7 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.store import Store
+from reprobisect.run.bytecode import bytecode_prefix, prefix_environ
 from reprobisect.run.events import RunEvents, read_events
 from reprobisect.run.measured import Measured, MeasuredMemory, checked_versions, measured_environment, measured_memory
 from reprobisect.run.phases import PROFILE_ENV, HarnessClock, describe_phases, run_phases
@@ -148,6 +149,7 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
         env["REPROBISECT_OP_CACHE"] = str(ops)
     if environ.get(PROFILE_ENV) == "1":
         env[PROFILE_ENV] = "1"
+    env.update(prefix_environ(spec.env))  # byte code compiled once where the cell's packages ship none
     env.update(spec.form.env)
     env.update(spec.fix.env)
     env.update(spec.extra_env)
@@ -178,6 +180,7 @@ def _confined(
         *([spec.overlay] if spec.overlay is not None else []),
         *spec.tools,
         *spec.form.inputs,  # a package's test tree (--pytest)
+        *([prefix] if (prefix := bytecode_prefix(spec.env)) is not None else []),  # read-only: no run plants code
     ]
     wrapped = sandbox.wrap(
         argv,

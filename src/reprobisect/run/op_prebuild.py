@@ -28,6 +28,7 @@ from pathlib import Path
 from reprobisect.cells.envs import CellEnv
 from reprobisect.cells.op_builds import cache_root
 from reprobisect.errors import ToolError
+from reprobisect.run.bytecode import prefix_environ
 from reprobisect.run.runner import scrubbed_environ
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.files import write_atomic
@@ -111,7 +112,7 @@ def _environ(env: CellEnv, form_env: Mapping[str, str], environ: Mapping[str, st
     root = cache_root(env.path.parent, environ)
     if root is not None:
         child["REPROBISECT_OP_CACHE"] = str(root)
-    return child | dict(form_env)
+    return child | prefix_environ(env) | dict(form_env)
 
 
 def _marker(env: CellEnv, names: Sequence[str], child: Mapping[str, str]) -> Path | None:

@@ -24,6 +24,7 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.signature import PATCH_ERROR, Signature, normalize_message
 from reprobisect.model.store import Store
+from reprobisect.run.bytecode import BYTECODE, fill_bytecode, script_modules
 from reprobisect.run.context import RunContext
 from reprobisect.run.op_prebuild import cell_ops, prebuild_ops
 from reprobisect.run.plan import MatrixPlan, Unit
@@ -69,11 +70,16 @@ class Prepared:
 
 
 def bound_op_cache(ctx: RunContext) -> None:
-    """Keep the shared op cache under its bound before a run adds to it (least recently used go first)."""
+    """Keep the shared op and byte-code caches under their bounds before a run adds to them (least recently used
+    go first)."""
     op_cache = cache_root(ctx.envs_dir, ctx.environ)
     if op_cache is not None:
         for entry in OPS.prune(op_cache):
             ctx.echo(f"op cache over {DEFAULT_MAX_BYTES >> 30} GiB: removed {entry.name} (least recently used)")
+    bytecode = BYTECODE.root(ctx.envs_dir, ctx.environ)
+    if bytecode is not None:
+        for entry in BYTECODE.prune(bytecode):
+            ctx.echo(f"byte-code cache over {BYTECODE.default_max_bytes >> 30} GiB: removed {entry.name}")
 
 
 def prepare_units(units: list[Unit], ctx: RunContext, *, jobs: int, sandbox: Sandbox | None) -> Prepared:
@@ -176,23 +182,51 @@ def _build_envs(units: list[Unit], ctx: RunContext, jobs: int = 1) -> dict[str, 
             echo(f"cell {unit.cell.id}: build failed, its runs are ENV_ERROR: {redact(str(exc).splitlines()[0])}")
             return exc
         echo(f"cell {unit.cell.id}: {'reused' if env.reused else 'built'} in {env.build_seconds:.1f} s")
-        _prebuild_ops(env, [u for u in units if u.cell.id == unit.cell.id], ctx)
+        cell_units = [u for u in units if u.cell.id == unit.cell.id]
+        _fill_bytecode(env, cell_units, ctx)
+        _prebuild_ops(env, cell_units, ctx)
         return env
 
     built = in_parallel(build, ordered, max(1, jobs))  # a Ctrl-C stops the running builds, starts no other
     return {unit.cell.id: env for unit, env in zip(ordered, built, strict=True)}
 
 
-def _prebuild_ops(env: CellEnv, units: list[Unit], ctx: RunContext) -> None:
-    """Build the ops ``units`` will load in ``env`` now, so that no timed run compiles one; say what it cost."""
+def _scripts(units: list[Unit]) -> list[tuple[str, Mapping[str, str]]]:
+    """The text of each unit's script and its form's variables; a package's own tests (``--pytest``) have none
+    (what they load is theirs to say, in their runs), nor has a script that cannot be read (its run says why)."""
     runs = []
     for unit in units:
         if unit.form.pytest:
-            continue  # a package's own tests: which ops they load is theirs to say, in their runs
+            continue
         try:
             runs.append((unit.form.script_for(unit.fix).read_text(encoding="utf-8", errors="replace"), unit.form.env))
         except OSError:
-            continue  # the run will say what is wrong with its script
+            continue
+    return runs
+
+
+def _fill_bytecode(env: CellEnv, units: list[Unit], ctx: RunContext) -> None:
+    """Compile, once, the byte code of what ``units`` import where the cell's packages ship none
+    (``run/bytecode.py``); say so when it did."""
+    runs = _scripts(units)
+    modules = script_modules(text for text, _ in runs)
+    form_env = runs[0][1] if runs else {}
+    with heartbeat(ctx.echo, f"checking the byte code of cell {env.cell.id}"):
+        done = fill_bytecode(env, modules, form_env, ctx.environ, ctx.envs_dir)
+    if done is None or done.reused:
+        return
+    if done.failure is not None:
+        ctx.echo(f"cell {env.cell.id}: byte code not compiled ahead ({redact(done.failure)}); the runs compile it")
+    elif done.lacking:
+        ctx.echo(
+            f"cell {env.cell.id}: {', '.join(done.lacking)} ship no byte code: compiled once for its runs "
+            f"({done.loaded} modules, {done.seconds:.1f} s)"
+        )
+
+
+def _prebuild_ops(env: CellEnv, units: list[Unit], ctx: RunContext) -> None:
+    """Build the ops ``units`` will load in ``env`` now, so that no timed run compiles one; say what it cost."""
+    runs = _scripts(units)
     for form_env, names in cell_ops(env, runs).items():
         with heartbeat(ctx.echo, f"building ops {', '.join(names)} for cell {env.cell.id}"):
             done = prebuild_ops(env, names, dict(form_env), ctx.environ)
