@@ -34,6 +34,7 @@ from reprobisect.config.load import Config
 from reprobisect.errors import EnvBuildError
 from reprobisect.model.cell import Cell
 from reprobisect.model.store import Store
+from reprobisect.run.bytecode import PREFIX_ENV
 from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec, child_environ, execute
 from reprobisect.run.runner import ChildSpec, run_child
@@ -109,9 +110,11 @@ def _pip_build(base: BaseInterpreter, packages: Mapping[str, str], venv: Path, c
 
 
 def bare_run(spec: RunSpec, environ: Mapping[str, str], log: Path) -> float:
-    """The same child without the bootstrap, record or classification: what a user would type."""
+    """The same child without the bootstrap, record or classification: what a user would type (so without the byte
+    code the harness compiled ahead for packages that ship none, ``run/bytecode.py``)."""
     env = child_environ(spec, environ)
     env.pop("REPROBISECT_SHIM", None)
+    env.pop(PREFIX_ENV, None)
     argv = (str(spec.env.python), str(spec.script), *spec.args)
     return run_child(
         ChildSpec(argv=argv, env=env, cwd=log.parent, log_path=log, timeout=spec.repro.timeout)

@@ -2,10 +2,12 @@
 
 Every GPU answer (a sweep, a culprit search, a minimization, a night) is a multiple of one run's cost, so the bench
 keeps it in view, side by side in one cell of this machine: (a) ``import torch, deepspeed`` and the CUDA
-initialisation in the cell's interpreter; (b) the repro's cuda form as a bare ``python script``, alone and N at
-once; (c) the same through the harness (sandboxed, pinned from the first step as a cuda run is by default), alone
-and N at once, with the phases of its runs (``--profile``'s clock) so a regression says where it came from. The
-goals: the harness at most 1.3× the bare script, alone and N at once.
+initialisation in the cell's interpreter, as a user's interpreter pays them and as the harness's runs do (with
+the byte code it compiled once where the cell's packages ship none, ``run/bytecode.py``); (b) the repro's cuda
+form as a bare ``python script``, alone and N at once; (c) the same through the harness (sandboxed, pinned from
+the first step as a cuda run is by default), alone and N at once, with the phases of its runs (``--profile``'s
+clock) so a regression says where it came from. The goals: the harness at most 1.3× the bare script, alone and N
+at once.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from reprobisect.cells.envs import CellEnv
 from reprobisect.commands.bench_figures import bare_run
 from reprobisect.config.load import Config
 from reprobisect.model.store import Store
+from reprobisect.run.bytecode import PREFIX_ENV, BytecodeFill, fill_bytecode, prefix_environ, script_modules
 from reprobisect.run.context import RunContext
 from reprobisect.run.execute import RunSpec, execute
 from reprobisect.run.phases import PROFILE_ENV
@@ -45,7 +48,9 @@ class GpuBench:
 
     what: str
     jobs: int
-    imports: Mapping[str, float]
+    imports: Mapping[str, float]  # as a user's interpreter pays them
+    imports_in_runs: Mapping[str, float]  # with the byte code the harness compiled ahead, if any
+    bytecode: str  # what compiling it ahead did
     bare_alone: list[float]
     harness_alone: list[float]
     bare_together: list[float]
@@ -69,7 +74,9 @@ def run_gpu_bench(config: Config, env: CellEnv, root: Path, ctx: RunContext, *, 
     )
     store, bare_logs = Store(root / "reports"), root / "bare"
     bare_logs.mkdir(parents=True, exist_ok=True)
-    imports = _imports(env, environ)
+    filled = fill_bytecode(env, script_modules([spec.script.read_text()]), spec.form.env, environ, ctx.envs_dir)
+    imports = _imports(env, {k: v for k, v in environ.items() if k != PREFIX_ENV})
+    imports_in_runs = _imports(env, {**environ, **prefix_environ(env)})
     cpus = job_cpus(0, 1, 1, sorted(os.sched_getaffinity(0)))
     harness_alone, bare_alone, records = [], [], []
     for i in range(runs):
@@ -96,6 +103,8 @@ def run_gpu_bench(config: Config, env: CellEnv, root: Path, ctx: RunContext, *, 
         what=f"{repro.name} cuda none in {env.cell.id}",
         jobs=jobs,
         imports=imports,
+        imports_in_runs=imports_in_runs,
+        bytecode=_said(filled),
         bare_alone=bare_alone,
         harness_alone=harness_alone,
         bare_together=bare_together,
@@ -104,11 +113,25 @@ def run_gpu_bench(config: Config, env: CellEnv, root: Path, ctx: RunContext, *, 
     )
 
 
+def _said(filled: BytecodeFill | None) -> str:
+    """What compiling the byte code ahead did, in a few words."""
+    if filled is None:
+        return "not checked (REPROBISECT_BYTECODE_CACHE=off)"
+    if filled.failure is not None:
+        return f"failed: {filled.failure}"
+    if filled.reused:
+        return "checked before (the cell's note)"
+    if not filled.lacking:
+        return "the packages ship their own"
+    return f"{', '.join(filled.lacking)} ship none: {filled.loaded} modules compiled in {filled.seconds:.1f} s"
+
+
 def format_gpu_bench(bench: GpuBench) -> str:
     """The rows, with the ratios the goals are stated in."""
     alone = statistics.median(bench.harness_alone) / statistics.median(bench.bare_alone)
     together = max(bench.harness_together) / max(bench.bare_together)
     imports = " · ".join(f"{name} {seconds:.2f}" for name, seconds in bench.imports.items())
+    in_runs = " · ".join(f"{name} {seconds:.2f}" for name, seconds in bench.imports_in_runs.items())
     return "\n".join(
         [
             f"GPU: {bench.what}",
@@ -118,6 +141,8 @@ def format_gpu_bench(bench: GpuBench) -> str:
             f"{f'{bench.jobs} at once (last to finish)':34}{max(bench.harness_together):>11.1f}s"
             f"{max(bench.bare_together):>13.1f}s{together:>15.2f}×{'≤ 1.3':>8}",
             f"{'imports and CUDA init (s)':34}  {imports}",
+            f"{'the same in the runs (s)':34}  {in_runs}",
+            f"{'byte code compiled ahead':34}  {bench.bytecode}",
             f"{'a harness run, where it went (s)':34}  "
             + " · ".join(f"{name} {seconds:.2f}" for name, seconds in bench.phases.items() if seconds >= 0.01),
         ]
