@@ -179,3 +179,12 @@ def test_a_run_of_a_filled_cell_gets_the_prefix_in_its_environment(tmp_path: Pat
     assert PREFIX_ENV not in child_environ(spec, environ)
     fill_bytecode(env, ("slowpkg",), {}, environ, tmp_path / "envs")
     assert child_environ(spec, environ)[PREFIX_ENV] == str(bytecode_prefix(env))
+
+
+def test_a_child_outside_the_sandbox_keeps_the_user_s_no_byte_code_setting() -> None:
+    """An op prebuild or a bare bench run must not write byte code into the user's interpreter (the GPU image's
+    site-packages are writable, and its PYTHONDONTWRITEBYTECODE=1 was dropped, so the first such child compiled
+    torch there); the fill drops it on purpose, for its own folder only."""
+    from reprobisect.run.runner import scrubbed_environ
+
+    assert scrubbed_environ({"PYTHONDONTWRITEBYTECODE": "1"}) == {"PYTHONDONTWRITEBYTECODE": "1"}

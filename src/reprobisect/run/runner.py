@@ -67,6 +67,9 @@ _PASSED_NAMES = frozenset(
         "REQUESTS_CA_BUNDLE",
         "XDG_CACHE_HOME",
         "CUDA_VISIBLE_DEVICES",
+        # kept as the user set it: a child outside the sandbox (an op prebuild, a bare bench run) must not write
+        # byte code into the user's own interpreter; the harness keeps its own (run/bytecode.py)
+        "PYTHONDONTWRITEBYTECODE",
     }
 )
 _PASSED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH_", "DS_", "MKL_", "KMP_", "TRITON_", "NVSHMEM_")
