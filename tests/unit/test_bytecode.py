@@ -11,6 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,16 +31,20 @@ from tests.conftest import make_repro
 _NOISY = "import sys\nprint('a package that talks at import time')\nprint('{not json', file=sys.stderr)\n"
 
 
-def _cell(tmp_path: Path, *, compiled: bool = False, body: str = "VALUE = 42\n") -> CellEnv:
-    """A real venv (no pip) holding ``slowpkg`` (two modules) with no byte code beside it, or with it (``compiled``,
-    as the packages of a cell the harness builds)."""
+def _cell(
+    tmp_path: Path, *, compiled: bool = False, body: str = "VALUE = 42\n", python: str = sys.executable, extra: int = 0
+) -> CellEnv:
+    """A real venv (no pip) of ``python`` holding ``slowpkg`` (two modules, and ``extra`` more) with no byte code
+    beside it, or with it (``compiled``, as the packages of a cell the harness builds)."""
     path = tmp_path / ("cell-compiled" if compiled else "cell")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
+    subprocess.run([python, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
     (site,) = path.glob("lib/python*/site-packages")
     package = site / "slowpkg"
     package.mkdir()
     (package / "__init__.py").write_text(_NOISY + "from slowpkg.inner import VALUE\n")
     (package / "inner.py").write_text(body)
+    for number in range(extra):
+        (package / f"extra_{number}.py").write_text(f"NUMBER = {number}\n")
     if compiled:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True, timeout=120)
     cell = Cell(python="3.11", torch="2.13.0", torch_source="system", packages={})
@@ -217,3 +222,29 @@ def test_a_cache_a_dependency_ships_is_copied_not_compiled_again(tmp_path: Path)
     assert ran.stdout.strip().splitlines()[-1] == "from the cached"  # what Python itself reads without a prefix
     assert not list(site.glob("slowpkg/__pycache__/*.pyc"))  # the lacking package compiled into the prefix only
     assert list(prefix.rglob("slowpkg/inner.*.pyc"))
+
+
+def _interpreters() -> list[str]:
+    """This interpreter, and a 3.12 or later where one is installed: their compileall starts its workers through a
+    fork server with the child's flags, which is how the fill once wrote into the package itself."""
+    found = [sys.executable]
+    candidates = [shutil.which(name) for name in ("python3.12", "python3.13")]
+    candidates += sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.1[2-9]*/bin/python3"))  # not on PATH
+    for path in candidates:
+        if path is None or sys.version_info >= (3, 12) or len(found) > 1:
+            continue
+        works = subprocess.run([path, "-c", "pass"], check=False, timeout=60, capture_output=True).returncode == 0
+        if works:
+            found.append(path)
+    return found
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_the_fill_writes_nothing_into_the_user_s_interpreter(tmp_path: Path, python: str) -> None:
+    env = _cell(tmp_path, python=python, extra=80)  # enough files for the fill's workers
+    done = fill_bytecode(env, ("slowpkg",), {}, _environ(tmp_path), tmp_path / "envs")
+    assert done is not None and done.failure is None and done.lacking == ("slowpkg",), done
+    (site,) = env.path.glob("lib/python*/site-packages")
+    assert not list(site.rglob("*.pyc"))
+    prefix = bytecode_prefix(env)
+    assert prefix is not None and len(list(prefix.rglob("slowpkg/extra_*.pyc"))) == 80  # the whole package

@@ -7,7 +7,7 @@ anything, whether the top-level package of any MODULE lacks the byte cache Pytho
 ``PYTHONDONTWRITEBYTECODE=1``: the GPU image's torch, triton and sympy ship 0 of their 3,800 ``.pyc``). If none
 lacks it, it prints ``{"needed": false}`` and stops: runs read the packages' own caches, as they always did.
 Otherwise, with ``sys.pycache_prefix`` set to PREFIX: it compiles the lacking packages whole, on every core
-(``compileall``: torch's 2,141 files), then imports every MODULE with byte-code writing on, so Python itself
+(torch's 2,141 files), then imports every MODULE with byte-code writing on, so Python itself
 compiles into PREFIX what else the imports load and lacks a cache (sympy, triton), while a cache a package does
 ship is copied into PREFIX as it is found (with a prefix Python reads no other, and compiling the 2,800 modules
 that shipped theirs took most of a first, 21 s fill on the GPU node). It prints ``{"needed": true, "loaded": N,
@@ -16,7 +16,6 @@ that shipped theirs took most of a first, 21 s fill on the GPU node). It prints 
 A module that fails to import is skipped (its run will say why); nothing here decides a run's outcome.
 """
 
-import compileall
 import contextlib
 import importlib
 import importlib.machinery
@@ -55,15 +54,41 @@ def _package_folder(name):
     return locations[0] if locations and os.path.isdir(locations[0]) else None
 
 
+def _compile_one(pair):
+    """Compile one source to its named target (a worker's task)."""
+    source, target = pair
+    try:
+        py_compile.compile(source, cfile=target, doraise=True)
+    except (OSError, ValueError, py_compile.PyCompileError):
+        return False
+    return True
+
+
 def _compile_packages(names):
-    """Compile the packages ``names`` whole into the prefix, one worker a core (their children inherit the prefix
-    through the environment: compileall's workers are started by a fork server)."""
-    os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix
+    """Compile the packages ``names`` whole into the prefix, one worker a core. Each target is named here, in this
+    process: compileall's own workers (Python 3.12 and later) are started by a fork server with this child's ``-I``,
+    which ignores ``PYTHONPYCACHEPREFIX``, so they wrote into the package itself, the user's interpreter. Forked
+    workers, before anything heavy is imported."""
+    pairs = []
     for name in names:
         folder = _package_folder(name)
-        if folder is not None:
-            with contextlib.redirect_stdout(io.StringIO()):
-                compileall.compile_dir(folder, quiet=2, workers=0)
+        for root, dirs, files in os.walk(folder) if folder is not None else ():
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for filename in files:
+                if filename.endswith(".py"):
+                    source = os.path.join(root, filename)
+                    target = importlib.util.cache_from_source(source)
+                    if not os.path.isfile(target):
+                        pairs.append((source, target))
+    workers = min(os.cpu_count() or 1, 16)
+    if workers < 2 or len(pairs) < 64:
+        for pair in pairs:
+            _compile_one(pair)
+        return
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        pool.map(_compile_one, pairs, chunksize=32)
 
 
 def _shipped_cache(origin):
