@@ -70,6 +70,19 @@ def _cached(env: CellEnv, prefix: Path | None) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+def _value(env: CellEnv, prefix: Path | None) -> str:
+    """``slowpkg.VALUE`` as a run of the cell reads it, with the byte code in ``prefix``."""
+    done = subprocess.run(
+        [str(env.path / "bin" / "python"), "-c", "import slowpkg; print(slowpkg.VALUE)"],
+        env={"PATH": os.defpath, PREFIX_ENV: str(prefix), "PYTHONDONTWRITEBYTECODE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
 def test_the_fill_imports_what_a_script_names_outside_the_standard_library() -> None:
     script = "import os, json\nimport torch.nn as nn\nfrom deepspeed.ops.adam import FusedAdam\nfrom . import x\n"
     assert script_modules([script, "import lightning\nimport 'not python"]) == ("deepspeed", "torch")
@@ -109,15 +122,7 @@ def test_an_edited_source_is_compiled_afresh_not_read_from_the_cache(tmp_path: P
     prefix = bytecode_prefix(env)
     inner = next(env.path.glob("lib/python*/site-packages/slowpkg/inner.py"))
     inner.write_text("VALUE = 'edited, longer than before'\n")
-    done = subprocess.run(
-        [str(env.path / "bin" / "python"), "-c", "import slowpkg; print(slowpkg.VALUE)"],
-        env={"PATH": os.defpath, PREFIX_ENV: str(prefix), "PYTHONDONTWRITEBYTECODE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert done.stdout.strip().splitlines()[-1] == "edited, longer than before"
+    assert _value(env, prefix) == "edited, longer than before"
 
 
 def test_packages_that_ship_their_byte_code_change_nothing(tmp_path: Path) -> None:
@@ -211,15 +216,7 @@ def test_a_cache_a_dependency_ships_is_copied_not_compiled_again(tmp_path: Path)
     assert done is not None and done.lacking == ("slowpkg",)
     prefix = bytecode_prefix(env)
     assert prefix is not None
-    ran = subprocess.run(
-        [str(env.path / "bin" / "python"), "-c", "import slowpkg; print(slowpkg.VALUE)"],
-        env={"PATH": os.defpath, PREFIX_ENV: str(prefix), "PYTHONDONTWRITEBYTECODE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert ran.stdout.strip().splitlines()[-1] == "from the cached"  # what Python itself reads without a prefix
+    assert _value(env, prefix) == "from the cached"  # what Python itself reads without a prefix
     assert not list(site.glob("slowpkg/__pycache__/*.pyc"))  # the lacking package compiled into the prefix only
     assert list(prefix.rglob("slowpkg/inner.*.pyc"))
 

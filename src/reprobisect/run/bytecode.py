@@ -33,7 +33,7 @@ from pathlib import Path
 from reprobisect.cells.envs import BYTECODE_MARKER, CellEnv
 from reprobisect.cells.shared_cache import SharedCache
 from reprobisect.errors import ToolError
-from reprobisect.run.runner import scrubbed_environ
+from reprobisect.run.runner import cell_environ
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.files import write_atomic
 
@@ -121,14 +121,7 @@ def _checked(marker: Mapping[str, object]) -> set[str]:
 def _fill_environ(env: CellEnv, form_env: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
     """What the fill's imports run with: a run's scrubbed variables and its form's (DeepSpeed imports other modules
     on its CPU accelerator), the cell first on PATH; never a prefix or a no-write flag of the caller's."""
-    child = scrubbed_environ(environ)
-    child |= {
-        "PATH": f"{env.path / 'bin'}{os.pathsep}{child.get('PATH', os.defpath)}",
-        "VIRTUAL_ENV": str(env.path),
-        "TORCH_EXTENSIONS_DIR": str(env.torch_extensions),
-        "PYTHONUNBUFFERED": "1",
-    }
-    child |= dict(form_env)
+    child = cell_environ(env, environ) | dict(form_env)
     for name in (PREFIX_ENV, "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"):
         child.pop(name, None)
     return child

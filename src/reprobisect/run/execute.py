@@ -34,7 +34,7 @@ from reprobisect.run.ports import free_port
 from reprobisect.run.ranks import failed_rank as failed_rank_of
 from reprobisect.run.ranks import keep_rank_logs
 from reprobisect.run.resources import run_resources
-from reprobisect.run.runner import ChildResult, ChildSpec, run_child, scrubbed_environ
+from reprobisect.run.runner import ChildResult, ChildSpec, cell_environ, run_child
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
 
 __all__ = [
@@ -114,15 +114,7 @@ class RunSpec:
 
 def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[str] = ()) -> dict[str, str]:
     """The scrubbed environment of a repro child, with the cell first on PATH."""
-    env = scrubbed_environ(environ, allow=allow)
-    env.update(
-        {
-            "PATH": f"{spec.env.path / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}",
-            "VIRTUAL_ENV": str(spec.env.path),
-            "TORCH_EXTENSIONS_DIR": str(spec.env.torch_extensions),  # ops the cache does not serve
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
+    env = cell_environ(spec.env, environ, allow=allow)
     if not spec.form.pytest or spec.nproc > 1:  # a port of its own for runs side by side; a package's tests run as
         # in their CI, without one (Lightning picks a free port itself, and one test asserts none is set)
         env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -29,7 +28,7 @@ from reprobisect.cells.envs import CellEnv
 from reprobisect.cells.op_builds import cache_root
 from reprobisect.errors import ToolError
 from reprobisect.run.bytecode import prefix_environ
-from reprobisect.run.runner import scrubbed_environ
+from reprobisect.run.runner import cell_environ
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.files import write_atomic
 
@@ -102,13 +101,7 @@ def _builds_shm_op(deepspeed: Path) -> bool:
 def _environ(env: CellEnv, form_env: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
     """The variables a run of this cell gets that decide an op's key: the scrubbed environment, the cell first on
     PATH, the op cache (or the cell's own op folder), the form's variables."""
-    child = scrubbed_environ(environ)
-    child |= {
-        "PATH": f"{env.path / 'bin'}{os.pathsep}{child.get('PATH', os.defpath)}",
-        "VIRTUAL_ENV": str(env.path),
-        "TORCH_EXTENSIONS_DIR": str(env.torch_extensions),
-        "PYTHONUNBUFFERED": "1",
-    }
+    child = cell_environ(env, environ)
     root = cache_root(env.path.parent, environ)
     if root is not None:
         child["REPROBISECT_OP_CACHE"] = str(root)

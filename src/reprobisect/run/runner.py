@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from reprobisect.cells.envs import CellEnv
 from reprobisect.errors import StorageError
 from reprobisect.model.signature import EVENT_MARK
 from reprobisect.run.affinity import PinAtFirstStep
@@ -35,6 +36,7 @@ __all__ = [
     "STATUS_FD",
     "ChildResult",
     "ChildSpec",
+    "cell_environ",
     "parse_event",
     "parse_events",
     "run_child",
@@ -96,6 +98,19 @@ def scrubbed_environ(environ: Mapping[str, str], *, allow: Sequence[str] = ()) -
         if name in _PASSED_NAMES or name.startswith(_PASSED_PREFIXES):
             kept[name] = value
     return kept
+
+
+def cell_environ(env: CellEnv, environ: Mapping[str, str], *, allow: Sequence[str] = ()) -> dict[str, str]:
+    """What every child the harness starts in a cell begins with: the scrubbed environment (``allow`` as for
+    ``scrubbed_environ``), the cell first on PATH and as the active venv, its op folder, unbuffered output."""
+    child = scrubbed_environ(environ, allow=allow)
+    child |= {
+        "PATH": f"{env.path / 'bin'}{os.pathsep}{child.get('PATH', os.defpath)}",
+        "VIRTUAL_ENV": str(env.path),
+        "TORCH_EXTENSIONS_DIR": str(env.torch_extensions),  # ops the shared cache does not serve
+        "PYTHONUNBUFFERED": "1",
+    }
+    return child
 
 
 def _secret_looking(name: str, value: str) -> bool:
