@@ -245,3 +245,19 @@ def test_the_fill_writes_nothing_into_the_user_s_interpreter(tmp_path: Path, pyt
     assert not list(site.rglob("*.pyc"))
     prefix = bytecode_prefix(env)
     assert prefix is not None and len(list(prefix.rglob("slowpkg/extra_*.pyc"))) == 80  # the whole package
+
+
+def test_cells_prepared_at_once_share_one_prefix(tmp_path: Path) -> None:
+    """Cells of one base interpreter fill one prefix at the same time (a triage prepares 8 at once): each gets a
+    working prefix, and the lacking package is compiled under a lock, not by all of them together."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cells = [_cell(tmp_path / str(n), extra=80) for n in range(3)]
+    environ = _environ(tmp_path)
+    with ThreadPoolExecutor(3) as pool:
+        done = list(pool.map(lambda env: fill_bytecode(env, ("slowpkg",), {}, environ, tmp_path / "envs"), cells))
+    assert all(d is not None and d.failure is None and d.lacking == ("slowpkg",) for d in done), done
+    for env in cells:
+        prefix = bytecode_prefix(env)
+        assert prefix is not None and _value(env, prefix) == "42"
+    assert len({bytecode_prefix(env) for env in cells}) == 1 == len(list((tmp_path / "bytecode").glob("*.flock")))

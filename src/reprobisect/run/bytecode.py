@@ -6,8 +6,9 @@ environment sets ``PYTHONDONTWRITEBYTECODE=1``, so every interpreter compiled th
 itself: its sandbox shows the cell read-only, and a cache that runs write to would let one pasted script plant
 code that the next one imports. So while a cell is prepared, before its runs, the harness asks the cell's python
 (``run/child/fill_bytecode.py``) whether the packages the cell's scripts import lack their byte caches; only then
-does that child import them with ``sys.pycache_prefix`` on a folder of this cache, and the cell's runs get
-``PYTHONPYCACHEPREFIX`` on it, read-only. Where the packages ship their byte code (cells the harness builds
+does that child compile them, whole and on every core (under a lock: cells prepared at once share the folder), and
+import them with ``sys.pycache_prefix`` on a folder of this cache, and the cell's runs get ``PYTHONPYCACHEPREFIX``
+on it, read-only. Where the packages ship their byte code (cells the harness builds
 compile theirs) nothing changes and the check costs one interpreter start per cell and set of modules.
 
 What a run sees is the same code: Python compiles the same sources and checks each cache against its source's

@@ -17,6 +17,7 @@ A module that fails to import is skipped (its run will say why); nothing here de
 """
 
 import contextlib
+import fcntl
 import importlib
 import importlib.machinery
 import importlib.util
@@ -171,7 +172,10 @@ def main():
     os.makedirs(prefix, exist_ok=True)
     sys.pycache_prefix = prefix
     sys.dont_write_bytecode = False
-    _compile_packages(lacking)
+    # cells prepared at once share the prefix: the first compiles torch whole, the others find it compiled
+    with open(f"{prefix}.flock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _compile_packages(lacking)
     sys.meta_path.insert(0, CopyShippedCaches)
     before = len(sys.modules)
     _import_all(names)
