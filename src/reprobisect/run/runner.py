@@ -69,9 +69,7 @@ _PASSED_NAMES = frozenset(
         "REQUESTS_CA_BUNDLE",
         "XDG_CACHE_HOME",
         "CUDA_VISIBLE_DEVICES",
-        # kept as the user set it: a child outside the sandbox (an op prebuild, a bare bench run) must not write
-        # byte code into the user's own interpreter; the harness keeps its own (run/bytecode.py)
-        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONDONTWRITEBYTECODE",  # no child writes byte code into the user's interpreter (run/bytecode.py)
     }
 )
 _PASSED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH_", "DS_", "MKL_", "KMP_", "TRITON_", "NVSHMEM_")
