@@ -261,3 +261,21 @@ def test_cells_prepared_at_once_share_one_prefix(tmp_path: Path) -> None:
         prefix = bytecode_prefix(env)
         assert prefix is not None and _value(env, prefix) == "42"
     assert len({bytecode_prefix(env) for env in cells}) == 1 == len(list((tmp_path / "bytecode").glob("*.flock")))
+
+
+def test_the_ops_command_lists_and_clears_the_byte_code_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reprobisect.commands.main import main
+
+    env, environ = _cell(tmp_path), _environ(tmp_path)
+    fill_bytecode(env, ("slowpkg",), {}, environ, tmp_path / "envs")
+    prefix = bytecode_prefix(env)
+    assert prefix is not None
+    monkeypatch.setenv("REPROBISECT_BYTECODE_CACHE", environ["REPROBISECT_BYTECODE_CACHE"])
+    assert main(["ops", "--envs", str(tmp_path / "envs")]) == 0
+    listed = capsys.readouterr().out
+    assert "1 byte-code folders" in listed and prefix.name in listed
+    assert main(["ops", "--envs", str(tmp_path / "envs"), "--clear"]) == 0
+    assert "0 byte-code folders" in capsys.readouterr().out
+    assert bytecode_prefix(env) is None  # the runs compile again, as before, until the next fill

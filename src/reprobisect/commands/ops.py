@@ -1,5 +1,5 @@
-"""``reprobisect ops``: the caches every cell shares — just-in-time built ops and the wheels the harness built from
-sdists — shown, bounded or cleared."""
+"""``reprobisect ops``: the caches every cell shares — just-in-time built ops, the wheels the harness built from
+sdists and the byte code it compiled for packages that ship none — shown, bounded or cleared."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from reprobisect.cells.built_wheels import WHEELS
 from reprobisect.cells.op_builds import OPS
 from reprobisect.cells.shared_cache import CacheEntry, SharedCache
 from reprobisect.commands.options import Subparsers, add_envs
+from reprobisect.run.bytecode import BYTECODE
 
 __all__ = ["OpsOptions", "run_from_args", "setup_arguments"]
 
@@ -20,15 +21,15 @@ __all__ = ["OpsOptions", "run_from_args", "setup_arguments"]
 def setup_arguments(subparsers: Subparsers) -> None:
     """Add ``ops`` and its options."""
     parser = subparsers.add_parser(
-        "ops", help="show, bound or clear the shared caches of just-in-time built ops and kept wheels"
+        "ops", help="show, bound or clear the shared caches of just-in-time built ops, kept wheels and byte code"
     )
     add_envs(
         parser,
-        help="the cells whose caches they are (env REPROBISECT_ENVS; REPROBISECT_OP_CACHE and "
-        "REPROBISECT_WHEEL_CACHE move them)",
+        help="the cells whose caches they are (env REPROBISECT_ENVS; REPROBISECT_OP_CACHE, "
+        "REPROBISECT_WHEEL_CACHE and REPROBISECT_BYTECODE_CACHE move them)",
     )
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--clear", action="store_true", help="remove every op build and kept wheel")
+    action.add_argument("--clear", action="store_true", help="remove every op build, kept wheel and byte code")
     action.add_argument("--max-gib", type=float, help="remove least recently used entries above this size, each cache")
     parser.set_defaults(run=run_from_args)
 
@@ -64,6 +65,13 @@ _SHOWN = (
         listed="kept wheels",
         label=lambda entry: f"{entry.name!r:<40}",
     ),
+    _Shown(
+        cache=BYTECODE,
+        off="the byte-code cache is off (REPROBISECT_BYTECODE_CACHE=off): runs compile what ships none",
+        removed="byte-code folders",
+        listed="byte-code folders (one a base interpreter)",
+        label=lambda entry: f"{entry.name:<40}",
+    ),
 )
 
 
@@ -90,7 +98,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 
 def _show(shown: _Shown, root: Path | None, *, clear: bool, max_gib: float | None) -> None:
-    """One cache's listing, the one printer both caches share."""
+    """One cache's listing, the one printer every cache shares."""
     if root is None:
         print(shown.off)
         return
