@@ -59,10 +59,9 @@ _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__main__", "__f
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BytecodeFill:
-    """What checking a cell's byte code did: the modules checked, those whose packages lacked byte code (none:
-    nothing compiled), how many modules the fill loaded, how long it took and whether an earlier check answered."""
+    """What checking a cell's byte code did: the modules whose packages lacked byte code (none: nothing compiled),
+    how many modules the fill loaded, how long it took and whether an earlier check answered."""
 
-    modules: tuple[str, ...]
     lacking: tuple[str, ...]
     loaded: int
     seconds: float
@@ -145,7 +144,7 @@ def fill_bytecode(
     to_check = _to_check(modules, checked, marker)
     BYTECODE.touch(root, name)
     if not to_check:
-        return BytecodeFill(modules=tuple(modules), lacking=(), loaded=0, seconds=0.0, reused=True)
+        return BytecodeFill(lacking=(), loaded=0, seconds=0.0, reused=True)
     start = time.perf_counter()
     try:
         done = run_tool(
@@ -159,16 +158,13 @@ def fill_bytecode(
     except ToolError as exc:
         failure = str(exc).splitlines()[0] if str(exc) else "no answer"
         seconds = time.perf_counter() - start
-        return BytecodeFill(
-            modules=tuple(modules), lacking=(), loaded=0, seconds=seconds, reused=False, failure=failure
-        )
+        return BytecodeFill(lacking=(), loaded=0, seconds=seconds, reused=False, failure=failure)
     had = marker.get("prefix")
     prefix = str(root / name) if answer.get("needed") is True else had if isinstance(had, str) else None
     note = {"checked": sorted(checked | set(to_check)), "prefix": prefix}
     write_atomic(env.path / BYTECODE_MARKER, json.dumps(note, indent=1) + "\n", what="the cell's byte-code note")
     lacking, loaded = answer.get("lacking", ()), answer.get("loaded", 0)
     return BytecodeFill(
-        modules=tuple(modules),
         lacking=tuple(m for m in lacking if isinstance(m, str)) if isinstance(lacking, list) else (),
         loaded=loaded if isinstance(loaded, int) else 0,
         seconds=time.perf_counter() - start,

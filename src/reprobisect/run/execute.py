@@ -26,7 +26,7 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.store import Store
-from reprobisect.run.bytecode import bytecode_prefix, prefix_environ
+from reprobisect.run.bytecode import PREFIX_ENV, prefix_environ
 from reprobisect.run.events import RunEvents, read_events
 from reprobisect.run.measured import Measured, MeasuredMemory, checked_versions, measured_environment, measured_memory
 from reprobisect.run.phases import PROFILE_ENV, HarnessClock, describe_phases, run_phases
@@ -172,7 +172,7 @@ def _confined(
         *([spec.overlay] if spec.overlay is not None else []),
         *spec.tools,
         *spec.form.inputs,  # a package's test tree (--pytest)
-        *([prefix] if (prefix := bytecode_prefix(spec.env)) is not None else []),  # read-only: no run plants code
+        *([Path(env[PREFIX_ENV])] if env.get(PREFIX_ENV) else []),  # byte code compiled ahead, read-only
     ]
     wrapped = sandbox.wrap(
         argv,

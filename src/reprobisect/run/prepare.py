@@ -182,9 +182,9 @@ def _build_envs(units: list[Unit], ctx: RunContext, jobs: int = 1) -> dict[str, 
             echo(f"cell {unit.cell.id}: build failed, its runs are ENV_ERROR: {redact(str(exc).splitlines()[0])}")
             return exc
         echo(f"cell {unit.cell.id}: {'reused' if env.reused else 'built'} in {env.build_seconds:.1f} s")
-        cell_units = [u for u in units if u.cell.id == unit.cell.id]
-        _fill_bytecode(env, cell_units, ctx)
-        _prebuild_ops(env, cell_units, ctx)
+        runs = _scripts([u for u in units if u.cell.id == unit.cell.id])
+        _fill_bytecode(env, runs, ctx)
+        _prebuild_ops(env, runs, ctx)
         return env
 
     built = in_parallel(build, ordered, max(1, jobs))  # a Ctrl-C stops the running builds, starts no other
@@ -205,10 +205,9 @@ def _scripts(units: list[Unit]) -> list[tuple[str, Mapping[str, str]]]:
     return runs
 
 
-def _fill_bytecode(env: CellEnv, units: list[Unit], ctx: RunContext) -> None:
-    """Compile, once, the byte code of what ``units`` import where the cell's packages ship none
-    (``run/bytecode.py``); say so when it did."""
-    runs = _scripts(units)
+def _fill_bytecode(env: CellEnv, runs: list[tuple[str, Mapping[str, str]]], ctx: RunContext) -> None:
+    """Compile, once, the byte code of what ``runs`` (each a script's text and its form's variables) import where
+    the cell's packages ship none (``run/bytecode.py``); say so when it did."""
     modules = script_modules(text for text, _ in runs)
     form_env = runs[0][1] if runs else {}
     with heartbeat(ctx.echo, f"checking the byte code of cell {env.cell.id}"):
@@ -224,9 +223,8 @@ def _fill_bytecode(env: CellEnv, units: list[Unit], ctx: RunContext) -> None:
         )
 
 
-def _prebuild_ops(env: CellEnv, units: list[Unit], ctx: RunContext) -> None:
-    """Build the ops ``units`` will load in ``env`` now, so that no timed run compiles one; say what it cost."""
-    runs = _scripts(units)
+def _prebuild_ops(env: CellEnv, runs: list[tuple[str, Mapping[str, str]]], ctx: RunContext) -> None:
+    """Build the ops ``runs`` will load in ``env`` now, so that no timed run compiles one; say what it cost."""
     for form_env, names in cell_ops(env, runs).items():
         with heartbeat(ctx.echo, f"building ops {', '.join(names)} for cell {env.cell.id}"):
             done = prebuild_ops(env, names, dict(form_env), ctx.environ)

@@ -29,14 +29,18 @@ import sys
 import time
 
 
+def _spec(name):
+    """``name``'s module spec, or None (not found, or its finder failed)."""
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return None
+
+
 def _lacks_byte_code(name):
     """Whether ``name``'s package has a source whose byte cache is not beside it; False when it is not found, is
     built in, or is no source (an extension module)."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError, AttributeError):
-        return False
-    origin = getattr(spec, "origin", None) if spec is not None else None
+    origin = getattr(_spec(name), "origin", None)
     if not origin or not origin.endswith(".py") or not os.path.isfile(origin):
         return False
     try:
@@ -47,11 +51,7 @@ def _lacks_byte_code(name):
 
 def _package_folder(name):
     """The folder of ``name``'s package, or None (a single module, not found)."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError, AttributeError):
-        return None
-    locations = list(getattr(spec, "submodule_search_locations", None) or ()) if spec is not None else []
+    locations = list(getattr(_spec(name), "submodule_search_locations", None) or ())
     return locations[0] if locations and os.path.isdir(locations[0]) else None
 
 
@@ -141,9 +141,7 @@ def _import_all(names):
 
 def _compile_loaded():
     """Copy or compile into the prefix what was loaded before it was set (this file's own imports, the standard
-    library's first modules): the import system only wrote what it loaded afterwards. Returns how many it
-    compiled."""
-    compiled = 0
+    library's first modules): the import system only wrote what it loaded afterwards."""
     for module in list(sys.modules.values()):
         origin = getattr(getattr(module, "__spec__", None), "origin", None)
         if not isinstance(origin, str) or not origin.endswith(".py") or not os.path.isfile(origin):
@@ -151,12 +149,10 @@ def _compile_loaded():
         _copy_shipped(origin)
         try:
             target = importlib.util.cache_from_source(origin)
-            if not os.path.isfile(target):
-                py_compile.compile(origin, cfile=target, doraise=True)
-                compiled += 1
-        except (OSError, ValueError, NotImplementedError, py_compile.PyCompileError):
+        except (ValueError, NotImplementedError):
             continue
-    return compiled
+        if not os.path.isfile(target):
+            _compile_one((origin, target))
 
 
 def main():
