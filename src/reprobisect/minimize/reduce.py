@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator
 from multiprocessing.managers import BaseManager
@@ -206,18 +207,40 @@ def _parallel_level(picire: Any) -> Iterator[Any]:
 _FORKING_LEVEL: list[int] = []
 
 
+_MASK = threading.local()  # the forking thread's signal mask before a level's fork, restored after it
+
+
+def _block_sigterm_for_a_levels_fork() -> None:
+    """Before a fork inside a parallel level: SIGTERM waits, so the child cannot receive it before it has given
+    up the parent's handler (below)."""
+    if os.getpid() in _FORKING_LEVEL:
+        _MASK.previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def _restore_mask_in_the_level() -> None:
+    if os.getpid() in _FORKING_LEVEL:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _MASK.previous)
+
+
 def _plain_sigterm_in_a_levels_child() -> None:
     """A process forked inside a parallel level ends on SIGTERM as a plain process does, until its own code says
     otherwise (a candidate's run installs its handler when it starts).
 
     picire stops a worker with SIGTERM, which may come before the worker is past the fork; the harness's own
     handler, inherited, raised KeyboardInterrupt there instead, and the child unwound the copy of its parent's stack
-    (the test suite's: a second pytest ran on in the child)."""
+    (the test suite's: a second pytest ran on in the child). SIGTERM is blocked across the fork: one that came
+    during the other after-fork hooks (random's) ran that handler there, where the exception is dropped, and the
+    stopped worker went on as if never told. Here it is delivered once the default action is back."""
     if os.getppid() in _FORKING_LEVEL:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, _MASK.previous)
 
 
-os.register_at_fork(after_in_child=_plain_sigterm_in_a_levels_child)
+os.register_at_fork(
+    before=_block_sigterm_for_a_levels_fork,
+    after_in_parent=_restore_mask_in_the_level,
+    after_in_child=_plain_sigterm_in_a_levels_child,
+)
 
 
 def _group_interesting(interesting: Interesting, removed: frozenset[int], group: Group) -> bool:
