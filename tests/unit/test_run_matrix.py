@@ -505,8 +505,27 @@ def test_a_patch_of_a_package_the_form_never_imports_is_said_once_and_not_run(
     counters = [tuple(map(int, m.groups())) for line in lines if (m := re.match(r"\[(\d+)/(\d+)", line))]
     assert [total for _, total in counters] == sorted(total for _, total in counters)
     assert counters[-1] == (6, 6)
-    assert "2 patched runs next (2 not applicable, not run)" in lines
+    assert "2 patched runs in all (2 not applicable, not run)" in lines
     assert [r.fix for r in records if r.cell["id"] == records[0].cell["id"]] == ["none", "other", "deepspeed-patch"]
+
+
+def test_a_patch_runs_once_its_own_cell_and_form_are_done_not_after_the_whole_matrix(
+    tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #41: on two cores the patched run used to wait for every unpatched run and then ran alone."""
+    patch = tmp_path / "deepspeed.diff"
+    patch.write_text("--- a/deepspeed/x.py\n+++ b/deepspeed/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    config = _config(tmp_path)
+    data = yaml.safe_load(config.path.read_text())
+    data["repros"]["demo"]["fixes"]["ds-patch"] = {"patch": str(patch), "strip": 1, "description": "d"}
+    config.path.write_text(yaml.safe_dump(data, sort_keys=False))
+    monkeypatch.setattr(prepare, "prepare_overlay", lambda env, fix: tmp_path / "overlay")
+    fakes.template = dataclasses.replace(fakes.template, versions={"deepspeed": "0.16.4"}, versions_source="imported")
+    records, stats, _ = _run(tmp_path, load_config(config.path), _request())
+    order = [(cell, fix) for cell, _, _, fix, _ in fakes.executed]
+    assert [fix for _, fix in order[:3]] == ["none", "other", "ds-patch"] and len({c for c, _ in order[:3]}) == 1
+    assert [fix for _, fix in order[3:]] == ["none", "other", "ds-patch"] and stats.executed == 6
+    assert [r.fix for r in records] == ["none", "other", "ds-patch"] * 2  # records keep the plan's order
 
 
 def test_without_an_unpatched_run_to_learn_from_every_patch_runs(

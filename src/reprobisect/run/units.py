@@ -2,8 +2,8 @@
 
 Units run ``jobs`` at a time: on the CPU each job gets its share of the cores, on a GPU host each job gets its
 own GPU through CUDA_VISIBLE_DEVICES. A unit already on record is taken from the store unless ``fresh`` is
-asked for. Patch fixes run last, and only where the unpatched runs of their cell and form imported what the
-patch changes.
+asked for. A patch fix runs once the unpatched runs of its cell and form are done, and only where they imported
+what the patch changes.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from packaging.utils import canonicalize_name
 
@@ -29,7 +29,7 @@ from reprobisect.run.prepare import Prepared
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.console import WIDTH, cut, plural
 from reprobisect.util.echo import Echo
-from reprobisect.util.stop import in_parallel
+from reprobisect.util.stop import in_parallel_growing
 
 __all__ = ["ProgressLine", "gpu_count", "job_cpus", "run_units"]
 
@@ -65,31 +65,73 @@ def run_units(
 ) -> list[Record]:
     """Run ``units`` (all of which can start) in ``prepared``; one record each, in the units' order.
 
-    The unpatched units run first; a patch unit runs only when they showed its form imports what the patch
-    changes (``_applicable``), so the counter counts only what will run.
+    A patch unit waits for the unpatched units of its cell and form, and runs only when they showed that the form
+    imports what the patch changes (``_applicable``); it then starts before the unpatched units of other cells and
+    forms not started yet. The counter counts only what will run.
     """
     order = {id(unit): index for index, unit in enumerate(units)}
     plain = [u for u in units if u.fix.patch is None]
-    candidates = [u for u in units if u.fix.patch is not None]
-    batch = _Batch(prepared, request, ctx, backend=backend, stats=stats, progress=_Progress(len(plain), ctx.echo))
-    done = batch.run(plain)
-    patched = _applicable(candidates, dict(zip(map(id, plain), done, strict=True)), plain, ctx.echo)
-    batch.progress.total += len(patched)
-    skipped = len(candidates) - len(patched)
-    stats.not_applicable += skipped
-    if candidates:
-        ctx.echo(
-            f"{plural(len(patched), 'patched run')} next" + (f" ({skipped} not applicable, not run)" if skipped else "")
-        )
-    done_patched = batch.run(patched)
-    ran = sorted(
-        [*zip(plain, done, strict=True), *zip(patched, done_patched, strict=True)], key=lambda p: order[id(p[0])]
-    )
-    return [record for _, record in ran]
+    patches = _Patches([u for u in units if u.fix.patch is not None], plain, ctx.echo)
+    progress = _Progress(len(plain), ctx.echo)
+    batch = _Batch(prepared, request, ctx, backend=backend, stats=stats, progress=progress, units=units)
+
+    def then(unit: Unit, record: Record) -> list[Unit]:
+        released, skipped = patches.after(unit, record)
+        progress.total += len(released)
+        stats.not_applicable += skipped
+        return released
+
+    ran = batch.run([*plain, *patches.ready()], then)
+    return [record for _, record in sorted(ran, key=lambda pair: order[id(pair[0])])]
+
+
+class _Patches:
+    """The patch units of a run, each waiting for the unpatched units of its cell and form (its leaders)."""
+
+    def __init__(self, patched: list[Unit], plain: list[Unit], echo: Echo) -> None:
+        self.echo, self.said, self.total, self.skipped = echo, set[tuple[str, str]](), len(patched), 0
+        self.leaders: dict[tuple[str, str], list[Unit]] = {}
+        for unit in plain:
+            self.leaders.setdefault(_group(unit), []).append(unit)
+        self.waiting: dict[tuple[str, str], list[Unit]] = {}
+        self.free: list[Unit] = []
+        for unit in patched:
+            if _group(unit) in self.leaders:
+                self.waiting.setdefault(_group(unit), []).append(unit)
+            else:
+                self.free.append(unit)  # nothing to learn from: it runs
+        self.records: dict[int, Record] = {}
+
+    def ready(self) -> list[Unit]:
+        """The patch units with no unpatched unit to wait for."""
+        return self.free
+
+    def after(self, unit: Unit, record: Record) -> tuple[list[Unit], int]:
+        """The patch units ``unit``'s end releases (when it was the last of their leaders) that will run, and how
+        many it released that will not (their form never imports what they change)."""
+        group = _group(unit)
+        if unit.fix.patch is not None or group not in self.waiting:
+            return [], 0
+        self.records[id(unit)] = record
+        leaders = self.leaders[group]
+        if any(id(leader) not in self.records for leader in leaders):
+            return [], 0
+        candidates = self.waiting.pop(group)
+        kept = _applicable(candidates, self.records, leaders, self.echo, self.said)
+        self.skipped += len(candidates) - len(kept)
+        if not self.waiting and self.total:
+            ran, skipped = self.total - self.skipped, self.skipped
+            tail = f" ({skipped} not applicable, not run)" if skipped else ""
+            self.echo(f"{plural(ran, 'patched run')} in all{tail}")
+        return kept, len(candidates) - len(kept)
+
+
+def _group(unit: Unit) -> tuple[str, str]:
+    return unit.cell.id, unit.form.name
 
 
 class _Batch:
-    """Runs a list of units over ``request.jobs`` job slots: each slot its GPU or share of the cores."""
+    """Runs units over ``request.jobs`` job slots: each slot its GPU or share of the cores."""
 
     def __init__(
         self,
@@ -100,17 +142,18 @@ class _Batch:
         backend: Backend,
         stats: RunStats,
         progress: _Progress,
+        units: Sequence[Unit],
     ) -> None:
         self.prepared, self.request, self.ctx, self.backend = prepared, request, ctx, backend
         self.stats, self.progress = stats, progress
+        self.with_cell = len({unit.cell.id for unit in units}) > 1
         self.lock = threading.Lock()
 
-    def run(self, units: list[Unit]) -> list[Record]:
-        """One record per unit, in order, ``request.jobs`` at a time."""
+    def run(self, first: list[Unit], then: Callable[[Unit, Record], list[Unit]]) -> list[tuple[Unit, Record]]:
+        """Each unit of ``first``, and those ``then`` adds, with its record, ``request.jobs`` at a time."""
         request, backend = self.request, self.backend
         per_run = request.cpus_per_run if request.cpus_per_run is not None else (1 if backend == "cuda" else 0)
         allowed = _allowed_cpus()
-        with_cell = len({unit.cell.id for unit in units}) > 1
         gpus = gpu_count() if backend == "cuda" and request.jobs > 1 else 0
         slots: list[int] = list(range(max(1, request.jobs)))
 
@@ -135,14 +178,12 @@ class _Batch:
                     rerun=unit.rerun,
                     tools=self.prepared.tools.get(unit.cell.id, ()) if unit.form.pytest else (),
                 )
-                return self._one(unit, spec, with_cell=with_cell)
+                return self._one(unit, spec, with_cell=self.with_cell)
             finally:
                 with self.lock:
                     slots.append(slot)
 
-        if request.jobs <= 1:
-            return [run(unit) for unit in units]
-        return in_parallel(run, units, request.jobs)
+        return in_parallel_growing(run, first, max(1, request.jobs), then)
 
     def _one(self, unit: Unit, spec: RunSpec, *, with_cell: bool) -> Record:
         """The unit's stored record (unless ``fresh``) or a new run's, counted and shown."""
@@ -170,7 +211,9 @@ def _imports(record: Record) -> set[str] | None:
     return {canonicalize_name(name) for name in record.versions}
 
 
-def _applicable(patched: list[Unit], done: Mapping[int, Record], plain: list[Unit], echo: Echo) -> list[Unit]:
+def _applicable(
+    patched: list[Unit], done: Mapping[int, Record], plain: list[Unit], echo: Echo, said: set[tuple[str, str]]
+) -> list[Unit]:
     """The patch units worth running: a patch whose packages the form never imports in this cell (a Lightning
     patch on the pure-DeepSpeed form) cannot change its outcome, so it is said once and not run. Known from
     the run of an unpatched fix of the same cell and form (``none`` first); without one, the unit runs."""
@@ -179,7 +222,7 @@ def _applicable(patched: list[Unit], done: Mapping[int, Record], plain: list[Uni
         found = _imports(done[id(unit)])
         if found is not None:
             imported.setdefault((unit.cell.id, unit.form.name), set()).update(found)
-    kept, said = [], set()
+    kept: list[Unit] = []
     for unit in patched:
         assert unit.fix.patch is not None
         seen = imported.get((unit.cell.id, unit.form.name))

@@ -9,13 +9,14 @@ every queued cell). Inside ``stoppable_children`` an interrupt sets one flag tha
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
-__all__ = ["POLL_SECONDS", "in_parallel", "stop_requested", "stoppable_children"]
+__all__ = ["POLL_SECONDS", "in_parallel", "in_parallel_growing", "stop_requested", "stoppable_children"]
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -55,5 +56,44 @@ def in_parallel(run: Callable[[_T], _R], units: Sequence[_T], jobs: int) -> list
         # on an interrupt: cancel the units not started, wait for the running ones to stop their children
         with stoppable_children(on_interrupt=lambda: pool.shutdown(wait=True, cancel_futures=True)):
             return list(pool.map(run, units))
+    finally:
+        pool.shutdown(wait=True)
+
+
+def in_parallel_growing(
+    run: Callable[[_T], _R], first: Sequence[_T], jobs: int, then: Callable[[_T, _R], Sequence[_T]]
+) -> list[tuple[_T, _R]]:
+    """``run`` over ``first`` and over the units ``then(unit, result)`` adds as each one finishes, ``jobs`` at a
+    time; each unit with its result, in the order they finished. ``then`` is called in the calling thread, one
+    finished unit at a time. What it adds starts before the units of ``first`` not started yet: it waited for
+    the unit that released it (a patched run for its unpatched ones) and must not wait for the whole list too.
+    Interrupts as ``in_parallel``.
+
+    Why: patched runs used to start only after every unpatched run of the matrix; on two cores the last one then
+    ran alone, one core idle for its 7 s (a newcomer's first ``nox -s repro_gan``)."""
+    queue: collections.deque[_T] = collections.deque(first)
+    finished: list[tuple[_T, _R]] = []
+    if jobs <= 1:
+        while queue:
+            unit = queue.popleft()
+            result = run(unit)
+            finished.append((unit, result))
+            queue.extendleft(reversed(then(unit, result)))
+        return finished
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+    running: dict[concurrent.futures.Future[_R], _T] = {}
+    try:
+        with stoppable_children(on_interrupt=lambda: pool.shutdown(wait=True, cancel_futures=True)):
+            while queue or running:
+                while queue and len(running) < jobs:
+                    unit = queue.popleft()
+                    running[pool.submit(run, unit)] = unit
+                done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    unit = running.pop(future)
+                    result = future.result()
+                    finished.append((unit, result))
+                    queue.extendleft(reversed(then(unit, result)))
+        return finished
     finally:
         pool.shutdown(wait=True)
