@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from reprobisect.config.load import Config
 from reprobisect.config.scripts import ReproOptions, script_repro
+from reprobisect.minimize.slots import RunSlots
 from reprobisect.minimize.statements import Size, size_of
 from reprobisect.minimize.static import why_not_runnable
 from reprobisect.model.outcome import Outcome
@@ -234,6 +235,7 @@ class Tester:
         self.verdicts = folder / "verdicts"
         self.candidates = folder / "candidates"
         self.log = folder / "progress.jsonl"
+        self.slots = RunSlots(folder / "slots", cells.jobs)
 
     def known(self, text: str) -> CandidateVerdict | None:
         """The verdict already given for ``text`` (by any process), if any."""
@@ -254,20 +256,22 @@ class Tester:
 
     def run(self, text: str, *, at_once: bool = False) -> CandidateVerdict:
         """Run ``text`` in the bad cell and, when that hits the target, in the good one; keep and return the
-        verdict. ``at_once``: both cells at the same time (for a candidate likely to be interesting, tried while
-        a core would otherwise wait: its verdict comes in one run's time, not two)."""
+        verdict. Both cells at the same time when ``at_once`` (a candidate likely to be interesting, tried while a
+        core would otherwise wait) or when two of the run slots are free (``slots``): the verdict then comes in
+        one run's time, not two."""
         key = text_key(text)
         path = self.candidates / key / self.cells.filename
         if not path.is_file():
             write_atomic(path, text, what="a candidate script")
         good_pins = self.cells.good
         good: CellRun | None = None
-        if at_once and good_pins is not None:  # the good run counts even where the bad cell says no
-            bad, good = self.run_both(path, key)
-        else:
-            bad = self.run_in(path, self.cells.bad, key)
-            if good_pins is not None and self.target.hit(bad):
-                good = self.run_in(path, good_pins, key)
+        with self.slots.taken(1 if good_pins is None else 2) as free:
+            if (at_once or free >= 2) and good_pins is not None:  # the good run counts even where the bad says no
+                bad, good = self.run_both(path, key)
+            else:
+                bad = self.run_in(path, self.cells.bad, key)
+                if good_pins is not None and self.target.hit(bad):
+                    good = self.run_in(path, good_pins, key)
         interesting, why = judge(self.target, bad, good)
         runs = (bad,) if good is None else (bad, good)
         return self.keep(
