@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue #41 on a GPU: `minimize` of the long pasted GAN (--jobs 8, a budget of BUDGET s), the code before run slots
-# (.gpu/old-sl: `git archive 7c6ae8dd src`) beside this checkout, in one call, offline, the image's byte code put
+# Issue #41 on a GPU: `minimize` of the long pasted GAN (--jobs 8, a budget of BUDGET s), an older commit's code
+# (.gpu/old-sl: `git archive OLD src`; call 1: 7c6ae8dd, before run slots; call 3: f90bff32, before the lookahead)
+# beside this checkout, in one call, offline, the image's byte code put
 # back as it came before each phase (as ../2026-12-06-bytecode/costs.sh); then, with WITH_GAN=1, `reprobisect repro
 # gan` on empty cells and op cache (what `nox -s repro_gan` runs on a fresh node) and `bench --gpu` with this code.
 # Carry [".whlpack", ".gpu/old-sl"]; run as: OUT=$OUT BUDGET=120 bash reports/gpu/2026-12-06-slots/measure.sh
@@ -22,7 +23,7 @@ restore_image() {
   find "$site" -name '*.pyc' | sort | comm -13 /tmp/pyc-at-start.txt - | xargs -r rm -f
   echo "image restored: $(find "$site/torch" -name '*.pyc' | wc -l) .pyc under torch" >>"$out/figures.log"
 }
-for who in ${WHO:-old new}; do
+for who in ${WHO-old new}; do
   restore_image; rm -rf /tmp/sl-*-$who; s=$(date +%s)
   PYTHONPATH=$(src_of "$who") timeout -s INT -k 30 "$(( ${BUDGET:-90} + 90 ))" python3 -m reprobisect minimize \
       tests/resources/scripts/minimize/gan_bf16_long.py --backend cuda "${common[@]}" --envs /tmp/sl-cells-$who \
@@ -37,12 +38,12 @@ for who in ${WHO:-old new}; do
 done
 if [ "${WITH_GAN:-0}" = 1 ]; then
   restore_image; rm -rf /tmp/sl-gan; s=$(date +%s)
-  timeout -s INT -k 20 150 python3 -m reprobisect repro gan --backend cuda "${common[@]}" --envs /tmp/sl-gan/cells \
+  PYTHONPATH=$PWD/src timeout -s INT -k 20 150 python3 -m reprobisect repro gan --backend cuda "${common[@]}" --envs /tmp/sl-gan/cells \
       --out /tmp/sl-gan/out >"$out/repro-gan.log" 2>&1
   echo "repro gan, empty cells and op cache: exit $?, $(( $(date +%s) - s )) s" | tee -a "$out/figures.log"
   grep -E "ship no|byte code|ready in|built in" "$out/repro-gan.log" | head -4 | tee -a "$out/figures.log"
   restore_image; s=$(date +%s)
-  timeout -s INT -k 20 150 python3 -m reprobisect bench --gpu "${common[@]}" --envs /tmp/sl-bench \
+  PYTHONPATH=$PWD/src timeout -s INT -k 20 150 python3 -m reprobisect bench --gpu "${common[@]}" --envs /tmp/sl-bench \
       --deepspeed 0.16.5 --runs 1 --jobs 8 >"$out/bench.log" 2>&1
   echo "bench --gpu: exit $?, $(( $(date +%s) - s )) s" | tee -a "$out/figures.log"
   sed -n '/^GPU:/,$p' "$out/bench.log" | tee -a "$out/figures.log"

@@ -26,6 +26,7 @@ from reprobisect.run.events import read_events
 from reprobisect.run.select import detect_cuda
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import inside, write_atomic
+from reprobisect.util.stop import in_parallel
 
 __all__ = [
     "cells_for",
@@ -135,6 +136,20 @@ def cells_for(config: Config, request: MinimizeRequest, name: str, ctx: RunConte
     )
 
 
+def _first_runs(probe: Tester, path: Path, key: str) -> tuple[CellRun, CellRun | None]:
+    """The original in the bad cell and, with slots for it, in the good one at once (the original is expected to
+    tell them apart); with a slot more, its traced run beside them (``executed_lines`` then finds it in the store):
+    what never ran is the search's first step, and its traced run was one more run time of the chain."""
+    cells = probe.cells
+    wanted: list[tuple[Mapping[str, str], bool]] = [(cells.bad, False)]
+    if cells.good is not None and cells.jobs > 1:
+        wanted.append((cells.good, False))
+    if cells.jobs > len(wanted):
+        wanted.append((cells.bad, True))
+    runs = in_parallel(lambda want: probe.run_in(path, want[0], key, traced=want[1]), wanted, len(wanted))
+    return runs[0], runs[1] if len(wanted) > 1 and not wanted[1][1] else None
+
+
 def check_original(
     cells: Cells, folder: Path, source: str, undefined: frozenset[str], echo: Echo
 ) -> tuple[FailureTarget, CandidateVerdict]:
@@ -143,11 +158,7 @@ def check_original(
     key = text_key(source)
     path = probe.candidates / key / cells.filename
     write_atomic(path, source, what="the original script")
-    early_good: CellRun | None = None
-    if cells.good is not None and cells.jobs > 1:  # both cells at once: the original is expected to tell them apart
-        bad, early_good = probe.run_both(path, key)
-    else:
-        bad = probe.run_in(path, cells.bad, key)
+    bad, early_good = _first_runs(probe, path, key)
     echo(f"  bad cell:  {_said(bad)}")
     if bad.outcome in (Outcome.PASS.value, Outcome.ENV_ERROR.value, Outcome.TIMEOUT.value) or (
         cells.expect and bad.outcome != Outcome.REPRODUCED.value

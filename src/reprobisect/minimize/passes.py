@@ -17,6 +17,7 @@ from reprobisect.util.echo import Echo
 from reprobisect.util.stop import in_parallel
 
 __all__ = [
+    "first_flattened",
     "given_options",
     "rewrite_round",
     "setting_groups_of",
@@ -84,6 +85,16 @@ def setting_groups_of(
     return setting_groups(script, expand(removed), pinned)
 
 
+_FLATTEN_SKIPS = (("keyword",), ("keyword", "unread"))  # the unread go second: a value can matter for its effect
+
+
+def first_flattened(text: str, given: frozenset[str]) -> str | None:
+    """The first candidate ``rewrite_round`` judges for ``text`` (the script flattened), or None when nothing
+    flattens: what the search asks next after ``text``, known before ``text``'s verdict is."""
+    flat, done = flattened(text, given, skip=_FLATTEN_SKIPS[0])
+    return without_unused(flat) if done else None
+
+
 def rewrite_round(
     text: str,
     judged: Callable[..., bool],
@@ -99,7 +110,7 @@ def rewrite_round(
     (unless not ``one_at_a_time``) one at a time, ``jobs`` tried at once, the smallest interesting one kept and
     the other interesting ones of its batch tried together on top of it; a rewrite that was not interesting is not
     tried again this round. Each candidate goes without what it left unused."""
-    for skip in (("keyword",), ("keyword", "unread")):  # the unread go second: a value can matter for its effect
+    for skip in _FLATTEN_SKIPS:
         flat, done = flattened(text, given, skip=skip)
         if not done:
             break
@@ -149,12 +160,19 @@ def sliced_text(text: str, judged: Callable[..., bool], lines: tuple[int, ...], 
         [failure_slice(text, lines)],
     )
     tried: set[str] = {text}
+    per_wave = []
     for wave in waves:
         texts = sorted({without_unused(t) for t in wave if t is not None} - tried, key=lambda t: size_of(t).tokens)
+        tried.update(texts)
+        per_wave.append(texts)
+    every = [t for texts in per_wave for t in texts]
+    # the plain slice is judged beside the first wave when every text can run in both cells at once: its verdict
+    # is then in should the first wave not be interesting, a run time sooner
+    early = dict(zip(every, _judge_all(judged, every, jobs), strict=True)) if 1 < len(every) <= jobs // 2 else {}
+    for texts in per_wave:
         if not texts:
             continue
-        tried.update(texts)
-        answers = _judge_all(judged, texts, jobs)
+        answers = [early[t] for t in texts] if early else _judge_all(judged, texts, jobs)
         good = [t for t, ok in zip(texts, answers, strict=True) if ok]
         if good:
             echo(f"  the failure's slice: {size_of(good[0])}, still interesting")

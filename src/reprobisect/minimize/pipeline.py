@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from reprobisect.config.load import Config
@@ -38,6 +38,7 @@ from reprobisect.minimize.original import (
     read_script,
 )
 from reprobisect.minimize.passes import (
+    first_flattened,
     given_options,
     rewrite_round,
     setting_groups_of,
@@ -52,6 +53,7 @@ from reprobisect.minimize.statements import Script, parse_script, size_of, tidy
 from reprobisect.run.context import RunContext
 from reprobisect.util.echo import Echo
 from reprobisect.util.files import write_atomic
+from reprobisect.util.stop import in_parallel
 
 __all__ = ["MinimizeRequest", "MinimizeResult", "minimize"]
 
@@ -117,15 +119,38 @@ class _Minimization:
         """Why the budget is spent (time or runs), or None while it lasts."""
         return self.request.budget.spent(self.started, runs_executed(self.tester.log) - self.runs_before)
 
-    def judged_text(self, text: str, alone: bool = False) -> bool:
+    def judged_text(self, text: str, alone: bool = False, also: Sequence[str | None] = ()) -> bool:
         """Is ``text`` interesting (known, refused unrun, or run)? ``alone``: nothing else runs meanwhile, so both
-        cells run at once when there are cores for two."""
+        cells run at once when there are cores for two. ``also``: what the search will ask next if ``text`` is
+        interesting, judged beside it while slots stand free (``_lookahead``)."""
         known = self.tester.known(text)
         if known is not None:
             return known.interesting
         if self.tester.refused(text) is not None or self.spent():
             return False
-        return self.tester.run(text, at_once=alone and self.request.jobs > 1).interesting
+        ahead = self._lookahead(text, also, taken=2 if alone else 1)
+        if not ahead:
+            return self.tester.run(text, at_once=alone and self.request.jobs > 1).interesting
+        texts = [text, *ahead]
+        answers = in_parallel(lambda t: self.judged_text(t, alone and t is text), texts, len(texts))
+        return answers[0]
+
+    def _lookahead(self, text: str, also: Sequence[str | None], *, taken: int) -> list[str]:
+        """Of ``also``, those worth judging now, beside ``text`` (which takes ``taken`` slots): not known, not
+        refused, within the slots left of ``--jobs``.
+
+        Why: the search is a chain in which each step waits for the previous verdict (what never ran, the
+        flattened script, ...), one run time each (11-15 s on the H100) while most of ``--jobs`` stood idle. The
+        step after an interesting candidate is known before its verdict is; judged beside it, its verdict is in
+        when the chain gets there. A guess that turns out unused costs only a slot that would have been idle."""
+        room = (self.request.jobs - taken) // 2  # each in both cells at once: none may keep ``text`` waiting
+        ahead: list[str] = []
+        for candidate in dict.fromkeys(t for t in also if t is not None and t != text):
+            if len(ahead) >= room:
+                break
+            if self.tester.known(candidate) is None and self.tester.refused(candidate) is None:
+                ahead.append(candidate)
+        return ahead
 
     def reducer(
         self, script: Script, prunes: bool
@@ -183,8 +208,13 @@ def _rounds(search: _Minimization, script: Script, source: str, pinned: frozense
     """Round after round (rewrites, the failure's slice, then every level of statements) until a whole round
     changes nothing or the budget is spent; the best text and why it stopped. What never ran goes first."""
     ran = executed_lines(search.tester, search.folder, source)
-    judged = search.judged_text
-    removed, prunes = starting_point(script, ran, pinned, lambda r: judged(script.text(r), True), search.echo)
+    judged, given = search.judged_text, given_options(search.request.script_args)
+
+    def judged_start(removed: frozenset[int]) -> bool:  # the flattened script is the next step's first candidate
+        text = script.text(removed)
+        return judged(text, True, also=[first_flattened(text, given)])
+
+    removed, prunes = starting_point(script, ran, pinned, judged_start, search.echo)
     best = script.text(removed)
     for round_number in itertools.count(1):
         rewritten = _rewritten(search, best)
