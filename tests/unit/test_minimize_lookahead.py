@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +17,21 @@ from reprobisect.minimize.candidates import CandidateVerdict, CellRun
 from reprobisect.minimize.passes import first_flattened, rewrite_round, sliced_text, without_unused
 from reprobisect.minimize.request import Budget, MinimizeRequest
 from reprobisect.minimize.slicing import failure_slice
-from reprobisect.minimize.statements import size_of
+from reprobisect.minimize.slots import RunSlots
+from reprobisect.minimize.statements import parse_script, size_of
 
 RESOURCES = Path(__file__).parents[1] / "resources" / "scripts"
 LONG = RESOURCES / "minimize" / "gan_bf16_long.py"
 
 
 class _Tester:
-    """Judges texts by a rule, each run taking ``seconds``; remembers verdicts, what ran and the peak at once."""
+    """Judges texts by a rule, each run taking ``seconds``; remembers verdicts, what ran and the peak of runs at
+    once; its slots are real (``RunSlots``), as a guess must find two free."""
 
-    def __init__(self, folder: Path, interesting: Any, seconds: float = 0.05) -> None:
+    def __init__(self, folder: Path, interesting: Any, jobs: int, seconds: float = 0.05) -> None:
         self.log = folder / "progress.jsonl"
+        self.slots = RunSlots(folder / "slots", jobs)
+        self.wanted = 2
         self.interesting, self.seconds = interesting, seconds
         self.verdicts: dict[str, CandidateVerdict] = {}
         self.ran: list[str] = []
@@ -40,7 +44,7 @@ class _Tester:
     def refused(self, text: str) -> CandidateVerdict | None:
         return None
 
-    def run(self, text: str, *, at_once: bool = False) -> CandidateVerdict:
+    def run(self, text: str, *, at_once: bool = False, held: int | None = None) -> CandidateVerdict:
         with self.lock:
             self.ran.append(text)
             self.running += 2
@@ -54,9 +58,13 @@ class _Tester:
             self.verdicts[text] = verdict
         return verdict
 
+    def run_if_free(self, text: str) -> CandidateVerdict | None:
+        with self.slots.taken(2) as free:
+            return self.run(text, held=free) if free == 2 else None
+
 
 def _search(tmp_path: Path, jobs: int, interesting: Any) -> tuple[pipeline._Minimization, _Tester]:
-    tester = _Tester(tmp_path, interesting)
+    tester = _Tester(tmp_path, interesting, jobs)
     request = MinimizeRequest(script=LONG, bad={"deepspeed": "0.16.5"}, jobs=jobs)
     search = pipeline._Minimization(
         request=request, tester=tester, folder=tmp_path, started=time.monotonic(), runs_before=0, echo=lambda line: None
@@ -171,3 +179,54 @@ def test_the_plain_slice_is_judged_beside_the_first_wave_only_with_room_for_both
     result = sliced_text(SLICED, judged, (6,), jobs, lambda line: None)
     assert result in {without_unused(t) for t in first if t is not None}  # the first wave still wins
     assert (without_unused(plain) in asked) is plain_judged
+
+
+def test_a_guess_waits_for_no_slot_and_never_runs_without_two(tmp_path: Path) -> None:
+    search, tester = _search(tmp_path, 4, lambda text: True)
+    with tester.slots.taken(2):  # another candidate runs
+        search.judged_text("a = 1\n", also=["b = 2\n"])
+    assert tester.ran == ["a = 1\n"]  # two slots for "a", none left for the guess: not run, not judged
+
+
+LEVEL = """import os
+a = 1
+b = 2
+c = 3
+print(a)
+"""
+
+
+def test_a_levels_worker_guesses_its_candidate_with_one_more_statement_of_the_level_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = parse_script(LEVEL)
+    search, tester = _search(tmp_path, 8, lambda text: True)
+    search.parent = -1  # every call is a forked worker's
+    monkeypatch.setattr(pipeline.signal, "signal", lambda *args: None)
+    interesting, _ = search.reducer(script, prunes=False)
+    search.on_level(0, len(script.units), 1)
+    c = next(u.id for u in script.units if script.text(frozenset({u.id})) == LEVEL.replace("c = 3\n", ""))
+    assert interesting(frozenset({c}))
+    guesses = tester.ran[1:]
+    assert tester.ran[0] == script.text(frozenset({c})) and len(guesses) == 3  # (8 - 1) // 2 in both cells
+    first_three = [u.id for u in script.units if u.id != c][:3]  # the level's order, the candidate's unit skipped
+    assert set(guesses) == {script.text(frozenset({c, u})) for u in first_three}
+    search.on_level(-1, 0, 1)  # the groups: no guesses there
+    tester.ran.clear()
+    last = script.units[-1].id
+    interesting(frozenset({c, last}))
+    assert tester.ran == [script.text(frozenset({c, last}))]
+
+
+def test_with_no_slot_free_for_a_guess_none_is_even_made(tmp_path: Path) -> None:
+    search, tester = _search(tmp_path, 8, lambda text: True)
+    made: list[int] = []
+
+    def guesses() -> Iterator[str]:
+        for i in range(5):
+            made.append(i)
+            yield f"b = {i}\n"
+
+    with tester.slots.taken(6):  # six runs of other workers: two left, the candidate's own
+        search.judged_text("a = 1\n", also=guesses())
+    assert made == [] and tester.ran == ["a = 1\n"]

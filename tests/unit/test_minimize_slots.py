@@ -125,3 +125,12 @@ def test_one_job_never_runs_two_at_once(tmp_path: Path, monkeypatch: pytest.Monk
     tester, started = _tester(tmp_path, monkeypatch, 1, _run("bad", "PASS"))
     tester.run("print(1)\n")
     assert started == ["0.16.5"]
+
+
+def test_free_counts_the_slots_no_one_holds_and_holds_none_itself(tmp_path: Path) -> None:
+    slots = RunSlots(tmp_path / "slots", 4)
+    assert slots.free() == 4
+    with slots.taken(3):
+        assert slots.free() == 1
+        assert slots.free() == 1  # asking did not keep one
+    assert slots.free() == 4

@@ -254,24 +254,40 @@ class Tester:
             CandidateVerdict(key=text_key(text), interesting=False, why=why, size=size_of(text), at=time.time())
         )
 
-    def run(self, text: str, *, at_once: bool = False) -> CandidateVerdict:
+    def run(self, text: str, *, at_once: bool = False, held: int | None = None) -> CandidateVerdict:
         """Run ``text`` in the bad cell and, when that hits the target, in the good one; keep and return the
         verdict. Both cells at the same time when ``at_once`` (a candidate likely to be interesting, tried while a
-        core would otherwise wait) or when two of the run slots are free (``slots``): the verdict then comes in
-        one run's time, not two."""
+        core would otherwise wait) or when two of the run slots are free (``slots``; ``held``: the caller already
+        holds that many): the verdict then comes in one run's time, not two."""
+        if held is not None:
+            return self._run(text, both=at_once or held >= 2)
+        with self.slots.taken(self.wanted) as free:
+            return self._run(text, both=at_once or free >= 2)
+
+    def run_if_free(self, text: str) -> CandidateVerdict | None:
+        """``text``'s verdict when its runs can all start now (two slots free with a good cell, one without), else
+        None and no run: a guess at the search's next step must never keep the current one waiting."""
+        with self.slots.taken(self.wanted) as free:
+            return self._run(text, both=True) if free >= self.wanted else None
+
+    @property
+    def wanted(self) -> int:
+        """The slots a candidate's runs take when they all start at once."""
+        return 1 if self.cells.good is None else 2
+
+    def _run(self, text: str, *, both: bool) -> CandidateVerdict:
         key = text_key(text)
         path = self.candidates / key / self.cells.filename
         if not path.is_file():
             write_atomic(path, text, what="a candidate script")
         good_pins = self.cells.good
         good: CellRun | None = None
-        with self.slots.taken(1 if good_pins is None else 2) as free:
-            if (at_once or free >= 2) and good_pins is not None:  # the good run counts even where the bad says no
-                bad, good = self.run_both(path, key)
-            else:
-                bad = self.run_in(path, self.cells.bad, key)
-                if good_pins is not None and self.target.hit(bad):
-                    good = self.run_in(path, good_pins, key)
+        if both and good_pins is not None:  # the good run counts even where the bad cell says no
+            bad, good = self.run_both(path, key)
+        else:
+            bad = self.run_in(path, self.cells.bad, key)
+            if good_pins is not None and self.target.hit(bad):
+                good = self.run_in(path, good_pins, key)
         interesting, why = judge(self.target, bad, good)
         runs = (bad,) if good is None else (bad, good)
         return self.keep(

@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from reprobisect.config.load import Config
@@ -108,6 +108,7 @@ class _Minimization:
     runs_before: int
     echo: Echo
     passes: int = 0
+    depth: int = -1  # the statement level being reduced (-1: none, or the groups)
     parent: int = dataclasses.field(default_factory=os.getpid)  # the process that forks the reducer's workers
 
     @property
@@ -119,7 +120,7 @@ class _Minimization:
         """Why the budget is spent (time or runs), or None while it lasts."""
         return self.request.budget.spent(self.started, runs_executed(self.tester.log) - self.runs_before)
 
-    def judged_text(self, text: str, alone: bool = False, also: Sequence[str | None] = ()) -> bool:
+    def judged_text(self, text: str, alone: bool = False, also: Iterable[str | None] = ()) -> bool:
         """Is ``text`` interesting (known, refused unrun, or run)? ``alone``: nothing else runs meanwhile, so both
         cells run at once when there are cores for two. ``also``: what the search will ask next if ``text`` is
         interesting, judged beside it while slots stand free (``_lookahead``)."""
@@ -128,14 +129,22 @@ class _Minimization:
             return known.interesting
         if self.tester.refused(text) is not None or self.spent():
             return False
+        at_once = alone and self.request.jobs > 1
         ahead = self._lookahead(text, also, taken=2 if alone else 1)
         if not ahead:
-            return self.tester.run(text, at_once=alone and self.request.jobs > 1).interesting
-        texts = [text, *ahead]
-        answers = in_parallel(lambda t: self.judged_text(t, alone and t is text), texts, len(texts))
-        return answers[0]
+            return self.tester.run(text, at_once=at_once).interesting
+        with self.tester.slots.taken(self.tester.wanted) as held:  # this candidate's slots first, then the guesses'
 
-    def _lookahead(self, text: str, also: Sequence[str | None], *, taken: int) -> list[str]:
+            def judge(candidate: str) -> bool:
+                if candidate is text:
+                    return self.tester.run(text, at_once=at_once, held=held).interesting
+                if self.spent() is None:
+                    self.tester.run_if_free(candidate)  # only with slots free now: it never keeps ``text`` waiting
+                return False
+
+            return in_parallel(judge, [text, *ahead], 1 + len(ahead))[0]
+
+    def _lookahead(self, text: str, also: Iterable[str | None], *, taken: int) -> list[str]:
         """Of ``also``, those worth judging now, beside ``text`` (which takes ``taken`` slots): not known, not
         refused, within the slots left of ``--jobs``.
 
@@ -144,21 +153,32 @@ class _Minimization:
         step after an interesting candidate is known before its verdict is; judged beside it, its verdict is in
         when the chain gets there. A guess that turns out unused costs only a slot that would have been idle."""
         room = (self.request.jobs - taken) // 2  # each in both cells at once: none may keep ``text`` waiting
+        if room <= 0 or self.tester.slots.free() < taken + 2:  # no slot for a guess now: not worth making one
+            return []
         ahead: list[str] = []
-        for candidate in dict.fromkeys(t for t in also if t is not None and t != text):
+        for candidate in also:  # lazily: a level's guesses are made one by one, only until the room is full
             if len(ahead) >= room:
                 break
+            if candidate is None or candidate == text or candidate in ahead:
+                continue
             if self.tester.known(candidate) is None and self.tester.refused(candidate) is None:
                 ahead.append(candidate)
         return ahead
 
     def reducer(
-        self, script: Script, prunes: bool
+        self, script: Script, prunes: bool, pinned: frozenset[int] = frozenset()
     ) -> tuple[Callable[..., bool], Callable[[frozenset[int]], frozenset[int]]]:
         """``interesting(removed)`` for one script's statements, and the expansion it applies (the unused too)."""
 
         def expand(removed: frozenset[int]) -> frozenset[int]:
             return prune_unused(script, removed) if prunes else removed
+
+        def next_in_level(removed: frozenset[int]) -> Iterator[str]:
+            """What ddmin asks next if ``removed`` is interesting, at the end of a level: one more unit of the
+            level gone (its rounds there run one candidate at a time, most of the others refused unrun)."""
+            if self.depth >= 0:
+                for unit in script.level(self.depth, removed, pinned):
+                    yield script.text(expand(removed | {unit}))
 
         def interesting(removed: frozenset[int], alone: bool = False) -> bool:
             if os.getpid() == self.parent:
@@ -167,14 +187,15 @@ class _Minimization:
             # in flight is stopped as Ctrl-C stops it (its process group ends) and the worker leaves without a word.
             try:
                 signal.signal(signal.SIGTERM, _raise_interrupt)
-                return self.judged_text(script.text(expand(removed)))
+                return self.judged_text(script.text(expand(removed)), also=next_in_level(removed))
             except KeyboardInterrupt:
                 os._exit(143)
 
         return interesting, expand
 
     def on_level(self, depth: int, units: int, passes: int) -> None:
-        """Note the level the reducer is at, for the progress line."""
+        """Note the level the reducer is at, for the progress line (and for the workers' guesses, forked after)."""
+        self.depth = depth
         write_atomic(self.level_file, json.dumps({"depth": depth, "units": units, "pass": passes}), what="the level")
 
     def failing_lines(self, text: str) -> tuple[int, ...]:
@@ -240,8 +261,8 @@ def _rewritten(search: _Minimization, text: str) -> str:
 
 def _reduced(search: _Minimization, script: Script, text: str, prunes: bool) -> str:
     """One reduction of ``script`` (parsed from ``text``) level by level, the failure's path unwrapped first."""
-    interesting, expand = search.reducer(script, prunes)
     pinned = search.pinned_in(script, text)
+    interesting, expand = search.reducer(script, prunes, pinned)
     initial = unwrap_failure_path(script, frozenset(), pinned, functools.partial(interesting, alone=True), search.echo)
     reduction = reduce_statements(
         script,

@@ -30,6 +30,11 @@ class RunSlots:
     def __init__(self, folder: Path, jobs: int) -> None:
         self.folder, self.jobs = folder, max(1, jobs)
 
+    def free(self) -> int:
+        """How many slots are free this moment (taken and given back at once): a hint, not a hold."""
+        with self.taken(self.jobs) as free:
+            return free
+
     @contextlib.contextmanager
     def taken(self, wanted: int) -> Iterator[int]:
         """Up to ``wanted`` free slots, held for the block; yields how many were free (0 to ``wanted``)."""
