@@ -509,19 +509,25 @@ def test_a_patch_of_a_package_the_form_never_imports_is_said_once_and_not_run(
     assert [r.fix for r in records if r.cell["id"] == records[0].cell["id"]] == ["none", "other", "deepspeed-patch"]
 
 
+def _with_patch_fix(tmp_path: Path, fix: str, package: str) -> Config:
+    """The test matrix with one more fix of repro ``demo``: a patch of ``package``'s ``x.py``."""
+    patch = tmp_path / f"{package}.diff"
+    patch.write_text(f"--- a/{package}/x.py\n+++ b/{package}/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    config = _config(tmp_path)
+    data = yaml.safe_load(config.path.read_text())
+    data["repros"]["demo"]["fixes"][fix] = {"patch": str(patch), "strip": 1, "description": "d"}
+    config.path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_config(config.path)
+
+
 def test_a_patch_runs_once_its_own_cell_and_form_are_done_not_after_the_whole_matrix(
     tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue #41: on two cores the patched run used to wait for every unpatched run and then ran alone."""
-    patch = tmp_path / "deepspeed.diff"
-    patch.write_text("--- a/deepspeed/x.py\n+++ b/deepspeed/x.py\n@@ -1 +1 @@\n-a\n+b\n")
-    config = _config(tmp_path)
-    data = yaml.safe_load(config.path.read_text())
-    data["repros"]["demo"]["fixes"]["ds-patch"] = {"patch": str(patch), "strip": 1, "description": "d"}
-    config.path.write_text(yaml.safe_dump(data, sort_keys=False))
+    config = _with_patch_fix(tmp_path, "ds-patch", "deepspeed")
     monkeypatch.setattr(prepare, "prepare_overlay", lambda env, fix: tmp_path / "overlay")
     fakes.template = dataclasses.replace(fakes.template, versions={"deepspeed": "0.16.4"}, versions_source="imported")
-    records, stats, _ = _run(tmp_path, load_config(config.path), _request())
+    records, stats, _ = _run(tmp_path, config, _request())
     order = [(cell, fix) for cell, _, _, fix, _ in fakes.executed]
     assert [fix for _, fix in order[:3]] == ["none", "other", "ds-patch"] and len({c for c, _ in order[:3]}) == 1
     assert [fix for _, fix in order[3:]] == ["none", "other", "ds-patch"] and stats.executed == 6
@@ -531,14 +537,9 @@ def test_a_patch_runs_once_its_own_cell_and_form_are_done_not_after_the_whole_ma
 def test_without_an_unpatched_run_to_learn_from_every_patch_runs(
     tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    patch = tmp_path / "lightning.diff"
-    patch.write_text("--- a/lightning/x.py\n+++ b/lightning/x.py\n@@ -1 +1 @@\n-a\n+b\n")
-    config = _config(tmp_path)
-    data = yaml.safe_load(config.path.read_text())
-    data["repros"]["demo"]["fixes"]["lightning-patch"] = {"patch": str(patch), "strip": 1, "description": "d"}
-    config.path.write_text(yaml.safe_dump(data, sort_keys=False))
+    config = _with_patch_fix(tmp_path, "lightning-patch", "lightning")
     monkeypatch.setattr(prepare, "prepare_overlay", lambda env, fix: tmp_path / "overlay")
-    records, stats, _ = _run(tmp_path, load_config(config.path), _request(fixes=("lightning-patch",)))
+    records, stats, _ = _run(tmp_path, config, _request(fixes=("lightning-patch",)))
     assert stats.not_applicable == 0 and {r.fix for r in records} == {"lightning-patch"}
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue #41 on a GPU: `minimize` of the long pasted GAN (--jobs 8, a budget of BUDGET s), an older commit's code
 # (.gpu/old-sl: `git archive OLD src`; call 1: 7c6ae8dd, before run slots; call 3: f90bff32, before the lookahead)
+# SCRIPT= names another script (e.g. reports/gpu/2026-12-05-run-cost/call-4/minimized.py, 53 lines, for the levels alone).
 # beside this checkout, in one call, offline, the image's byte code put
 # back as it came before each phase (as ../2026-12-06-bytecode/costs.sh); then, with WITH_GAN=1, `reprobisect repro
 # gan` on empty cells and op cache (what `nox -s repro_gan` runs on a fresh node) and `bench --gpu` with this code.
@@ -26,11 +27,11 @@ restore_image() {
 for who in ${WHO-old new}; do
   restore_image; rm -rf /tmp/sl-*-$who; s=$(date +%s)
   PYTHONPATH=$(src_of "$who") timeout -s INT -k 30 "$(( ${BUDGET:-90} + 90 ))" python3 -m reprobisect minimize \
-      tests/resources/scripts/minimize/gan_bf16_long.py --backend cuda "${common[@]}" --envs /tmp/sl-cells-$who \
+      "${SCRIPT:-tests/resources/scripts/minimize/gan_bf16_long.py}" --backend cuda "${common[@]}" --envs /tmp/sl-cells-$who \
       --out /tmp/sl-mz-$who --bad deepspeed==0.16.5 --good deepspeed==0.16.4 --jobs 8 --budget "${BUDGET:-90}" \
       >"$out/minimize-$who.log" 2>&1
   echo "minimize ($who): exit $?, $(( $(date +%s) - s )) s" | tee -a "$out/figures.log"
-  folder=/tmp/sl-mz-$who/minimize/script-gan_bf16_long
+  folder=$(ls -d /tmp/sl-mz-$who/minimize/*/ | head -1)
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], {k: d.get(k) for k in ('runs','seconds','runs_per_minute','jobs','stopped','original','minimized')})" \
       "$folder/minimize.json" "$who" | tee -a "$out/figures.log"
   cp "$folder/minimize.json" "$out/minimize-$who.json" 2>/dev/null
