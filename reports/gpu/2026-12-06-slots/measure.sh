@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue #41 on a GPU: `minimize` of the long pasted GAN (--jobs 8, a budget of BUDGET s), an older commit's code
 # (.gpu/old-sl: `git archive OLD src`; call 1: 7c6ae8dd, before run slots; call 3: f90bff32, before the lookahead)
-# SCRIPT= names another script (e.g. reports/gpu/2026-12-05-run-cost/call-4/minimized.py, 53 lines, for the levels alone).
 # beside this checkout, in one call, offline, the image's byte code put
 # back as it came before each phase (as ../2026-12-06-bytecode/costs.sh); then, with WITH_GAN=1, `reprobisect repro
 # gan` on empty cells and op cache (what `nox -s repro_gan` runs on a fresh node) and `bench --gpu` with this code.
+# SCRIPT= names another script (e.g. reports/gpu/2026-12-05-run-cost/call-4/minimized.py, 53 lines, for the levels alone).
 # Carry [".whlpack", ".gpu/old-sl"]; run as: OUT=$OUT BUDGET=120 bash reports/gpu/2026-12-06-slots/measure.sh
 set -u
 out=${OUT:-/tmp/slots}
