@@ -31,30 +31,46 @@ class RunSlots:
         self.folder, self.jobs = folder, max(1, jobs)
 
     def free(self) -> int:
-        """How many slots are free this moment (taken and given back at once): a hint, not a hold."""
-        with self.taken(self.jobs) as free:
-            return free
+        """How many slots are free this moment: a hint, not a hold. Each is tried and given back on its own, so a
+        process taking slots meanwhile finds at most one of them briefly held."""
+        self._make_folder()
+        count = 0
+        for n in range(self.jobs):
+            fd = self._try(n)
+            if fd is not None:
+                os.close(fd)
+                count += 1
+        return count
+
+    def _make_folder(self) -> None:
+        with contextlib.suppress(OSError):  # unwritable: no slot is ever free, and the runs go on without
+            self.folder.mkdir(parents=True, exist_ok=True)
+
+    def _try(self, n: int) -> int | None:
+        """Slot ``n``'s lock file, locked, or None when another holds it (or the folder cannot be written)."""
+        try:
+            fd = os.open(self.folder / f"{n}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
 
     @contextlib.contextmanager
     def taken(self, wanted: int) -> Iterator[int]:
         """Up to ``wanted`` free slots, held for the block; yields how many were free (0 to ``wanted``)."""
         held: list[int] = []
         try:
-            with contextlib.suppress(OSError):
-                self.folder.mkdir(parents=True, exist_ok=True)
+            self._make_folder()
             for n in range(self.jobs):
                 if len(held) == wanted:
                     break
-                try:
-                    fd = os.open(self.folder / f"{n}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-                except OSError:
-                    continue  # an unwritable folder: the run goes on without a slot
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    os.close(fd)
-                    continue
-                held.append(fd)
+                fd = self._try(n)  # None: held by another, or an unwritable folder (the run goes on without)
+                if fd is not None:
+                    held.append(fd)
             yield len(held)
         finally:
             for fd in held:
