@@ -44,6 +44,9 @@ class _Tester:
     def refused(self, text: str) -> CandidateVerdict | None:
         return None
 
+    def runnable(self, text: str) -> bool:
+        return "undefined" not in text
+
     def run(self, text: str, *, at_once: bool = False, held: int | None = None) -> CandidateVerdict:
         with self.lock:
             self.ran.append(text)
@@ -230,3 +233,10 @@ def test_with_no_slot_free_for_a_guess_none_is_even_made(tmp_path: Path) -> None
     with tester.slots.taken(6):  # six runs of other workers: two left, the candidate's own
         search.judged_text("a = 1\n", also=guesses())
     assert made == [] and tester.ran == ["a = 1\n"]
+
+
+def test_a_guess_that_would_be_refused_is_skipped_and_leaves_no_verdict(tmp_path: Path) -> None:
+    search, tester = _search(tmp_path, 8, lambda text: True)
+    search.judged_text("a = 1\n", True, also=["print(undefined)\n", "b = 2\n"])
+    assert sorted(tester.ran) == ["a = 1\n", "b = 2\n"]
+    assert tester.known("print(undefined)\n") is None

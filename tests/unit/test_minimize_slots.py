@@ -134,3 +134,12 @@ def test_free_counts_the_slots_no_one_holds_and_holds_none_itself(tmp_path: Path
         assert slots.free() == 1
         assert slots.free() == 1  # asking did not keep one
     assert slots.free() == 4
+
+
+def test_runnable_says_what_refused_would_without_keeping_a_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tester, _ = _tester(tmp_path, monkeypatch, 8, _run("bad", "PASS"))
+    assert not tester.runnable("print(x)\n") and tester.runnable("x = 1\nprint(x)\n")
+    assert not tester.log.exists() and tester.known("print(x)\n") is None
+    assert tester.refused("print(x)\n") is not None and tester.log.exists()  # refused() keeps its verdict

@@ -245,6 +245,11 @@ class Tester:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    def runnable(self, text: str) -> bool:
+        """Whether ``text`` would be run rather than refused (see ``static``), keeping no verdict: a guess the
+        search may never ask about leaves no trace in the progress log."""
+        return why_not_runnable(text, self.original_undefined) is None
+
     def refused(self, text: str) -> CandidateVerdict | None:
         """A verdict without a run, when the candidate cannot be interesting (see ``static``)."""
         why = why_not_runnable(text, self.original_undefined)

@@ -161,7 +161,7 @@ class _Minimization:
                 break
             if candidate is None or candidate == text or candidate in ahead:
                 continue
-            if self.tester.known(candidate) is None and self.tester.refused(candidate) is None:
+            if self.tester.known(candidate) is None and self.tester.runnable(candidate):
                 ahead.append(candidate)
         return ahead
 
