@@ -73,7 +73,8 @@ def run_units(
     plain = [u for u in units if u.fix.patch is None]
     patches = _Patches([u for u in units if u.fix.patch is not None], plain, ctx.echo)
     progress = _Progress(len(plain), ctx.echo)
-    batch = _Batch(prepared, request, ctx, backend=backend, stats=stats, progress=progress, units=units)
+    with_cell = len({unit.cell.id for unit in units}) > 1
+    batch = _Batch(prepared, request, ctx, backend=backend, stats=stats, progress=progress, with_cell=with_cell)
 
     def then(unit: Unit, record: Record) -> list[Unit]:
         released, skipped = patches.after(unit, record)
@@ -81,7 +82,7 @@ def run_units(
         stats.not_applicable += skipped
         return released
 
-    ran = batch.run([*plain, *patches.ready()], then)
+    ran = batch.run([*plain, *patches.ready], then)
     return [record for _, record in sorted(ran, key=lambda pair: order[id(pair[0])])]
 
 
@@ -94,17 +95,13 @@ class _Patches:
         for unit in plain:
             self.leaders.setdefault(_group(unit), []).append(unit)
         self.waiting: dict[tuple[str, str], list[Unit]] = {}
-        self.free: list[Unit] = []
+        self.ready: list[Unit] = []  # no unpatched unit to wait for, nothing to learn from: they run
         for unit in patched:
             if _group(unit) in self.leaders:
                 self.waiting.setdefault(_group(unit), []).append(unit)
             else:
-                self.free.append(unit)  # nothing to learn from: it runs
+                self.ready.append(unit)
         self.records: dict[int, Record] = {}
-
-    def ready(self) -> list[Unit]:
-        """The patch units with no unpatched unit to wait for."""
-        return self.free
 
     def after(self, unit: Unit, record: Record) -> tuple[list[Unit], int]:
         """The patch units ``unit``'s end releases (when it was the last of their leaders) that will run, and how
@@ -142,11 +139,10 @@ class _Batch:
         backend: Backend,
         stats: RunStats,
         progress: _Progress,
-        units: Sequence[Unit],
+        with_cell: bool,
     ) -> None:
         self.prepared, self.request, self.ctx, self.backend = prepared, request, ctx, backend
-        self.stats, self.progress = stats, progress
-        self.with_cell = len({unit.cell.id for unit in units}) > 1
+        self.stats, self.progress, self.with_cell = stats, progress, with_cell
         self.lock = threading.Lock()
 
     def run(self, first: list[Unit], then: Callable[[Unit, Record], list[Unit]]) -> list[tuple[Unit, Record]]:

@@ -51,11 +51,18 @@ def stoppable_children(on_interrupt: Callable[[], None] = lambda: None) -> Itera
 def in_parallel(run: Callable[[_T], _R], units: Sequence[_T], jobs: int) -> list[_R]:
     """``run`` over ``units`` (runs, cell builds), ``jobs`` at a time, in order; on an interrupt every running
     child is stopped and no further unit starts (see ``stoppable_children``)."""
+    with _stoppable_pool(jobs) as pool:
+        return list(pool.map(run, units))
+
+
+@contextlib.contextmanager
+def _stoppable_pool(jobs: int) -> Iterator[concurrent.futures.ThreadPoolExecutor]:
+    """A pool of ``jobs`` threads inside ``stoppable_children``: on an interrupt the units not started are
+    cancelled and the running ones stop their children; the pool is always waited for."""
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     try:
-        # on an interrupt: cancel the units not started, wait for the running ones to stop their children
         with stoppable_children(on_interrupt=lambda: pool.shutdown(wait=True, cancel_futures=True)):
-            return list(pool.map(run, units))
+            yield pool
     finally:
         pool.shutdown(wait=True)
 
@@ -80,20 +87,16 @@ def in_parallel_growing(
             finished.append((unit, result))
             queue.extendleft(reversed(then(unit, result)))
         return finished
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     running: dict[concurrent.futures.Future[_R], _T] = {}
-    try:
-        with stoppable_children(on_interrupt=lambda: pool.shutdown(wait=True, cancel_futures=True)):
-            while queue or running:
-                while queue and len(running) < jobs:
-                    unit = queue.popleft()
-                    running[pool.submit(run, unit)] = unit
-                done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
-                for future in done:
-                    unit = running.pop(future)
-                    result = future.result()
-                    finished.append((unit, result))
-                    queue.extendleft(reversed(then(unit, result)))
-        return finished
-    finally:
-        pool.shutdown(wait=True)
+    with _stoppable_pool(jobs) as pool:
+        while queue or running:
+            while queue and len(running) < jobs:
+                unit = queue.popleft()
+                running[pool.submit(run, unit)] = unit
+            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                unit = running.pop(future)
+                result = future.result()
+                finished.append((unit, result))
+                queue.extendleft(reversed(then(unit, result)))
+    return finished
