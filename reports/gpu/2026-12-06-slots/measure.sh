@@ -5,6 +5,8 @@
 # back as it came before each phase (as ../2026-12-06-bytecode/costs.sh); then, with WITH_GAN=1, `reprobisect repro
 # gan` on empty cells and op cache (what `nox -s repro_gan` runs on a fresh node) and `bench --gpu` with this code.
 # SCRIPT= names another script (e.g. reports/gpu/2026-12-05-run-cost/call-4/minimized.py, 53 lines, for the levels alone).
+# WARM=1: each phase's cells are built first, untimed (a `minimize --budget 1` into another --out: the cells, their
+# byte code, the original's check), as after the triage that precedes a minimize; the timed one then starts on them.
 # Carry [".whlpack", ".gpu/old-sl"]; run as: OUT=$OUT BUDGET=120 bash reports/gpu/2026-12-06-slots/measure.sh
 set -u
 out=${OUT:-/tmp/slots}
@@ -25,7 +27,16 @@ restore_image() {
   echo "image restored: $(find "$site/torch" -name '*.pyc' | wc -l) .pyc under torch" >>"$out/figures.log"
 }
 for who in ${WHO-old new}; do
-  restore_image; rm -rf /tmp/sl-*-$who; s=$(date +%s)
+  restore_image; rm -rf /tmp/sl-*-$who
+  if [ "${WARM:-0}" = 1 ]; then
+    s=$(date +%s)
+    PYTHONPATH=$(src_of "$who") timeout -s INT -k 30 240 python3 -m reprobisect minimize \
+        "${SCRIPT:-tests/resources/scripts/minimize/gan_bf16_long.py}" --backend cuda "${common[@]}" --envs /tmp/sl-cells-$who \
+        --out /tmp/sl-warm-$who --bad deepspeed==0.16.5 --good deepspeed==0.16.4 --jobs 8 --budget 1 \
+        >"$out/warm-$who.log" 2>&1
+    echo "warm-up ($who): exit $?, $(( $(date +%s) - s )) s" | tee -a "$out/figures.log"
+  fi
+  s=$(date +%s)
   PYTHONPATH=$(src_of "$who") timeout -s INT -k 30 "$(( ${BUDGET:-90} + 90 ))" python3 -m reprobisect minimize \
       "${SCRIPT:-tests/resources/scripts/minimize/gan_bf16_long.py}" --backend cuda "${common[@]}" --envs /tmp/sl-cells-$who \
       --out /tmp/sl-mz-$who --bad deepspeed==0.16.5 --good deepspeed==0.16.4 --jobs 8 --budget "${BUDGET:-90}" \
