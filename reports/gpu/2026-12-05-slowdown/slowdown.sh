@@ -28,16 +28,17 @@ for tag in v0.18.4 v0.18.5 v0.18.6 v0.18.7; do  # a clone borrowing objects (alt
 done
 rm -rf $repo && cp -a .gpu/dshist18 $repo
 script=tests/resources/scripts/slowdown/zero2_many_params.py
-common=(--script $script --instruments --axis deepspeed --backend cuda --torch system --lightning system
-        --wheelhouse .whl --envs /tmp/cells --out /tmp/s50
+shared=(--instruments --backend cuda --torch system --lightning system --wheelhouse .whl --envs /tmp/cells
         --min-repeats "${MIN_REPEATS:-3}" --max-repeats "${MAX_REPEATS:-6}")  # fewer to fit a short budget
-step() {  # LIMIT_<step>=SECONDS replaces a step's limit (to fit what is left of the device budget)
+common=(--script $script --axis deepspeed --out /tmp/s50 "${shared[@]}")
+run_step() {  # NAME LIMIT COMMAND...: LIMIT_<NAME>=SECONDS replaces a step's limit (to fit what is left of the device budget)
   local name=$1 limit=$2 s; shift 2; s=$(date +%s)
   limit=$(eval echo "\${LIMIT_$name:-$limit}")
-  timeout -s INT -k 20 "$limit" python3 -m reprobisect bisect "${common[@]}" "$@" -- --steps 40 >"$out/$name.log" 2>&1
+  timeout -s INT -k 20 "$limit" python3 -m reprobisect "$@" -- --steps 40 >"$out/$name.log" 2>&1
   echo "$name: exit $?, $(( $(date +%s) - s )) s" | tee -a "$out/steps.txt"
   gzip -9f "$out/$name.log"
 }
+step() { local name=$1 limit=$2; shift 2; run_step "$name" "$limit" bisect "${common[@]}" "$@"; }
 for name in ${STEPS:-releases ten memory}; do
   case $name in
     releases) step releases 330 --good 0.18.4 --bad 0.18.7 --all-transitions --slower-than 50 ;;
@@ -45,15 +46,11 @@ for name in ${STEPS:-releases ten memory}; do
     memory) step memory 80 --good 0.18.4 --bad 0.18.7 --all-transitions --slower-than 10 --metric peak-gpu-memory ;;
     came) step came 520 --git $repo --good v0.18.4 --bad v0.18.5 --slower-than 50 ;;
     went) step went 520 --git $repo --good v0.18.6 --bad v0.18.7 --slower-than 50 --compare-with bad ;;
-    triage) s=$(date +%s)
-      timeout -s INT -k 20 "${LIMIT_triage:-540}" python3 -m reprobisect triage $script --instruments --backend cuda \
-          --torch system --lightning system --wheelhouse .whl --envs /tmp/cells --out "${TRIAGE_OUT:-/tmp/t38}" \
-          --deepspeed 0.18.4,0.18.5,0.18.6,0.18.7 --slower-than 50 --git $repo \
-          --min-repeats "${MIN_REPEATS:-3}" --max-repeats "${MAX_REPEATS:-6}" -- --steps 40 >"$out/triage.log" 2>&1
-      echo "triage: exit $?, $(( $(date +%s) - s )) s" | tee -a "$out/steps.txt"
-      cp "${TRIAGE_OUT:-/tmp/t38}"/summary-*.md "${TRIAGE_OUT:-/tmp/t38}"/*.json "$out/" 2>/dev/null
-      tar cJf "$out/triage-records.tar.xz" -C "${TRIAGE_OUT:-/tmp/t38}" . 2>/dev/null
-      gzip -9f "$out/triage.log" ;;
+    triage) tout=${TRIAGE_OUT:-/tmp/t38}
+      run_step triage 540 triage $script "${shared[@]}" --out "$tout" --deepspeed 0.18.4,0.18.5,0.18.6,0.18.7 \
+          --slower-than 50 --git $repo
+      cp "$tout"/summary-*.md "$tout"/*.json "$out/" 2>/dev/null
+      tar cJf "$out/triage-records.tar.xz" -C "$tout" . 2>/dev/null ;;
   esac
 done
 cp /tmp/s50/bisect-*.json "$out/" 2>/dev/null

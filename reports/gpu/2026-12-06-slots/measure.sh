@@ -26,22 +26,17 @@ restore_image() {
   find "$site" -name '*.pyc' | sort | comm -13 /tmp/pyc-at-start.txt - | xargs -r rm -f
   echo "image restored: $(find "$site/torch" -name '*.pyc' | wc -l) .pyc under torch" >>"$out/figures.log"
 }
+minimize_as() {  # WHO OUT_FOLDER BUDGET LIMIT LOG: one minimization of SCRIPT with WHO's code on WHO's cells
+  local s; s=$(date +%s)
+  PYTHONPATH=$(src_of "$1") timeout -s INT -k 30 "$4" python3 -m reprobisect minimize \
+      "${SCRIPT:-tests/resources/scripts/minimize/gan_bf16_long.py}" --backend cuda "${common[@]}" --envs /tmp/sl-cells-$1 \
+      --out "$2" --bad deepspeed==0.16.5 --good deepspeed==0.16.4 --jobs 8 --budget "$3" >"$out/$5-$1.log" 2>&1
+  echo "$5 ($1): exit $?, $(( $(date +%s) - s )) s" | tee -a "$out/figures.log"
+}
 for who in ${WHO-old new}; do
   restore_image; rm -rf /tmp/sl-*-$who
-  if [ "${WARM:-0}" = 1 ]; then
-    s=$(date +%s)
-    PYTHONPATH=$(src_of "$who") timeout -s INT -k 30 240 python3 -m reprobisect minimize \
-        "${SCRIPT:-tests/resources/scripts/minimize/gan_bf16_long.py}" --backend cuda "${common[@]}" --envs /tmp/sl-cells-$who \
-        --out /tmp/sl-warm-$who --bad deepspeed==0.16.5 --good deepspeed==0.16.4 --jobs 8 --budget 1 \
-        >"$out/warm-$who.log" 2>&1
-    echo "warm-up ($who): exit $?, $(( $(date +%s) - s )) s" | tee -a "$out/figures.log"
-  fi
-  s=$(date +%s)
-  PYTHONPATH=$(src_of "$who") timeout -s INT -k 30 "$(( ${BUDGET:-90} + 90 ))" python3 -m reprobisect minimize \
-      "${SCRIPT:-tests/resources/scripts/minimize/gan_bf16_long.py}" --backend cuda "${common[@]}" --envs /tmp/sl-cells-$who \
-      --out /tmp/sl-mz-$who --bad deepspeed==0.16.5 --good deepspeed==0.16.4 --jobs 8 --budget "${BUDGET:-90}" \
-      >"$out/minimize-$who.log" 2>&1
-  echo "minimize ($who): exit $?, $(( $(date +%s) - s )) s" | tee -a "$out/figures.log"
+  [ "${WARM:-0}" = 1 ] && minimize_as "$who" /tmp/sl-warm-$who 1 240 warm-up
+  minimize_as "$who" /tmp/sl-mz-$who "${BUDGET:-90}" "$(( ${BUDGET:-90} + 90 ))" minimize
   folder=$(ls -d /tmp/sl-mz-$who/minimize/*/ | head -1)
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], {k: d.get(k) for k in ('runs','seconds','runs_per_minute','jobs','stopped','original','minimized')})" \
       "$folder/minimize.json" "$who" | tee -a "$out/figures.log"
