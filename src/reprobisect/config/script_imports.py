@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from reprobisect.config.expand import CompatibilityRule
+from reprobisect.util.python_source import parse_python
 
 __all__ = ["MAX_SCRIPT_BYTES", "imported_modules", "rules_for_scripts"]
 
@@ -31,8 +32,8 @@ def imported_modules(path: Path) -> frozenset[str] | None:
             raw = handle.read(MAX_SCRIPT_BYTES + 1)
         if len(raw) > MAX_SCRIPT_BYTES:
             return None
-        tree = ast.parse(raw.decode("utf-8"), filename=str(path))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = parse_python(raw.decode("utf-8"), filename=str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError):
         return None
     names: set[str] = set()
     for node in ast.walk(tree):

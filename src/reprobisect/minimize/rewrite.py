@@ -33,6 +33,7 @@ from reprobisect.minimize.inline import inlines
 from reprobisect.minimize.statements import blocks, size_of
 from reprobisect.minimize.static import undefined_names
 from reprobisect.minimize.substitute import argument_holders, assigned_values, field_values, option_defaults
+from reprobisect.util.python_source import parse_python
 
 __all__ = ["Rewrite", "flattened", "rewrite_named", "rewrites"]
 
@@ -65,7 +66,7 @@ def _valid(
     """The rewrites of ``source`` one by one, in ``_all_edits``' order (values before inlining), each checked as it
     comes: a caller that needs the first pays for the first. ``only``: the one of that name."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return
     before = undefined_names(source)

@@ -14,6 +14,7 @@ import ast
 from collections.abc import Iterable, Iterator
 
 from reprobisect.minimize.statements import blocks, owns_its_lines, string_lines
+from reprobisect.util.python_source import parse_python
 
 __all__ = ["failure_slice"]
 
@@ -48,7 +49,7 @@ def failure_slice(source: str, lines: Iterable[int], *, unwrap: bool = False, mo
 def _slice(source: str, lines: Iterable[int], *, module_calls: bool = True) -> tuple[str, list[int]] | None:
     """The slice's text and, for each of its lines, the line of ``source`` it was."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return None
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
@@ -90,7 +91,7 @@ def _unwrap_around(source: str, lines: list[int]) -> tuple[str, list[int]] | Non
     and the lines of ``source`` each line of the result was; None when there is none or a string spans the lines
     that would move."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return None
     text = source.splitlines(keepends=True)

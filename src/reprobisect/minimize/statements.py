@@ -28,6 +28,8 @@ import re
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 
+from reprobisect.util.python_source import parse_python
+
 __all__ = ["Script", "Size", "Statement", "blocks", "owns_its_lines", "parse_script", "size_of", "string_lines", "tidy"]
 
 _TRAILER = re.compile(r",?\s*(#.*)?")  # what may follow an element on its last line
@@ -218,7 +220,7 @@ def _dedented(line: str, by: int) -> str:
 
 def parse_script(source: str) -> Script:
     """The statement tree of ``source`` (SyntaxError if it does not parse)."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     lines = tuple(source.splitlines(keepends=True))
     builder = _Builder(lines)
     builder.add_block(tree.body, parent=None, depth=0, pass_when_empty=False)

@@ -37,6 +37,7 @@ from reprobisect.errors import ToolError
 from reprobisect.run.runner import cell_environ
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.files import write_atomic
+from reprobisect.util.python_source import parse_python
 
 __all__ = [
     "BYTECODE",
@@ -75,8 +76,8 @@ def script_modules(texts: Iterable[str]) -> tuple[str, ...]:
     names: set[str] = set()
     for text in texts:
         try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = parse_python(text)
+        except SyntaxError:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
