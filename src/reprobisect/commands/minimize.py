@@ -217,13 +217,14 @@ def run_from_args(args: argparse.Namespace) -> int:
     options = MinimizeOptions.from_args(args)
     prepare(options.common)
     request = _request(options)
+    from reprobisect.minimize.original import read_script
     from reprobisect.minimize.outputs import write_outputs  # imports pyflakes and picire: only once minimizing
     from reprobisect.minimize.pipeline import minimize
 
-    source = options.script.read_text(encoding="utf-8")
+    source = read_script(options.script)  # ConfigError, not a traceback, for a file that is not UTF-8 text
     result = minimize(load_config(options.common.config), request, run_context(options.common))
     write_outputs(result, request, source)
-    _print(result)
+    _print(result, request)
     if result.interrupted:  # the best so far is on disk: Ctrl-C means Ctrl-C again
         signal.signal(signal.SIGINT, signal.default_int_handler)
     return INTERRUPTED_EXIT if result.interrupted else 0
@@ -248,8 +249,8 @@ def _importable(name: str, find: Callable[[str], object]) -> bool:
         return False
 
 
-def _print(result: MinimizeResult) -> None:
-    from reprobisect.minimize.outputs import recheck_commands  # as in run_from_args
+def _print(result: MinimizeResult, request: MinimizeRequest) -> None:
+    from reprobisect.minimize.outputs import plain_command, recheck_commands  # as in run_from_args
 
     o, m = result.original, result.minimized
     print(
@@ -260,4 +261,7 @@ def _print(result: MinimizeResult) -> None:
     print(f"The minimized script: {result.verdict.why}")
     print("\n" + result.text.rstrip())
     print("\nRe-check it:\n  " + "\n  ".join(recheck_commands(result.folder / "minimized.py", result.cells)))
+    print(f"Or outside the harness, with the bad (or good) pins installed: {plain_command(request, result.cells)}")
+    if result.kept:
+        print(f"Kept: {result.kept}.")
     print(f"\nFiles: {result.folder}/ (minimized.py, minimized.diff, minimize.json, minimize.md)")

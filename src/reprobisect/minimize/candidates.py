@@ -226,12 +226,22 @@ class Tester:
     """Judges candidates of one minimization; safe to call from several processes at once (each verdict is a
     file, written whole, and the same candidate always gets the same answer)."""
 
-    def __init__(self, cells: Cells, target: FailureTarget, folder: Path, original_undefined: frozenset[str]) -> None:
+    def __init__(
+        self,
+        cells: Cells,
+        target: FailureTarget,
+        folder: Path,
+        original_undefined: frozenset[str],
+        sites: Mapping[str, int] | None = None,
+    ) -> None:
         self.cells = cells
         self.target = target
         self.folder = folder
         self.store = Store(folder / "runs")
         self.original_undefined = original_undefined
+        # where the original set its environment, which every candidate keeps (settings.py); set once the
+        # original's traced run says which of them ran
+        self.sites: Mapping[str, int] = sites or {}
         self.verdicts = folder / "verdicts"
         self.candidates = folder / "candidates"
         self.log = folder / "progress.jsonl"
@@ -248,11 +258,11 @@ class Tester:
     def runnable(self, text: str) -> bool:
         """Whether ``text`` would be run rather than refused (see ``static``), keeping no verdict: a guess the
         search may never ask about leaves no trace in the progress log."""
-        return why_not_runnable(text, self.original_undefined) is None
+        return why_not_runnable(text, self.original_undefined, self.sites) is None
 
     def refused(self, text: str) -> CandidateVerdict | None:
         """A verdict without a run, when the candidate cannot be interesting (see ``static``)."""
-        why = why_not_runnable(text, self.original_undefined)
+        why = why_not_runnable(text, self.original_undefined, self.sites)
         if why is None:
             return None
         return self.keep(

@@ -19,9 +19,10 @@ from typing import Any
 from reprobisect.minimize.candidates import CellRun, Cells
 from reprobisect.minimize.request import MinimizeRequest, MinimizeResult
 from reprobisect.minimize.sections import SECTION_FILE, section_markdown
+from reprobisect.model.repro import script_forms
 from reprobisect.util.files import write_atomic
 
-__all__ = ["recheck_commands", "write_outputs"]
+__all__ = ["plain_command", "recheck_commands", "write_outputs"]
 
 
 def write_outputs(result: MinimizeResult, request: MinimizeRequest, source: str) -> None:
@@ -60,6 +61,17 @@ def recheck_commands(script: Path, cells: Cells) -> list[str]:
         words += ["--", *cells.script_args] if cells.script_args else []
         commands.append(shlex.join(words))
     return commands
+
+
+def plain_command(request: MinimizeRequest, cells: Cells) -> str:
+    """How a person runs ``minimized.py`` outside the harness: plain ``python`` with the variables the harness's
+    run had and the script does not set itself (the form's, and the user's ``--env`` by name only: a value may be a
+    secret), and the script's arguments."""
+    forms = script_forms(request.script, shim=cells.shim)
+    form_env = next((f.env for name, f in forms.items() if name == cells.form), {})
+    words = [f"{k}={shlex.quote(v)}" for k, v in form_env.items()]
+    words += [f"{k}=${k}" for k in cells.env if k not in form_env]
+    return " ".join([*words, "python", "minimized.py", *map(shlex.quote, cells.script_args)])
 
 
 def _run(run: CellRun) -> dict[str, Any]:
@@ -108,6 +120,8 @@ def _summary(result: MinimizeResult, request: MinimizeRequest, cells: Cells, com
         "jobs": request.jobs,
         "reducer": "picire ParallelDD over the statement tree (hierarchical delta debugging)",
         "recheck": commands,
+        "plain_python": plain_command(request, cells),
+        "kept_for_plain_python": result.kept,
         "minimized_script": "minimized.py",
         "diff": "minimized.diff",
     }

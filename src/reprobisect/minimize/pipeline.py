@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from reprobisect.config.load import Config
@@ -49,6 +49,7 @@ from reprobisect.minimize.passes import (
 from reprobisect.minimize.progress import progress_lines, runs_executed
 from reprobisect.minimize.reduce import prune_unused, reduce_statements
 from reprobisect.minimize.request import MinimizeRequest, MinimizeResult
+from reprobisect.minimize.settings import required_sites, sites
 from reprobisect.minimize.statements import Script, parse_script, size_of, tidy
 from reprobisect.run.context import RunContext
 from reprobisect.util.echo import Echo
@@ -203,6 +204,12 @@ class _Minimization:
         verdict = self.tester.known(text)
         return failure_lines(self.folder, verdict, self.tester.cells.filename) if verdict is not None else ()
 
+    def slice_lines(self, text: str) -> tuple[int, ...]:
+        """What the failure's slice of ``text`` starts from: the failing lines, and the lines that set the
+        environment as the original did (``settings``: every candidate keeps them, so the slice must too)."""
+        setting = (site.line for site in sites(text) if site.code in self.tester.sites)
+        return (*self.failing_lines(text), *setting)
+
     def pinned_in(self, script: Script, text: str) -> frozenset[int]:
         """The statements of ``script`` (parsed from ``text``) on the failure's path, never tried removed."""
         return script.enclosing(self.failing_lines(text)) if self.request.keep_traceback else frozenset()
@@ -229,6 +236,9 @@ def _rounds(search: _Minimization, script: Script, source: str, pinned: frozense
     """Round after round (rewrites, the failure's slice, then every level of statements) until a whole round
     changes nothing or the budget is spent; the best text and why it stopped. What never ran goes first."""
     ran = executed_lines(search.tester, search.folder, source)
+    search.tester.sites = required_sites(source, ran)  # before any candidate, and before the reducer forks
+    if search.tester.sites:
+        search.echo(f"  kept: {_settings_said(source, search.tester.sites)}")
     judged, given = search.judged_text, given_options(search.request.script_args)
 
     def judged_start(removed: frozenset[int]) -> bool:  # the flattened script is the next step's first candidate
@@ -248,12 +258,21 @@ def _rounds(search: _Minimization, script: Script, source: str, pinned: frozense
     return best, search.spent() or "a whole round (rewrites, then every level) changed nothing more"
 
 
+def _settings_said(source: str, required: Mapping[str, int]) -> str:
+    """The lines that set the environment, which every candidate keeps, as the progress and the result say them."""
+    kept = [site for site in sites(source) if site.code in required]
+    names = sorted({name for site in kept for name in site.names})
+    lines = ", ".join(str(site.line) for site in kept)
+    what = f" ({', '.join(names)})" if names else ""
+    return f"line{'s' if len(kept) > 1 else ''} {lines} set the environment{what}: plain python needs them"
+
+
 def _rewritten(search: _Minimization, text: str) -> str:
     """``text`` rewritten, cut to the failure's slice, and what the slice left rewritten again."""
     judged, jobs, spent, echo = search.judged_text, search.request.jobs, search.spent, search.echo
     given = given_options(search.request.script_args)
     rewritten = rewrite_round(text, judged, jobs, spent, echo, given)
-    sliced = sliced_text(rewritten, judged, search.failing_lines(rewritten), jobs, echo)
+    sliced = sliced_text(rewritten, judged, search.slice_lines(rewritten), jobs, echo)
     if sliced != rewritten:  # what the slice left often flattens further (a value, an identity)
         sliced = rewrite_round(sliced, judged, jobs, spent, echo, given, one_at_a_time=False)
     return sliced
@@ -342,4 +361,5 @@ def _result(
         refused=sum(1 for e in entries if not e.ran),
         runs=sum(e.runs for e in entries),
         seconds=round(time.monotonic() - search.started, 1),
+        kept=_settings_said(final, tester.sites) if tester.sites else "",
     )

@@ -79,6 +79,7 @@ class MinimizeResult:
     refused: int  # candidates answered without a run (they do not compile, or use a name they lost)
     runs: int  # runs executed (not taken from the store)
     seconds: float
+    kept: str = ""  # the lines kept because a plain ``python`` run needs them (settings.py), said for people
 
     @property
     def interrupted(self) -> bool:

@@ -67,7 +67,13 @@ def section_markdown(summary: Mapping[str, Any], text: str, diff: str) -> str:
         lines.append(
             f"| {role} | {md_safe(pins)} | {_verdict_cell(cell['original'])} | {_verdict_cell(cell['minimized'])} |"
         )
-    lines += ["", "Re-check it:", "", _fence("\n".join(summary["recheck"]), "bash"), _fence(text, "python")]
+    lines += ["", "Re-check it:", "", _fence("\n".join(summary["recheck"]), "bash")]
+    if summary.get("plain_python"):  # older summaries have neither
+        lines += ["Or outside the harness, in an environment with the bad (or good) pins:", ""]
+        lines += [_fence(summary["plain_python"], "bash")]
+    if summary.get("kept_for_plain_python"):
+        lines += [f"Kept: {md_safe(summary['kept_for_plain_python'])}.", ""]
+    lines += [_fence(text, "python")]
     lines += ["<details><summary>Diff against the original</summary>", "", _fence(diff, "diff"), "</details>", ""]
     return md_document("\n".join(lines))
 

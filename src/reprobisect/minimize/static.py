@@ -16,8 +16,12 @@ import ast
 import dataclasses
 import functools
 import warnings
+from collections.abc import Mapping
 
 from pyflakes import checker, messages  # type: ignore[import-untyped]  # no type information shipped
+
+from reprobisect.minimize.settings import lost_sites
+from reprobisect.util.python_source import PARSE_FAILURES, parse_python
 
 __all__ = ["undefined_names", "unused_definitions", "why_not_runnable"]
 
@@ -37,13 +41,13 @@ def _checked(source: str) -> _Checked | None:
     """One compile and one pyflakes pass per text, None when it does not compile. Cached: the reducer asks about the
     same text several times (the pruning beside a candidate, its refusal, a group's closure)."""
     try:
+        tree = parse_python(source, "<candidate>")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarning for an odd escape is the script's business
-            tree = ast.parse(source)
             compile(tree, "<candidate>", "exec")
-    except (SyntaxError, ValueError):
+        found = checker.Checker(tree, filename="<candidate>").messages
+    except PARSE_FAILURES:
         return None
-    found = checker.Checker(tree, filename="<candidate>").messages
     undefined = frozenset(str(m.message_args[0]) for m in found if isinstance(m, _UNDEFINED))
     unused_at: dict[int, int] = {}
     for message in found:
@@ -76,13 +80,19 @@ def unused_definitions(source: str) -> frozenset[int]:
     return checked.unused if checked is not None else frozenset()
 
 
-def why_not_runnable(source: str, original_undefined: frozenset[str]) -> str | None:
-    """Why a candidate need not run (it does not compile, or it uses a name it no longer defines); None when it
-    must run to tell."""
+def why_not_runnable(
+    source: str, original_undefined: frozenset[str], sites: Mapping[str, int] | None = None
+) -> str | None:
+    """Why a candidate need not run (it does not compile, it uses a name it no longer defines, or it lost a place
+    where the original set its environment: ``sites``, see ``settings``); None when it must run to tell."""
     undefined = undefined_names(source)
     if undefined is None:
         return "does not compile"
     new = sorted(undefined - original_undefined)
     if new:
         return f"undefined name {new[0]!r}" + (f" (+{len(new) - 1})" if len(new) > 1 else "")
+    lost = lost_sites(source, sites or {})
+    if lost:
+        more = f" (+{len(lost) - 1})" if len(lost) > 1 else ""
+        return f"no longer sets the environment as the original did: {lost[0][:80]}{more} (plain python needs it)"
     return None
