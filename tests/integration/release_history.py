@@ -122,9 +122,28 @@ def unpack(sdist: Path, dest: Path) -> Path:
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     with tarfile.open(sdist) as tar:
-        tar.extractall(dest, filter="data")
+        extract_data(tar, dest)
     (top,) = list(dest.iterdir())
     return top
+
+
+def extract_data(archive: tarfile.TarFile, dest: Path) -> None:
+    """Unpack ``archive`` into ``dest`` as ``filter="data"`` does; ValueError naming a member it refuses.
+
+    ``filter`` came in Python 3.11.4; Debian 12's 3.11.2, the oldest Python this package supports, has no such
+    argument. Where the filter exists it is used; where it does not, the same refusals are made here first."""
+    if hasattr(tarfile, "data_filter"):
+        archive.extractall(dest, filter="data")
+        return
+    root = dest.resolve()
+    members = archive.getmembers()
+    for member in members:
+        target = (root / member.name).resolve()
+        if member.name.startswith("/") or ".." in Path(member.name).parts or not target.is_relative_to(root):
+            raise ValueError(f"{archive.name}: member {member.name!r} would be written outside {dest}")
+        if not (member.isfile() or member.isdir()):
+            raise ValueError(f"{archive.name}: member {member.name!r} is not a plain file or folder")
+    archive.extractall(dest, members=members)  # every member checked above
 
 
 def _files(tree: Path) -> set[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, base_python
+from tests.integration.release_history import extract_data
 from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
 from tests.system_tools import DEEPSPEED_OPS
 
@@ -132,7 +133,7 @@ def _deepspeed_source_repo(root: Path, version: str) -> Path:
     )
     [sdist] = root.glob("deepspeed-*.tar.gz")
     with tarfile.open(sdist) as archive:
-        archive.extractall(root, filter="data")
+        extract_data(archive, root)
     repo = root / f"deepspeed-{version}"
     for args in (
         ["init", "-q", "-b", "main"],
