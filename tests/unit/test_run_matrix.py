@@ -501,9 +501,11 @@ def test_a_patch_of_a_package_the_form_never_imports_is_said_once_and_not_run(
     assert stats.not_applicable == 2 and stats.executed == 6  # two cells
     said = [line for line in lines if "never imports" in line]
     assert len(said) == 1 and "lightning-patch" in said[0] and "never imports lightning" in said[0]
-    # the counter counts what will run: its total never shrinks, and it ends at the runs that ran
+    # the counter starts at the runs announced and loses those found not to apply: [1/8] ... [6/6], never [1/4]
     counters = [tuple(map(int, m.groups())) for line in lines if (m := re.match(r"\[(\d+)/(\d+)", line))]
-    assert [total for _, total in counters] == sorted(total for _, total in counters)
+    announced = next(int(m.group(1)) for line in lines if (m := re.search(r", (\d+) runs, backend", line)))
+    assert announced == 8 and counters[0][1] == announced
+    assert [total for _, total in counters] == sorted((total for _, total in counters), reverse=True)
     assert counters[-1] == (6, 6)
     assert "2 patched runs in all (2 not applicable, not run)" in lines
     assert [r.fix for r in records if r.cell["id"] == records[0].cell["id"]] == ["none", "other", "deepspeed-patch"]

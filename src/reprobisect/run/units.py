@@ -46,6 +46,11 @@ class _Progress:
         with self.lock:
             self.running += 1
 
+    def drop(self, count: int) -> None:
+        """``count`` announced units will not run (patches whose form never imports what they change)."""
+        with self.lock:
+            self.total -= count
+
     def finish(self, line: ProgressLine) -> None:
         with self.lock:
             self.running -= 1
@@ -67,18 +72,19 @@ def run_units(
 
     A patch unit waits for the unpatched units of its cell and form, and runs only when they showed that the form
     imports what the patch changes (``_applicable``); it then starts before the unpatched units of other cells and
-    forms not started yet. The counter counts only what will run.
+    forms not started yet. The counter starts at every unit, as the run announced them, and loses those that will
+    not run once that is known: ``[1/6]`` … ``[4/6]``, then ``[5/5]`` when one patch does not apply.
     """
     order = {id(unit): index for index, unit in enumerate(units)}
     plain = [u for u in units if u.fix.patch is None]
     patches = _Patches([u for u in units if u.fix.patch is not None], plain, ctx.echo)
-    progress = _Progress(len(plain), ctx.echo)
+    progress = _Progress(len(units), ctx.echo)  # what the run announced; a patch found not applicable leaves it
     with_cell = len({unit.cell.id for unit in units}) > 1
     batch = _Batch(prepared, request, ctx, backend=backend, stats=stats, progress=progress, with_cell=with_cell)
 
     def then(unit: Unit, record: Record) -> list[Unit]:
         released, skipped = patches.after(unit, record)
-        progress.total += len(released)
+        progress.drop(skipped)
         stats.not_applicable += skipped
         return released
 
