@@ -47,6 +47,9 @@ TEST_CELLS = ROOT / ".test-cells"
 TEST_TMP = ROOT / ".test-tmp"
 os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(TEST_TMP))
 os.environ.setdefault("MPLCONFIGDIR", str(TEST_TMP / "matplotlib"))  # else ~/.config and ~/.cache/matplotlib
+# The commands the harness prints are the checkout's (`nox -s triage -- ...`) as under `nox -s tests`, also where
+# pytest runs on its own; tests of the installed form (`reprobisect triage ...`) pass an environment without it.
+os.environ.setdefault("NOX_CURRENT_SESSION", "tests")
 RUN_TMPDIR = "REPROBISECT_TEST_TMPDIR"  # the run's $TMPDIR, named for xdist workers (the controller removes it)
 
 

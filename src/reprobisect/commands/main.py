@@ -20,7 +20,11 @@ from reprobisect.errors import INTERRUPTED_EXIT, HarnessError
 
 __all__ = ["COMMANDS", "main"]
 
-DESCRIPTION = "Command line: ``reprobisect repro gan``, ``reprobisect env``. nox sessions call these."
+DESCRIPTION = (
+    "Reproduce and bisect bugs between torch, deepspeed and lightning. Start with 'reprobisect repro gan' (the "
+    "GAN report on its default cell) or 'reprobisect triage issue.py'; 'reprobisect COMMAND --help' lists a "
+    "command's options. From a checkout, nox sessions run the same commands (nox -l)."
+)
 
 # Each command and the module that adds and runs it, in the order ``reprobisect --help`` lists them.
 COMMANDS: dict[str, str] = {

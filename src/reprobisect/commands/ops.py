@@ -25,7 +25,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
     )
     add_envs(
         parser,
-        help="the cells whose caches they are (env REPROBISECT_ENVS; REPROBISECT_OP_CACHE, "
+        help="the cells whose caches they are (REPROBISECT_OP_CACHE, "
         "REPROBISECT_WHEEL_CACHE and REPROBISECT_BYTECODE_CACHE move them)",
     )
     action = parser.add_mutually_exclusive_group()

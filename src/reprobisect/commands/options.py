@@ -31,6 +31,7 @@ from reprobisect.model.store import Store
 from reprobisect.run.context import MatrixExecutor, RunContext
 from reprobisect.run.phases import PROFILE_ENV
 from reprobisect.run.sandbox import Confinement
+from reprobisect.util.invocation import default_cells_dir
 
 __all__ = [
     "CommonOptions",
@@ -113,11 +114,11 @@ def add_timeout(parser: argparse.ArgumentParser, help: str = "seconds per run (d
     parser.add_argument("--timeout", type=float, help=help)
 
 
-def add_envs(
-    parser: argparse.ArgumentParser, help: str = "one venv per cell lives here (env REPROBISECT_ENVS)"
-) -> None:
-    """``--envs DIR``: where the cells (and the op cache beside them) live."""
-    parser.add_argument("--envs", type=Path, default=Path(os.environ.get("REPROBISECT_ENVS", ".cells")), help=help)
+def add_envs(parser: argparse.ArgumentParser, help: str = "one venv per cell lives here") -> None:
+    """``--envs DIR``: where the cells (and the op cache beside them) live; the help says where that is now."""
+    default = default_cells_dir()
+    where = f"default here: {default} ($REPROBISECT_ENVS, else ./.cells under nox, else the user's cache folder)"
+    parser.add_argument("--envs", type=Path, default=default, help=f"{help}; {where}")
 
 
 def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] | None = None) -> None:

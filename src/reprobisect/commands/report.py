@@ -43,7 +43,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "report",
         help="records -> runs.parquet/csv, report.md/html, plots; --baseline DIR",
-        description=__doc__.splitlines()[0],
+        description="Records -> runs.parquet, runs.csv, report.md, report.html and PNG plots.",
     )
     parser.add_argument("--out", type=Path, default=Path("reports"), help="records root (default: reports)")
     parser.add_argument(
