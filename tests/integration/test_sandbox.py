@@ -53,7 +53,7 @@ sandbox = Confinement(sandbox=cfg["sandbox"], network=cfg["network"]).open()
 spec = RunSpec(repro=repro, form=repro.forms["cpu-deepspeed"], fix=repro.fixes["none"], env=env, sandbox=sandbox)
 record = execute(spec, Store(Path(cfg["out"])), environ=os.environ)
 print(json.dumps({{"outcome": record.outcome, "log": str(Path(cfg["out"]) / record.log_path),
-                  "sandbox": record.sandbox}}))
+                  "sandbox": record.sandbox, "tmp_full": record.config.get("tmp_full")}}))
 """
 
 
@@ -97,6 +97,20 @@ def _harness(
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     return result, Path(result["log"]).read_text(errors="replace")
+
+
+@pytest.mark.chaos
+def test_a_run_that_fills_its_tmp_fails_alone_and_the_record_says_why(tmp_path: Path) -> None:
+    # before the bound, /tmp was a tmpfs as large as memory: the 16 MiB went through (PASS), and a larger write
+    # went into the memory cgroup the harness shares with its runs
+    result, log = _harness(tmp_path, "fills_tmp.py", "16", extra_env={"REPROBISECT_SANDBOX_TMP": "8M"})
+    assert result["sandbox"].startswith("bwrap") and "/tmp of 8 MiB each" in result["sandbox"]
+    assert result["outcome"] != "PASS" and "wrote it all" not in log
+    assert "No space left on device" in log
+    assert result["tmp_full"] is not None and "8 MiB" in result["tmp_full"]
+    assert "REPROBISECT_SANDBOX_TMP" in result["tmp_full"]
+    small, _ = _harness(tmp_path, "fills_tmp.py", "2", extra_env={"REPROBISECT_SANDBOX_TMP": "8M"})
+    assert small["outcome"] == "PASS" and small["tmp_full"] is None  # under the bound: nothing said
 
 
 def _leaks(log: str) -> list[str]:

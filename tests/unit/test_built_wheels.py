@@ -17,6 +17,7 @@ import pytest
 from reprobisect.cells import built_wheels, envs
 from reprobisect.cells.backend_build import backend_wheel
 from reprobisect.cells.base import BaseInterpreter
+from reprobisect.cells.build_jail import BuildJail
 from reprobisect.cells.built_wheels import build, build_commit, check_wheel, entry_name, lookup
 from reprobisect.errors import EnvBuildError
 from reprobisect.model.cell import SYSTEM, Cell
@@ -199,7 +200,7 @@ class FakePip:
         self.wheel = wheel
         self.fail = False
 
-    def __call__(self, python: str, name: str, version: str, dest: Path, log: Path, timeout: float) -> Path | None:
+    def __call__(self, python: str, name: str, version: str, dest: Path, log: Path, job: object) -> Path | None:
         self.calls.append(f"{name}=={version}")
         if self.fail:
             return None
@@ -315,7 +316,7 @@ def _build_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uv: FakeUv, pip
     path.mkdir(parents=True, exist_ok=True)
     log = tmp_path / "envs" / f"{cell.id}.build.log"
     log.write_text("")
-    steps = envs._build(cell, BASE, path, log, uv="uv")
+    steps = envs._build(cell, BASE, path, log, uv="uv", jail=BuildJail.unconfined())
     assert steps and "venv" in steps
     return [" ".join(c) for c in uv.commands if "install" in c]
 
@@ -395,7 +396,14 @@ def _tree(root: Path, pyproject: str | None) -> Path:
 def test_the_tree_s_backend_builds_the_wheel_in_one_run(tmp_path: Path, pyproject: str | None) -> None:
     notes: list[str] = []
     wheel = backend_wheel(
-        sys.executable, _tree(tmp_path / "src", pyproject), tmp_path / "dist", timeout=300, note=notes.append
+        sys.executable,
+        _tree(tmp_path / "src", pyproject),
+        tmp_path / "dist",
+        timeout=300,
+        note=notes.append,
+        jail=BuildJail.unconfined(),
+        folder=tmp_path,
+        environ=os.environ,
     )
     assert wheel is not None and wheel.name == "tinypkg-0.3-py3-none-any.whl", notes
     assert check_wheel(wheel, "tinypkg", "0.3") is None and "in one run" in notes[-1]
@@ -413,7 +421,14 @@ def test_a_backend_that_cannot_build_leaves_it_to_pip(tmp_path: Path, pyproject:
     notes: list[str] = []
     assert (
         backend_wheel(
-            sys.executable, _tree(tmp_path / "src", pyproject), tmp_path / "dist", timeout=300, note=notes.append
+            sys.executable,
+            _tree(tmp_path / "src", pyproject),
+            tmp_path / "dist",
+            timeout=300,
+            note=notes.append,
+            jail=BuildJail.unconfined(),
+            folder=tmp_path,
+            environ=os.environ,
         )
         is None
     )

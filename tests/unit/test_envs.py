@@ -40,7 +40,7 @@ class FakeBuild:
         self.builds: list[str] = []
         self.fail: str | None = None
 
-    def __call__(self, cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str) -> None:
+    def __call__(self, cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str, jail: object) -> None:
         self.builds.append(cell.id)
         site = path / "lib" / "python3.11" / "site-packages"
         (path / "bin").mkdir(parents=True)

@@ -8,8 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from reprobisect.errors import ConfigError
 from reprobisect.run.sandbox import Sandbox, git_dirs, link_hops
+from reprobisect.util.bwrap import DEFAULT_TMP_BYTES, TMP_SIZE_ENV, tmp_limit
 
 
 @pytest.fixture
@@ -23,6 +27,9 @@ def _mounts(argv: list[str]) -> list[tuple[str, str]]:
     """(kind, path) of each mount after the root's, in the order bwrap applies them."""
     out, i = [], argv.index("/dev") + 1
     while argv[i] != "--chdir":
+        if argv[i] == "--size":  # the bound of the tmpfs that follows
+            i += 2
+            continue
         kind = argv[i]
         out.append((kind, argv[i + 1]))
         i += 2 if kind == "--tmpfs" else 3
@@ -116,3 +123,43 @@ def test_a_git_worktree_hides_its_dot_git_file_and_the_repository_it_points_to(u
 def test_a_dot_git_file_that_says_something_else_hides_only_itself(under_tmp: Path, text: str) -> None:
     (under_tmp / ".git").write_text(text, errors="surrogateescape")
     assert git_dirs(under_tmp) == [under_tmp / ".git"]
+
+
+def test_every_tmpfs_is_bounded(under_tmp: Path) -> None:
+    """A tmpfs is memory the harness's cgroup counts: /tmp, HOME and the empty folders over hidden ones (writable
+    too) each hold at most the sandbox's bound (issue #50, item 7)."""
+    checkout = under_tmp / "repo"
+    (checkout / ".git").mkdir(parents=True)
+    work = under_tmp / "work"
+    work.mkdir()
+    argv = Sandbox(bwrap="bwrap", version="0", tmp_bytes=8 << 20).wrap(
+        ["true"], env={"HOME": str(under_tmp / "home")}, workdir=work, hidden=[checkout / ".git"]
+    )
+    tmpfs = [i for i, arg in enumerate(argv) if arg == "--tmpfs"]
+    assert len(tmpfs) >= 3  # /tmp, HOME, the hidden .git
+    assert all(argv[i - 2 : i] == ["--size", str(8 << 20)] for i in tmpfs)
+    unbounded = Sandbox(bwrap="bwrap", version="0", tmp_bytes=None).wrap(["true"], env={}, workdir=work)
+    assert "--size" not in unbounded
+
+
+@pytest.mark.parametrize(
+    ("raw", "size"), [("8M", 8 << 20), ("2G", 2 << 30), ("512MiB", 512 << 20), ("1048576", 1 << 20)]
+)
+def test_the_tmp_bound_is_read_from_its_variable(raw: str, size: int) -> None:
+    assert tmp_limit({TMP_SIZE_ENV: raw}) == size
+
+
+def test_the_tmp_bound_defaults_to_at_most_a_gib() -> None:
+    assert 1 << 20 <= tmp_limit({}) <= DEFAULT_TMP_BYTES
+
+
+@given(st.text(max_size=40).filter(lambda t: t.strip() and not t.strip().rstrip("BbIiKkMmGgTt ").strip().isdigit()))
+def test_a_tmp_bound_that_is_no_size_is_refused_naming_the_variable(raw: str) -> None:
+    with pytest.raises(ConfigError, match=TMP_SIZE_ENV):
+        tmp_limit({TMP_SIZE_ENV: raw})
+
+
+@pytest.mark.parametrize("raw", ["0", "1K", "-5M", "1e9", "9" * 40])
+def test_a_tmp_bound_too_small_or_malformed_is_refused(raw: str) -> None:
+    with pytest.raises(ConfigError, match=TMP_SIZE_ENV):
+        tmp_limit({TMP_SIZE_ENV: raw})

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from reprobisect.cells import built_wheels
 from reprobisect.cells.base import BaseInterpreter
+from reprobisect.cells.build_jail import BuildJail
 
 __all__ = ["WheelPrebuilder", "spare_builders"]
 
@@ -43,9 +44,18 @@ class WheelPrebuilder:
     """Builds commits' wheels in the background, each once, the first asked for first."""
 
     def __init__(
-        self, *, root: Path, package: str, clone: Path, base: BaseInterpreter, log: Path, workers: int
+        self,
+        *,
+        root: Path,
+        package: str,
+        clone: Path,
+        base: BaseInterpreter,
+        log: Path,
+        workers: int,
+        jail: BuildJail | None = None,
     ) -> None:
         self.root, self.package, self.clone, self.base, self.log = root, package, clone, base, log
+        self.jail = jail or BuildJail()  # confined as the search's probes are (cells/build_jail.py)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prebuild")
         self._asked: set[str] = set()
         self._lock = threading.Lock()
@@ -71,6 +81,7 @@ class WheelPrebuilder:
             python=self.base.executable,
             python_version=self.base.version,
             log=self.log,
+            jail=self.jail,
         )
         if wheel is not None:  # a commit that does not build is said by its probe's cell, if it is probed
             with self._lock:
@@ -83,7 +94,14 @@ class WheelPrebuilder:
 
 
 def prebuilder_for(
-    clone: Path | None, package: str, *, base: BaseInterpreter, envs_dir: Path, log: Path, jobs: int
+    clone: Path | None,
+    package: str,
+    *,
+    base: BaseInterpreter,
+    envs_dir: Path,
+    log: Path,
+    jobs: int,
+    jail: BuildJail | None = None,
 ) -> WheelPrebuilder | None:
     """A prebuilder for a commit search run here, or None: not commits of a clone, the kept wheels turned off
     (``REPROBISECT_WHEEL_CACHE=off``), or no cores to spare beside ``jobs`` runs."""
@@ -91,4 +109,4 @@ def prebuilder_for(
     root = built_wheels.WHEELS.root(envs_dir)
     if clone is None or root is None or workers < 1:
         return None
-    return WheelPrebuilder(root=root, package=package, clone=clone, base=base, log=log, workers=workers)
+    return WheelPrebuilder(root=root, package=package, clone=clone, base=base, log=log, workers=workers, jail=jail)

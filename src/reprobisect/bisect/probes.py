@@ -24,6 +24,7 @@ from reprobisect.bisect.search import (
     first_sample,
 )
 from reprobisect.bisect.timed import TimedProbes
+from reprobisect.cells.build_jail import BuildJail
 from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError
@@ -297,6 +298,7 @@ def _prebuilder(request: BisectRequest, ctx: RunContext, repo: Path | None) -> W
         envs_dir=ctx.envs_dir,
         log=ctx.store.root / "logs" / "wheel-prebuild.log",
         jobs=request.jobs,
+        jail=BuildJail.within(request.confinement.open()) if repo is not None and rounds else None,
     )
 
 

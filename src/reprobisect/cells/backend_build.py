@@ -11,11 +11,11 @@ the base interpreter's setuptools and torch build it, offline. Whatever this can
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from reprobisect.cells.build_jail import BuildJail
 from reprobisect.errors import ToolError
 from reprobisect.util.cmd import output_tail, run_tool
 
@@ -44,20 +44,32 @@ print("\nWHEEL=" + hooks.build_wheel(dest), flush=True)
 """
 
 
-def backend_wheel(python: str, source: Path, dest: Path, *, timeout: float, note: Callable[[str], None]) -> Path | None:
+def backend_wheel(
+    python: str,
+    source: Path,
+    dest: Path,
+    *,
+    timeout: float,
+    note: Callable[[str], None],
+    jail: BuildJail,
+    folder: Path,
+    environ: Mapping[str, str],
+    readable: Sequence[Path] = (),
+) -> Path | None:
     """The wheel ``build_wheel`` of the tree's backend made in ``dest``, or None (said to ``note``) when it could not:
-    the caller then asks pip."""
+    the caller then asks pip. It runs in ``jail`` without the network (no index: the base's own backend), writing
+    only ``folder``, which holds ``source`` and ``dest``; ``readable``: what else it reads (the commit's objects)."""
     start = time.perf_counter()
-    env = {**os.environ, "DS_BUILD_OPS": "0"}  # ops are compiled just in time, never into a probe's wheel
+    argv, env = jail.command(
+        [python, "-c", _HOOK, str(source), str(dest)],
+        python=python,
+        folder=folder,
+        environ=environ,
+        index=False,
+        readable=readable,
+    )
     try:
-        done = run_tool(
-            [python, "-c", _HOOK, str(source), str(dest)],
-            what=f"building a wheel of {source}",
-            timeout=timeout,
-            env=env,
-            check=False,
-            cwd=source,
-        )
+        done = run_tool(argv, what=f"building a wheel of {source}", timeout=timeout, env=env, check=False, cwd=source)
     except ToolError as exc:
         note(f"the build backend's hook did not run ({exc}); pip builds it")
         return None

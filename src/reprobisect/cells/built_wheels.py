@@ -32,6 +32,7 @@ used (the size bound drops the oldest first).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import email.parser
 import os
 import re
@@ -40,16 +41,18 @@ import subprocess
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from reprobisect.cells.backend_build import backend_wheel
+from reprobisect.cells.build_jail import BuildJail
 from reprobisect.cells.shared_cache import SharedCache
 from reprobisect.errors import ToolError
 from reprobisect.util.cmd import output_tail, run_tool
+from reprobisect.util.redact import redact
 
 __all__ = ["DEFAULT_MAX_BYTES", "WHEELS", "build", "build_commit", "check_wheel", "entry_name", "git_commit", "lookup"]
 
@@ -165,11 +168,22 @@ def _remove(folder: Path) -> None:
 
 
 def build(
-    root: Path, name: str, version: str, *, python: str, python_version: str, log: Path, timeout: float = 1800
+    root: Path,
+    name: str,
+    version: str,
+    *,
+    python: str,
+    python_version: str,
+    log: Path,
+    timeout: float = 1800,
+    jail: BuildJail | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Path | None:
     """Build ``name==version``'s wheel with ``python``'s pip (the index its configuration names, isolated, no
     ops) and keep it; the kept wheel, or None when it cannot be built or kept (the reason goes to ``log``: the
-    cell is then installed as without this cache)."""
+    cell is then installed as without this cache). The build runs in ``jail`` (cells/build_jail.py; the default
+    sandbox when None) with ``environ`` cleared to what it needs."""
+    jail, environ = jail or BuildJail(), os.environ if environ is None else environ
     folder_name = entry_name(name, version, python_version)
     if folder_name is None:
         return None
@@ -180,7 +194,8 @@ def build(
         if why is not None:
             _note(log, f"kept wheel {kept or root / folder_name}: {why}; removed, built again")
         with tempfile.TemporaryDirectory(dir=root, prefix=f".build-{folder_name}-") as tmp:
-            built = _pip_wheel(python, name, version, Path(tmp), log, timeout)
+            dest = Path(tmp) / "dist"
+            built = _pip_wheel(python, name, version, dest, log, _Build(jail, Path(tmp), environ, timeout))
             if built is None:
                 return None
             why = check_wheel(built, name, version)
@@ -197,6 +212,7 @@ def build(
 
 # what pip says when the base interpreter lacks the build backend itself (then, and only then, build isolated)
 _NO_BACKEND = re.compile(r"No module named '?(setuptools|wheel)|Cannot import 'setuptools|BackendUnavailable")
+_NO_PIP = re.compile(r"No module named '?pip\b")
 _COMMIT_PIN = re.compile(r"git\+file://(?P<repo>/[^@\s]*)@(?P<sha>[0-9a-f]{40})")
 
 
@@ -207,10 +223,22 @@ def git_commit(spec: str) -> tuple[Path, str] | None:
 
 
 def build_commit(
-    root: Path, name: str, repo: Path, sha: str, *, python: str, python_version: str, log: Path, timeout: float = 1800
+    root: Path,
+    name: str,
+    repo: Path,
+    sha: str,
+    *,
+    python: str,
+    python_version: str,
+    log: Path,
+    timeout: float = 1800,
+    jail: BuildJail | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[Path | None, str]:
     """The kept wheel of commit ``sha`` of the clone ``repo``, built now if it is not kept yet; ``(None, why)``
-    when the commit does not build (the probe is then skipped, not judged)."""
+    when the commit does not build (the probe is then skipped, not judged): its first line the build's own error,
+    then the end of its output, redacted. The build runs in ``jail`` (the default sandbox when None)."""
+    jail, environ = jail or BuildJail(), os.environ if environ is None else environ
     minor = ".".join(python_version.split(".")[:2])
     folder_name = f"{canonicalize_name(name)}-git-{sha}-py{minor}"
     if not _SAFE.fullmatch(folder_name):
@@ -227,9 +255,10 @@ def build_commit(
             failed = _checkout(repo, sha, source, log)
             if failed:
                 return None, failed
-            built, why = _pip_wheel_from(python, source, Path(tmp) / "dist", log, timeout)
+            job = _Build(jail, Path(tmp), environ, timeout, _commit_objects(source), _git_configs(repo))
+            built, why = _pip_wheel_from(python, source, Path(tmp) / "dist", log, job)
             if built is None:
-                return None, f"commit {sha[:12]} of {repo} does not build: {why}"
+                return None, redact(f"commit {sha[:12]} of {repo} does not build: {_error_line(why)}\n{why}")
             why = check_wheel(built, name, None) or ""
             if why:
                 return None, f"the wheel pip built from commit {sha[:12]} is {why}"
@@ -257,17 +286,73 @@ def _checkout(repo: Path, sha: str, source: Path, log: Path) -> str:
     return ""
 
 
-def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, timeout: float) -> tuple[Path | None, str]:
+@dataclasses.dataclass(frozen=True)
+class _Build:
+    """Where one build runs: its jail, its folder (the only one it writes), the environment it is cleared from,
+    its timeout, what else it reads (a commit's objects in the user's clone) and what it must not (that clone's
+    git configuration, which may hold credentials)."""
+
+    jail: BuildJail
+    folder: Path
+    environ: Mapping[str, str]
+    timeout: float
+    readable: Sequence[Path] = ()
+    hidden: Sequence[Path] = ()
+
+
+def _commit_objects(source: Path) -> list[Path]:
+    """The object folders a ``--shared`` clone at ``source`` reads from (its ``alternates``)."""
+    try:
+        lines = (source / ".git" / "objects" / "info" / "alternates").read_text().splitlines()
+    except OSError:
+        return []
+    return [Path(line.strip()) for line in lines if line.strip().startswith("/")]
+
+
+def _git_configs(repo: Path) -> list[Path]:
+    """The clone's git configuration files (a remote's URL may hold credentials): hidden from its builds."""
+    return [path for path in (repo / ".git" / "config", repo / "config") if path.is_file()]
+
+
+# a Python exception's line (``RuntimeError: …``, ``pkg.SomeError``), the build's own words under pip's
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)\b.*")
+
+
+def _error_line(output: str) -> str:
+    """The line of a failed build's output that says why: its last exception's, else its last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    found = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    return (found or lines or ["no output"])[-1][:300]
+
+
+def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, job: _Build) -> tuple[Path | None, str]:
     """A wheel of the tree at ``source``: without build isolation (the base's setuptools and torch: offline), and
     isolated when that fails (the index the user's pip configuration names). The tree's build backend is called
     once first (cells/backend_build.py: half of pip's time for DeepSpeed); pip builds what it could not."""
-    built = backend_wheel(python, source, dest, timeout=timeout, note=lambda text: _note(log, text))
+    said: list[str] = []
+
+    def note(text: str) -> None:
+        said.append(text)
+        _note(log, text)
+
+    built = backend_wheel(
+        python,
+        source,
+        dest,
+        timeout=job.timeout,
+        note=note,
+        jail=job.jail,
+        folder=job.folder,
+        environ=job.environ,
+        readable=[*job.readable],
+    )
     if built is not None:
         return built, ""
     why = ""
     for isolation in (["--no-build-isolation"], []):
         argv = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", *isolation, "--wheel-dir", str(dest)]
-        done = _run_pip([*argv, "--disable-pip-version-check", str(source)], f"a wheel of {source}", log, timeout)
+        argv += ["--disable-pip-version-check", str(source)]
+        done = _run_pip(argv, f"a wheel of {source}", log, job, index=not isolation)
         if isinstance(done, str):
             return None, done
         wheels = list(dest.glob("*.whl")) if dest.is_dir() else []
@@ -277,17 +362,29 @@ def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, timeout: f
         _note(log, f"not built: {why}")
         if not _NO_BACKEND.search(done.stderr + done.stdout):
             break  # the tree itself does not build: an isolated build (network, minutes offline) would not either
+    if _NO_PIP.search(why) and said:
+        why = said[-1]  # no pip to ask: the backend's own failure says why the tree does not build
     return None, why
 
 
-def _run_pip(argv: list[str], what: str, log: Path, timeout: float) -> subprocess.CompletedProcess[str] | str:
-    """``pip wheel`` without ops (``DS_BUILD_OPS=0``: they compile just in time), said in ``log`` with its time and
-    exit; why it could not run, when it could not."""
+def _run_pip(
+    argv: list[str], what: str, log: Path, job: _Build, *, index: bool
+) -> subprocess.CompletedProcess[str] | str:
+    """``pip wheel`` without ops (``DS_BUILD_OPS=0``: they compile just in time) in the build's jail (``index``: with
+    the network and the user's index configuration), said in ``log`` with its time and exit; why it could not run,
+    when it could not."""
     start = time.perf_counter()
+    confined, env = job.jail.command(
+        argv,
+        python=argv[0],
+        folder=job.folder,
+        environ=job.environ,
+        index=index,
+        readable=job.readable,
+        hidden=job.hidden,
+    )
     try:
-        done = run_tool(
-            argv, what=f"building {what}", timeout=timeout, env={**os.environ, "DS_BUILD_OPS": "0"}, check=False
-        )
+        done = run_tool(confined, what=f"building {what}", timeout=job.timeout, env=env, check=False)
     except ToolError as exc:
         _note(log, f"not kept: {exc}")
         return str(exc)
@@ -295,17 +392,16 @@ def _run_pip(argv: list[str], what: str, log: Path, timeout: float) -> subproces
     return done
 
 
-def _pip_wheel(python: str, name: str, version: str, dest: Path, log: Path, timeout: float) -> Path | None:
+def _pip_wheel(python: str, name: str, version: str, dest: Path, log: Path, job: _Build) -> Path | None:
     argv = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-binary", name, f"{name}=={version}"]
-    done = _run_pip(
-        [*argv, "--wheel-dir", str(dest), "--disable-pip-version-check"], f"a wheel of {name} {version}", log, timeout
-    )
+    argv += ["--wheel-dir", str(dest), "--disable-pip-version-check"]
+    done = _run_pip(argv, f"a wheel of {name} {version}", log, job, index=True)
     if isinstance(done, str):
         return None
     if done.returncode != 0:
         _note(log, f"not kept: pip could not build {name} {version}:\n{output_tail(done.stderr or done.stdout)}")
         return None
-    wheels = list(dest.glob("*.whl"))
+    wheels = list(dest.glob("*.whl")) if dest.is_dir() else []
     if len(wheels) != 1:
         _note(log, f"not kept: pip left {len(wheels)} wheels for {name} {version}")
         return None
@@ -314,4 +410,4 @@ def _pip_wheel(python: str, name: str, version: str, dest: Path, log: Path, time
 
 def _note(log: Path, text: str) -> None:
     with contextlib.suppress(OSError), log.open("a") as handle:
-        handle.write(f"# wheel cache: {text}\n")
+        handle.write(f"# wheel cache: {redact(text)}\n")

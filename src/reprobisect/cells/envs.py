@@ -32,6 +32,7 @@ from packaging.utils import canonicalize_name
 
 from reprobisect.cells import built_wheels
 from reprobisect.cells.base import BaseInterpreter
+from reprobisect.cells.build_jail import BuildJail
 from reprobisect.cells.companion_match import matching_torchvision, unusable_torchvision
 from reprobisect.cells.pinning import install_requirement
 from reprobisect.cells.resolver import installer
@@ -96,22 +97,30 @@ def _fingerprint(cell: Cell, base: BaseInterpreter) -> str:
 
 
 def ensure_env(
-    cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str = "uv", on_build: Callable[[], None] | None = None
+    cell: Cell,
+    base: BaseInterpreter,
+    envs_dir: Path,
+    *,
+    uv: str = "uv",
+    on_build: Callable[[], None] | None = None,
+    jail: BuildJail | None = None,
 ) -> CellEnv:
     """Create the cell's venv, or reuse it when its fingerprint (pins + base interpreter) matches.
 
     A lock file per cell makes two harness processes that want the same cell build it once. ``on_build``
-    is called when a build really starts (so a session can say so before a minute of installing).
+    is called when a build really starts (so a session can say so before a minute of installing). The wheels
+    the harness builds (a release's sdist, a commit) are built in ``jail`` (cells/build_jail.py: the default
+    sandbox when None; ``BuildJail.unconfined()`` for ``--no-sandbox``).
     """
     envs_dir = envs_dir.resolve()
     envs_dir.mkdir(parents=True, exist_ok=True)
     with (envs_dir / f"{cell.id}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _ensure_env_locked(cell, base, envs_dir, uv=uv, on_build=on_build)
+        return _ensure_env_locked(cell, base, envs_dir, uv=uv, on_build=on_build, jail=jail or BuildJail())
 
 
 def _ensure_env_locked(
-    cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str, on_build: Callable[[], None] | None
+    cell: Cell, base: BaseInterpreter, envs_dir: Path, *, uv: str, on_build: Callable[[], None] | None, jail: BuildJail
 ) -> CellEnv:
     path = envs_dir / cell.id
     fingerprint = _fingerprint(cell, base)
@@ -131,7 +140,9 @@ def _ensure_env_locked(
     log = envs_dir / f"{cell.id}.build.log"
     log.write_text("")
     try:
-        steps = dict(_build(cell, base, path, log, uv=uv) or {})  # a stand-in build (tests) may return nothing
+        steps = dict(
+            _build(cell, base, path, log, uv=uv, jail=jail) or {}
+        )  # a stand-in build (tests) may return nothing
     except EnvBuildError:
         marker.unlink(missing_ok=True)
         raise
@@ -196,7 +207,7 @@ def _logged(cmd: list[str], log: Path, what: str) -> None:
 SDIST_ONLY = frozenset({"deepspeed"})  # publishes no wheels: the harness builds them once and keeps them
 
 
-def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str) -> dict[str, float]:
+def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str, jail: BuildJail) -> dict[str, float]:
     """Make the venv, install the cell into it and check its torchvision; returns the seconds each step took."""
     vision = cell.packages.get("torchvision")
     packages = dict(cell.packages)
@@ -206,7 +217,7 @@ def _build(cell: Cell, base: BaseInterpreter, path: Path, log: Path, *, uv: str)
         del packages["torchvision"]
         if found is not None and found != SYSTEM:
             packages["torchvision"] = found
-    steps = _install(cell, packages, base, path, log, uv=uv)
+    steps = _install(cell, packages, base, path, log, uv=uv, jail=jail)
     if vision is not None and vision != SYSTEM:
         clock = time.perf_counter()
         _check_torchvision(cell, path, base, log, explicit=vision != MATCH, uv=uv)
@@ -263,7 +274,7 @@ class _CellInstall:
 
 
 def _install(
-    cell: Cell, packages: Mapping[str, str], base: BaseInterpreter, path: Path, log: Path, *, uv: str
+    cell: Cell, packages: Mapping[str, str], base: BaseInterpreter, path: Path, log: Path, *, uv: str, jail: BuildJail
 ) -> dict[str, float]:
     """Make the venv and install ``packages`` (the cell's, companions made concrete) into it; returns the seconds
     each step took. A pinned torch comes first, with pip; then the pins, each kept wheel by its path."""
@@ -280,7 +291,7 @@ def _install(
     pins = {name: spec for name, spec in sorted(packages.items()) if spec != SYSTEM}
     if not pins:
         return job.steps
-    wheels = _WheelCache(path.parent, base, log)
+    wheels = _WheelCache(path.parent, base, log, jail)
     kept = {name: wheel for name, spec in pins.items() if (wheel := wheels.kept(name, spec)) is not None}
     reqs = [str(kept[name]) if name in kept else install_requirement(name, spec) for name, spec in pins.items()]
     job.step("kept wheels")
@@ -376,10 +387,11 @@ def _offline(install: list[str], reqs: list[str], log: Path, what: str) -> bool:
 class _WheelCache:
     """The kept wheels of the cells under ``envs_dir`` as one cell build uses them (none when turned off)."""
 
-    def __init__(self, envs_dir: Path, base: BaseInterpreter, log: Path) -> None:
+    def __init__(self, envs_dir: Path, base: BaseInterpreter, log: Path, jail: BuildJail) -> None:
         self.root = built_wheels.WHEELS.root(envs_dir)
         self.base = base
         self.log = log
+        self.jail = jail
 
     def _say(self, text: str) -> None:
         with self.log.open("a") as handle:
@@ -400,7 +412,14 @@ class _WheelCache:
 
     def _commit(self, root: Path, name: str, repo: Path, sha: str) -> Path:
         wheel, why = built_wheels.build_commit(
-            root, name, repo, sha, python=self.base.executable, python_version=self.base.version, log=self.log
+            root,
+            name,
+            repo,
+            sha,
+            python=self.base.executable,
+            python_version=self.base.version,
+            log=self.log,
+            jail=self.jail,
         )
         if wheel is None:
             raise EnvBuildError(why)
@@ -412,7 +431,13 @@ class _WheelCache:
             return None
         built_wheels.WHEELS.prune(self.root)
         return built_wheels.build(
-            self.root, name, spec, python=self.base.executable, python_version=self.base.version, log=self.log
+            self.root,
+            name,
+            spec,
+            python=self.base.executable,
+            python_version=self.base.version,
+            log=self.log,
+            jail=self.jail,
         )
 
 

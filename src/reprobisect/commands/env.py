@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from reprobisect.cells.base import base_interpreter
+from reprobisect.cells.build_jail import BuildJail
 from reprobisect.cells.envs import ensure_env
 from reprobisect.cells.pinning import resolve_cell
 from reprobisect.commands.options import CommonOptions, Subparsers, add_common, prepare
@@ -44,7 +45,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     base = base_interpreter(options.base_python)
     config = load_config(options.config)
     cell = resolve_cell(base, {**config.default_cell, **options.pins})
-    env = ensure_env(cell, base, options.envs)
+    env = ensure_env(cell, base, options.envs, jail=BuildJail.within(options.confinement.open()))
     # flushed: the tools write to the same terminal (or pipe) and must come after this line
     print(
         f"Cell {cell.id}: {env.path} ({'reused' if env.reused else 'built'}; torch from {cell.torch_source})\n",

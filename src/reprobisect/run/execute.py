@@ -36,6 +36,7 @@ from reprobisect.run.ranks import keep_rank_logs
 from reprobisect.run.resources import run_resources
 from reprobisect.run.runner import ChildResult, ChildSpec, cell_environ, run_child
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
+from reprobisect.util.bwrap import TMP_SIZE_ENV, size_text
 
 __all__ = [
     "BOOTSTRAP",
@@ -252,6 +253,11 @@ def execute(
     memory = measured_memory(ended.result, claimed)
     claims = {**where.claimed, **({"memory": memory.above} if memory.above else {})}
     config = _record_config(spec, reading, ended.env, claims)
+    full = tmp_full(ended.result)
+    if full is not None:
+        config["tmp_full"] = full
+        if echo is not None:
+            echo(f"  {spec.repro.name} {spec.form.name} {spec.fix.name}: {full}")
     versions, versions_source = checked_versions(claimed.versions, spec.env)
     checked = _CheckedClaims(where=where, memory=memory, versions=versions, versions_source=versions_source)
     if ended.env.get(PROFILE_ENV) == "1":
@@ -362,6 +368,23 @@ def _read(spec: RunSpec, ended: _EndedRun) -> _RunReading:
     )
     steps = read_events(judged).steps if failed_rank else events.steps
     return _RunReading(events=events, failed_rank=failed_rank, verdict=verdict, steps=steps)
+
+
+_TMP_SLACK = 1 << 20  # less than this left: a write of a usual buffer fails with ENOSPC
+
+
+def tmp_full(result: ChildResult) -> str | None:
+    """Why a run may have failed that is not in its log: the sandbox's private /tmp was full as it ended (every
+    write there failed with ENOSPC), said with its size and how to change it; None when it was not, or unconfined."""
+    if result.tmp_space is None:
+        return None
+    free, size = result.tmp_space
+    if free > max(_TMP_SLACK, size // 100):
+        return None
+    return (
+        f"the sandbox's private /tmp (a tmpfs of {size_text(size)}) was full when the run ended: its writes there "
+        f"failed with ENOSPC (No space left on device); {TMP_SIZE_ENV} sets the size"
+    )
 
 
 def _record_config(

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reprobisect import __version__
+from reprobisect.cells.build_jail import BuildJail
 from reprobisect.cells.envs import CellEnv, ensure_env
 from reprobisect.cells.op_builds import DEFAULT_MAX_BYTES, OPS, cache_root
 from reprobisect.cells.patches import PatchDoesNotApplyError, prepare_overlay
@@ -84,7 +85,7 @@ def bound_op_cache(ctx: RunContext) -> None:
 
 def prepare_units(units: list[Unit], ctx: RunContext, *, jobs: int, sandbox: Sandbox | None) -> Prepared:
     """Build every cell the units need (``jobs`` at a time), then their patch overlays and pytest folders."""
-    envs = _build_envs(units, ctx, jobs)
+    envs = _build_envs(units, ctx, jobs, BuildJail.within(sandbox))
     overlays, patch_failures = _prepare_overlays(units, envs)
     tools, tool_failures = _prepare_tools(units, envs, ctx.envs_dir)
     return Prepared(
@@ -131,6 +132,7 @@ def unrun_record(unit: Unit, reason: str, store: Store, *, kind: str, cell: Cell
     filed = run_cell(cell, unit.nproc)
     log_path = store.log_path(unit.repro.name, str(filed["id"]), form.name, fix.name, unit.repeat, run_id)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    reason = redact(reason)  # a build's output may show an index URL's credentials: never written in clear
     log_path.write_text(reason + "\n", encoding="utf-8")
     record = Record(
         run_id=run_id,
@@ -164,9 +166,10 @@ def unrun_record(unit: Unit, reason: str, store: Store, *, kind: str, cell: Cell
     return record
 
 
-def _build_envs(units: list[Unit], ctx: RunContext, jobs: int = 1) -> dict[str, CellEnv | EnvBuildError]:
+def _build_envs(units: list[Unit], ctx: RunContext, jobs: int, jail: BuildJail) -> dict[str, CellEnv | EnvBuildError]:
     """One env per distinct cell, ``jobs`` built at a time (uv and pip both lock their caches), each with the
-    just-in-time ops its runs load built before any of them starts (``run/op_prebuild.py``)."""
+    just-in-time ops its runs load built before any of them starts (``run/op_prebuild.py``); the wheels the
+    harness builds for them are built in ``jail``, the runs' sandbox."""
     envs_dir, echo = ctx.envs_dir, ctx.echo
     first = {unit.cell.id: unit for unit in reversed(units)}
     ordered = [first[cell_id] for cell_id in dict.fromkeys(u.cell.id for u in units)]
@@ -177,7 +180,7 @@ def _build_envs(units: list[Unit], ctx: RunContext, jobs: int = 1) -> dict[str, 
 
         try:
             with heartbeat(echo, f"building cell {unit.cell.id}"):
-                env = ensure_env(unit.cell, unit.interpreter, envs_dir, on_build=starting)
+                env = ensure_env(unit.cell, unit.interpreter, envs_dir, on_build=starting, jail=jail)
         except EnvBuildError as exc:
             echo(f"cell {unit.cell.id}: build failed, its runs are ENV_ERROR: {redact(str(exc).splitlines()[0])}")
             return exc

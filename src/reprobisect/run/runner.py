@@ -162,6 +162,8 @@ class ChildResult:
     gpu_peak_bytes: int | None = None  # the run's processes together, sampled (run/watch.py); None without a GPU
     gpu_source: str | None = None
     kill: KillCause | None = None  # what the kernel says of the OOM killer's part (run/oom.py)
+    # the sandbox's private /tmp as the run ended, by its waiter: (bytes left, size); None unconfined or unread
+    tmp_space: tuple[int, int] | None = None
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
@@ -390,7 +392,16 @@ def run_child(spec: ChildSpec) -> ChildResult:
         gpu_peak_bytes=seen.gpu_peak_bytes,
         gpu_source=seen.gpu_source,
         kill=kill,
+        tmp_space=_tmp_space(status),
     )
+
+
+def _tmp_space(status: dict[str, object]) -> tuple[int, int] | None:
+    """The waiter's reading of the sandbox's /tmp: (bytes left, size), or None where it gave none that makes sense."""
+    free, size = status.get("tmp_free"), status.get("tmp_size")
+    if type(free) is int and type(size) is int and 0 <= free <= size:
+        return free, size
+    return None
 
 
 def _run_pid(status: dict[str, object], child: int) -> set[int]:
