@@ -34,8 +34,12 @@ def _cell_ids() -> list[str]:
 
 
 def _install(session: nox.Session, target: str = ".") -> None:
-    """Install the harness in the session's venv, saying so first: a fresh machine downloads for a while."""
-    session.log(f"Installing the harness ({target}) and its dependencies; the first time this downloads ~100 MB")
+    """Install the harness in the session's venv, saying so first where it downloads for a while: a venv without
+    the harness yet (a reused venv only checks what it has)."""
+    location = getattr(session.virtualenv, "location", None)
+    first = location is None or not (Path(location) / "bin" / "reprobisect").exists()
+    if first:
+        session.log(f"Installing the harness ({target}) and its dependencies: about 100 MB to download, this once")
     session.install("-e", target)
 
 

@@ -9,8 +9,9 @@ records with the reason, so that the run phase only ever sees units that can sta
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reprobisect import __version__
@@ -27,11 +28,12 @@ from reprobisect.model.signature import PATCH_ERROR, Signature, normalize_messag
 from reprobisect.model.store import Store
 from reprobisect.run.bytecode import BYTECODE, fill_bytecode, script_modules
 from reprobisect.run.context import RunContext
-from reprobisect.run.op_prebuild import cell_ops, prebuild_ops
+from reprobisect.run.op_prebuild import SHM_OP, cell_ops, prebuild_ops
 from reprobisect.run.plan import MatrixPlan, Unit
 from reprobisect.run.sandbox import Sandbox
 from reprobisect.util.clock import utc_now
 from reprobisect.util.console import heartbeat
+from reprobisect.util.echo import Echo
 from reprobisect.util.redact import redact
 from reprobisect.util.stop import in_parallel
 
@@ -229,7 +231,7 @@ def _fill_bytecode(env: CellEnv, runs: list[tuple[str, Mapping[str, str]]], ctx:
 def _prebuild_ops(env: CellEnv, runs: list[tuple[str, Mapping[str, str]]], ctx: RunContext) -> None:
     """Build the ops ``runs`` will load in ``env`` now, so that no timed run compiles one; say what it cost."""
     for form_env, names in cell_ops(env, runs).items():
-        with heartbeat(ctx.echo, f"building ops {', '.join(names)} for cell {env.cell.id}"):
+        with heartbeat(_first_says(ctx.echo, _why_ops(names)), f"building ops {', '.join(names)} for {env.cell.id}"):
             done = prebuild_ops(env, names, dict(form_env), ctx.environ)
         if done is None or done.reused:
             continue
@@ -237,6 +239,33 @@ def _prebuild_ops(env: CellEnv, runs: list[tuple[str, Mapping[str, str]]], ctx: 
             ctx.echo(f"cell {env.cell.id}: ops {', '.join(names)} did not build ({done.failure}); the runs will try")
         else:
             ctx.echo(f"cell {env.cell.id}: ops {', '.join(names)} ready in {done.seconds:.1f} s, before its runs")
+
+
+def _why_ops(names: Sequence[str]) -> str:
+    """Why a cell's runs wait for these builds, in a line: a script that only imports DeepSpeed waits half a
+    minute on two cores on its first run before anything of its own runs."""
+    why = (
+        ["DeepSpeed's CPU accelerator loads its comm op when a run starts torch.distributed"] if SHM_OP in names else []
+    )
+    named = [name for name in names if name != SHM_OP]
+    if named:
+        why.append(f"the script names {', '.join(named)}")
+    return "; ".join(why) + ": built once, before the runs, and reused by later cells and runs"
+
+
+def _first_says(echo: Echo, why: str) -> Echo:
+    """``echo`` whose first line also says ``why`` (a build quick enough to print no line says nothing)."""
+    said = threading.Event()
+
+    def first(line: str) -> None:
+        if not said.is_set():
+            said.set()
+            echo(line)
+            echo(f"    ({why})")
+        else:
+            echo(line)
+
+    return first
 
 
 def _packages(cell: Cell) -> str:
