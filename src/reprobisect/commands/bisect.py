@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from reprobisect.bisect import history
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.search import PROBE_ALL_UP_TO
+from reprobisect.bisect.timed import ambiguous_versions
 from reprobisect.commands.engine_options import EngineOptions, add_executor, engine_summary
 from reprobisect.commands.options import (
     CommonOptions,
@@ -28,7 +30,7 @@ from reprobisect.commands.options import (
 )
 from reprobisect.commands.script_options import ScriptOptions, add_script_options, source_options, with_script
 from reprobisect.config.load import check_pin, load_config
-from reprobisect.errors import ConfigError
+from reprobisect.errors import AMBIGUOUS_EXIT, ConfigError
 from reprobisect.model.slowdown import METRICS, SlowdownRule
 from reprobisect.report.timing_view import timing_lines
 from reprobisect.util.files import write_atomic
@@ -378,7 +380,8 @@ def culprit_line(culprit: dict[str, Any]) -> str:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    """Bisect and print the transitions; 0 when the bisection names them (no transition included)."""
+    """Bisect and print the transitions; 0 when the bisection names them (no transition included), ``AMBIGUOUS_EXIT``
+    when a timing search left versions ambiguous."""
     options = BisectOptions.from_args(args)
     prepare(options.common)
     script = options.script
@@ -411,4 +414,16 @@ def run_from_args(args: argparse.Namespace) -> int:
     _print_report(report, path, all_transitions=options.all_transitions)
     for line in engine_summary(ctx.executor):
         print(line)
-    return 0
+    return _timing_exit(report)
+
+
+def _timing_exit(report: Mapping[str, Any]) -> int:
+    """0, or ``AMBIGUOUS_EXIT`` when a timing search left versions ambiguous (its result is written either way)."""
+    ambiguous = ambiguous_versions(report)
+    if not ambiguous:
+        return 0
+    print(
+        f"ambiguous: {', '.join(ambiguous[:10])}{' …' if len(ambiguous) > 10 else ''} stayed ambiguous at "
+        f"--max-repeats; the transitions above may move with more runs (exit {AMBIGUOUS_EXIT})"
+    )
+    return AMBIGUOUS_EXIT
