@@ -6,6 +6,7 @@ Defining them in one module keeps the exit codes unique and lets the CLI catch t
 from __future__ import annotations
 
 __all__ = [
+    "AMBIGUOUS_EXIT",
     "FAIL_EXIT",
     "INTERRUPTED_EXIT",
     "BisectInconclusiveError",
@@ -22,6 +23,9 @@ __all__ = [
 ]
 
 FAIL_EXIT = 1  # a --fail-on condition was met (report, nightly); harness errors keep their own codes (2 and up)
+# a timing search (--slower-than) wrote its result and report section, but versions stayed ambiguous at
+# --max-repeats: neither slower nor not slower, so what it names may move with more runs; no harness error
+AMBIGUOUS_EXIT = 12
 INTERRUPTED_EXIT = 130  # Ctrl-C or SIGTERM: the shell's 128 + SIGINT
 
 

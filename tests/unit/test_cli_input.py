@@ -39,7 +39,6 @@ def _run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> tupl
         (("matrix", "--script", "no/such/repro.py"), 2, "--script no/such/repro.py: no such file"),
         (("matrix", "--script", __file__, "--repro", "gan"), 2, "--script/--pytest and --repro contradict each other"),
         (("matrix", "--expect-signature", "abc"), 2, "go with a script"),
-        (("matrix", "--jobs", "0"), 2, "--jobs 0"),
         (("repro", "gan", "--fix", "freeze-dd"), 2, "--fix 'freeze-dd': repro 'gan' has fixes none, freeze-d"),
         (("repro", "gna"), 2, "unknown 'gna'"),
         (

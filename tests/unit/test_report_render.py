@@ -250,7 +250,7 @@ def test_html_shows_where_verdicts_change_and_which_passes_trained_and_escapes_b
     text = "".join(parsed.text)
     assert 'id="sweeps"' in page and "Where the verdict changes" in text and "Along deepspeed" in text
     assert HOSTILE in text and "<script>alert(1)" not in page  # the hostile name as text in a transition
-    assert "0.17.0" in text and " trains (D 5%, G 2%)" in text
+    assert "0.17.0" in text and " trains (claimed; D 5%, G 2%)" in text
     assert 'href="#sweeps"' in page  # in the page's navigation
 
 

@@ -187,9 +187,9 @@ def test_a_unit_that_passed_its_training_check_says_so_and_a_hostile_verdict_say
     from reprobisect.report.views import training_note
 
     ran = pd.DataFrame({"trains": ["yes", "yes"], "deviation_D": [0.053, 0.051], "deviation_G": [0.024, 0.026]})
-    assert training_note(ran) == " trains (D 5%, G 2%)"
+    assert training_note(ran) == " trains (claimed; D 5%, G 2%)"
     assert training_note(ran.assign(trains=["yes", "no"])) == ""  # one repeat did not train: the signature says it
     assert training_note(ran.assign(trains=["", ""])) == ""  # no check (the ZeRO-3 repro, old records)
-    assert training_note(ran.assign(deviation_G=[None, float("nan")])) == " trains (D 5%)"
+    assert training_note(ran.assign(deviation_G=[None, float("nan")])) == " trains (claimed; D 5%)"
     assert training_note(pd.DataFrame({"outcome": ["PASS"]})) == ""  # a frame without the column
     assert training_note(ran.iloc[0:0]) == ""

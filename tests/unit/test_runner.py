@@ -450,11 +450,13 @@ def test_any_text_parses_to_objects_only(text: str) -> None:
     assert event is None or isinstance(event, dict)
 
 
-def test_events_are_found_after_other_text_and_in_order() -> None:
+def test_events_are_whole_lines_found_in_order() -> None:
+    """Only a line that starts with the marker is an event: one quoted after other text is the run's words."""
     log = "\n".join(
         [
             "noise",
-            "rank0: " + EVENT_MARK + '{"event": "a"}',
+            EVENT_MARK + '{"event": "a"}',
+            "rank0: " + EVENT_MARK + '{"event": "quoted"}',
             EVENT_MARK + "garbage",
             EVENT_MARK + '{"event": "b"}\r',
             "@@repro" + '{"event": "no space"}',

@@ -99,7 +99,6 @@ def _options(*extra: str) -> triage.TriageOptions:
     [
         (["--slower-than", "10", "--jobs", "2"], "one probe at a time"),
         (["--slower-than", "10", "--repeat", "3"], "--min-repeats/--max-repeats"),
-        (["--slower-than", "-5"], "above 0"),
         (["--slower-than", "10", "--max-repeats", "2", "--min-repeats", "3"], "max"),
     ],
 )

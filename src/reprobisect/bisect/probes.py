@@ -323,6 +323,7 @@ def _timing_report(request: BisectRequest, timed: TimedProbes) -> dict[str, Any]
         "comparable": not differences,
         "unlike": differences,
         "busy": timed.busy(),
+        "claims_refused": timed.refused(),
         "target": f"{request.slowdown.metric} {'no longer ' if request.compare_with == 'bad' else ''}slower than "
         f"{timed.reference} by more than {request.slowdown.threshold:.0%}",
     }

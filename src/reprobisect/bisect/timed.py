@@ -12,16 +12,24 @@ whose runs failed or timed nothing is skipped as unmeasured. The reference (the 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reprobisect.bisect.search import ProbeResult
 from reprobisect.errors import BisectInconclusiveError
 from reprobisect.model.fairness import busy, unlike
 from reprobisect.model.record import Record
-from reprobisect.model.slowdown import AMBIGUOUS, NOT_SLOWER, SLOWER, SlowdownRule, SlowdownVerdict, compare_timings
+from reprobisect.model.slowdown import (
+    AMBIGUOUS,
+    NOT_SLOWER,
+    SLOWER,
+    SlowdownRule,
+    SlowdownVerdict,
+    compare_timings,
+    refused_steps,
+)
 
-__all__ = ["TimedProbes", "timed_result"]
+__all__ = ["TimedProbes", "ambiguous_versions", "timed_result"]
 
 
 def timed_result(base: ProbeResult, verdict: SlowdownVerdict, differences: Sequence[str] = ()) -> ProbeResult:
@@ -33,6 +41,18 @@ def timed_result(base: ProbeResult, verdict: SlowdownVerdict, differences: Seque
     if verdict.decided:
         return dataclasses.replace(base, slower=verdict.verdict == SLOWER, timing=timing)
     return dataclasses.replace(base, ambiguous=f"{verdict.verdict}: {verdict.why}", timing=timing)
+
+
+def ambiguous_versions(report: Mapping[str, Any]) -> list[str]:
+    """The versions a timing search's report left ambiguous (their interval still straddled the limit at
+    ``max_repeats``): the search's answer holds only if none moves, so the command exits ``AMBIGUOUS_EXIT``."""
+    probes = report.get("probes")
+    found = []
+    for probe in probes if isinstance(probes, list) else []:
+        timing = probe.get("timing") if isinstance(probe, dict) else None
+        if isinstance(timing, dict) and timing.get("verdict") == AMBIGUOUS:
+            found.append(str(probe.get("version", "?"))[:40])
+    return found
 
 
 class TimedProbes:
@@ -84,6 +104,16 @@ class TimedProbes:
     def busy(self) -> str | None:
         """Whether the search's runs ended on a machine busier than its cores (``model/fairness.py``)."""
         return busy([r for records in self.records.values() for r in records])
+
+    def refused(self) -> list[str]:
+        """``version: why`` for each version with a run whose step times the harness refused as claims (their sum
+        above the wall time it measured): the search compared those on wall time (``compare_timings``)."""
+        found = {}
+        for version, records in self.records.items():
+            whys = [why for r in records if (why := refused_steps(r))]
+            if whys:
+                found[version] = f"{version}: {len(whys)} of {len(records)} runs, {whys[0]}"
+        return list(found.values())
 
     def unlike(self) -> list[str]:
         """Where the runs of the whole search differ in how they ran (``model/fairness.py``); none when alike."""

@@ -36,6 +36,7 @@ from reprobisect.cells.build_jail import BuildJail
 from reprobisect.cells.companion_match import matching_torchvision, unusable_torchvision
 from reprobisect.cells.pinning import install_requirement
 from reprobisect.cells.resolver import installer
+from reprobisect.config.interpreters import check_interpreter
 from reprobisect.errors import EnvBuildError, ToolError
 from reprobisect.model.cell import MATCH, SYSTEM, Cell
 from reprobisect.util.cmd import run_logged, run_tool
@@ -456,8 +457,8 @@ def _runs(python: str) -> bool:
 
 def find_python(version: str) -> str | None:
     """An interpreter of this Python version on this machine, or None (nothing is downloaded)."""
-    if "/" in version:
-        return version if Path(version).exists() else None
+    if "/" in version:  # a path: an interpreter's, checked without running it (config/interpreters.py)
+        return check_interpreter(version, "python") if Path(version).exists() else None
     try:
         done = run_tool(["uv", "python", "find", "--no-python-downloads", version], what="uv python find", timeout=60)
         if done.stdout.strip():

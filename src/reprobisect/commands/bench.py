@@ -16,7 +16,7 @@ from reprobisect.cells.envs import ensure_env
 from reprobisect.cells.pinning import resolve_cell
 from reprobisect.commands.bench_figures import BenchOptions, format_bench, run_bench
 from reprobisect.commands.bench_gpu import format_gpu_bench, run_gpu_bench
-from reprobisect.commands.options import Subparsers, add_common, prepare
+from reprobisect.commands.options import Subparsers, add_common, add_jobs, prepare
 from reprobisect.config.load import Config, load_config
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
@@ -40,7 +40,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
         help="only the GPU rows: imports and CUDA init, the GAN's cuda form bare and through the harness, alone and "
         "--jobs at once, with the harness's phases (needs a GPU)",
     )
-    parser.add_argument("--jobs", type=int, default=8, help="with --gpu: runs at once for the 'N at once' row")
+    add_jobs(parser, default=8, help="with --gpu: runs at once for the 'N at once' row")
     add_common(parser)
     parser.set_defaults(run=run_from_args)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,24 +15,31 @@ from reprobisect.bisect import history
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.search import PROBE_ALL_UP_TO
+from reprobisect.bisect.timed import ambiguous_versions
 from reprobisect.commands.engine_options import EngineOptions, add_executor, engine_summary
 from reprobisect.commands.options import (
     CommonOptions,
     Subparsers,
     add_backend,
     add_common,
+    add_jobs,
     add_nproc,
+    add_repeat,
     add_timeout,
     checked,
+    number_option,
     prepare,
     run_context,
 )
 from reprobisect.commands.script_options import ScriptOptions, add_script_options, source_options, with_script
 from reprobisect.config.load import check_pin, load_config
-from reprobisect.errors import ConfigError
+from reprobisect.errors import AMBIGUOUS_EXIT, ConfigError
 from reprobisect.model.slowdown import METRICS, SlowdownRule
 from reprobisect.report.timing_view import timing_lines
+from reprobisect.util.bounds import TIMING_REPEATS, Bound
 from reprobisect.util.files import write_atomic
+
+_PERCENT = Bound(0, 1000, whole=False, above=True, unit="percent")  # --slower-than: up to 11 times slower
 
 __all__ = [
     "BisectOptions",
@@ -80,7 +88,7 @@ def _add_search(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all-transitions", action="store_true", help="map every change of outcome in the range")
     parser.add_argument(
         "--probe-all-up-to",
-        type=int,
+        type=number_option("--probe-all-up-to", Bound(2, 100_000)),
         default=PROBE_ALL_UP_TO,
         metavar="N",
         help=f"--all-transitions probes every version of a range of at most N (default {PROBE_ALL_UP_TO}); a longer "
@@ -92,7 +100,7 @@ def _add_search(parser: argparse.ArgumentParser) -> None:
         help="with --all-transitions over releases: bisect the commits between the two tags of each transition in "
         "--git CLONE (or a clone of the package's known repository the harness makes, network allowing)",
     )
-    parser.add_argument("--repeat", type=int, default=1, help="runs per probe; disagreeing repeats mark it flaky")
+    add_repeat(parser, help="runs per probe; disagreeing repeats mark it flaky")
     parser.add_argument("--pre", action="store_true", help="include pre-releases")
     parser.add_argument(
         "--git",
@@ -106,10 +114,8 @@ def _add_search(parser: argparse.ArgumentParser) -> None:
         help="commits: every commit on the ancestry path, not only the first-parent line of --bad's branch",
     )
     parser.add_argument("--fresh", action="store_true", help="re-run probes that already have a record")
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
+    add_jobs(
+        parser,
         help="probes at a time: both ends, then every open segment's middle together (--all-transitions), or N "
         "evenly spaced versions a round (a search for one change, commits included)",
     )
@@ -122,7 +128,7 @@ def add_timing(parser: argparse.ArgumentParser, *, compare_with: bool = True) ->
     group = parser.add_argument_group("a timing search (slower, not broken)")
     group.add_argument(
         "--slower-than",
-        type=float,
+        type=number_option("--slower-than", _PERCENT),
         metavar="PERCENT",
         help="bad = the --metric worse than the good end's (triage: the first release's; nightly: the baseline's) by "
         "more than PERCENT, with confidence (a bootstrap interval of the ratio of medians over repeated runs); an "
@@ -142,10 +148,16 @@ def add_timing(parser: argparse.ArgumentParser, *, compare_with: bool = True) ->
             help="with --slower-than: the end every version is compared with; good (default): bad = slower than "
             "it, where a slowdown came; bad: bad = no longer slower than the --bad end, where a slowdown went",
         )
-    group.add_argument("--min-repeats", type=int, default=3, metavar="N", help="with --slower-than: runs a version")
+    group.add_argument(
+        "--min-repeats",
+        type=number_option("--min-repeats", TIMING_REPEATS),
+        default=3,
+        metavar="N",
+        help="with --slower-than: runs a version",
+    )
     group.add_argument(
         "--max-repeats",
-        type=int,
+        type=number_option("--max-repeats", TIMING_REPEATS),
         default=10,
         metavar="N",
         help="with --slower-than: runs a version at most, while its interval straddles the threshold",
@@ -378,7 +390,8 @@ def culprit_line(culprit: dict[str, Any]) -> str:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    """Bisect and print the transitions; 0 when the bisection names them (no transition included)."""
+    """Bisect and print the transitions; 0 when the bisection names them (no transition included), ``AMBIGUOUS_EXIT``
+    when a timing search left versions ambiguous."""
     options = BisectOptions.from_args(args)
     prepare(options.common)
     script = options.script
@@ -411,4 +424,16 @@ def run_from_args(args: argparse.Namespace) -> int:
     _print_report(report, path, all_transitions=options.all_transitions)
     for line in engine_summary(ctx.executor):
         print(line)
-    return 0
+    return _timing_exit(report)
+
+
+def _timing_exit(report: Mapping[str, Any]) -> int:
+    """0, or ``AMBIGUOUS_EXIT`` when a timing search left versions ambiguous (its result is written either way)."""
+    ambiguous = ambiguous_versions(report)
+    if not ambiguous:
+        return 0
+    print(
+        f"ambiguous: {', '.join(ambiguous[:10])}{' …' if len(ambiguous) > 10 else ''} stayed ambiguous at "
+        f"--max-repeats; the transitions above may move with more runs (exit {AMBIGUOUS_EXIT})"
+    )
+    return AMBIGUOUS_EXIT

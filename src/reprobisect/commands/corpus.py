@@ -21,7 +21,7 @@ from typing import Literal
 
 from reprobisect.bisect.slowdown_answer import slower_ranges
 from reprobisect.commands import triage
-from reprobisect.commands.options import CommonOptions, Subparsers, add_common
+from reprobisect.commands.options import CommonOptions, Subparsers, add_common, add_jobs
 from reprobisect.commands.triage import TriageOptions
 from reprobisect.corpus.entries import entry_folders, gpus_here, why_not_here
 from reprobisect.corpus.scoring import ColumnVerdict, Found, Row, score
@@ -62,7 +62,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
         action="store_true",
         help="score ranges and signatures only; the pull request columns say 'not asked' and count as wrong",
     )
-    parser.add_argument("--jobs", type=int, default=1, help="runs at a time within an entry's triage")
+    add_jobs(parser, help="runs at a time within an entry's triage")
     add_common(parser)
     parser.set_defaults(run=run_from_args, out=Path("reports/corpus"))
 

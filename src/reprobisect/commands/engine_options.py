@@ -11,10 +11,14 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from reprobisect.commands.options import positive
-from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, slurm_arg
+from reprobisect.commands.options import number_option
+from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, slurm_arg, slurm_available
 from reprobisect.errors import ConfigError
 from reprobisect.run.context import MatrixExecutor
+from reprobisect.util.bounds import Bound, cut
+
+_MINUTES = Bound(1, 60 * 24 * 30, unit="minutes")  # a cell's job: up to the longest limit clusters allow
+_CPUS = Bound(1, 1024)
 
 __all__ = ["EngineOptions", "add_executor", "engine_summary"]
 
@@ -35,10 +39,15 @@ def add_executor(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--slurm-partition", metavar="NAME", help="the partition every job goes to")
     group.add_argument("--slurm-account", metavar="NAME", help="the account the jobs are charged to")
     group.add_argument(
-        "--slurm-time", metavar="MINUTES", type=positive, help="time limit of each cell's job (default 60)"
+        "--slurm-time",
+        metavar="MINUTES",
+        type=number_option("--slurm-time", _MINUTES),
+        help="time limit of each cell's job (default 60)",
     )
     group.add_argument("--slurm-constraint", metavar="FEATURES", help="node features the jobs need (--constraint)")
-    group.add_argument("--slurm-cpus", metavar="N", type=positive, help="cores per job (--cpus-per-task)")
+    group.add_argument(
+        "--slurm-cpus", metavar="N", type=number_option("--slurm-cpus", _CPUS), help="cores per job (--cpus-per-task)"
+    )
     group.add_argument(
         "--slurm-arg",
         action="append",
@@ -66,6 +75,17 @@ def _slurm_given(args: argparse.Namespace) -> list[str]:
     return [option for option, value in given.items() if value not in (None, [])]
 
 
+def _sbatch_value(value: str | None, option: str) -> str | None:
+    """A partition, account or feature list as given, or ConfigError: one that starts with '-' (sbatch would read an
+    option), holds a control character (a second ``#SBATCH`` line) or runs longer than 200 characters."""
+    if value is None:
+        return None
+    if value.startswith("-") or len(value) > 200 or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        msg = f"{option} {cut(value)}: must be a Slurm name (not starting with '-', one line, at most 200 characters)"
+        raise ConfigError(msg)
+    return value
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EngineOptions:
     """``add_executor``'s group, read once: ``slurm`` holds what passes through to Slurm with ``--executor slurm``;
@@ -83,11 +103,11 @@ class EngineOptions:
                 msg = f"{given[0]} goes with --executor slurm"
                 raise ConfigError(msg)
             return cls()
-        slurm = SlurmOptions(
-            partition=args.slurm_partition,
-            account=args.slurm_account,
+        slurm = SlurmOptions(  # each value one sbatch line: never an option in disguise, never two lines
+            partition=_sbatch_value(args.slurm_partition, "--slurm-partition"),
+            account=_sbatch_value(args.slurm_account, "--slurm-account"),
             time_minutes=args.slurm_time or 60,
-            constraint=args.slurm_constraint,
+            constraint=_sbatch_value(args.slurm_constraint, "--slurm-constraint"),
             cpus_per_job=args.slurm_cpus,
             extra=dict(slurm_arg(text) for text in args.slurm_arg),
             folder=args.slurm_folder.resolve() if args.slurm_folder else None,
@@ -95,8 +115,12 @@ class EngineOptions:
         return cls(slurm=slurm)
 
     def engine(self) -> MatrixExecutor | None:
-        """A new engine of these options, None for this machine: a command makes one, with its ``RunContext``."""
-        return SlurmExecutor(self.slurm) if self.slurm is not None else None
+        """A new engine of these options, None for this machine: a command makes one, with its ``RunContext``,
+        before anything is built; ``EngineError`` (exit 11, one line) where Slurm is not installed."""
+        if self.slurm is None:
+            return None
+        slurm_available()
+        return SlurmExecutor(self.slurm)
 
 
 def engine_summary(engine: MatrixExecutor | None) -> list[str]:

@@ -20,15 +20,19 @@ from reprobisect.commands.options import (
     add_common,
     add_fixes,
     add_forms,
+    add_jobs,
     add_nproc,
+    add_repeat,
     add_timeout,
     checked,
+    number_option,
     prepare,
     run_context,
     split,
 )
 from reprobisect.commands.output import print_runs
 from reprobisect.commands.script_options import ScriptOptions, add_script_options, with_script
+from reprobisect.config.expand import MAX_CELLS
 from reprobisect.config.load import Config, load_config
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
@@ -37,6 +41,7 @@ from reprobisect.run.context import RunContext
 from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import listed_cells
+from reprobisect.util.bounds import CELLS
 from reprobisect.util.files import write_atomic
 
 __all__ = [
@@ -75,11 +80,18 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     add_nproc(parser)
     add_fixes(parser)
     add_forms(parser)
-    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (each gets its GPU or share of cores)")
-    parser.add_argument("--repeat", type=int, default=1, help="run each unit N times")
+    add_jobs(parser, help="runs at a time (each gets its GPU or share of cores)")
+    add_repeat(parser)
     parser.add_argument("--fresh", action="store_true", help="re-run units that already have a record")
     parser.add_argument("--refresh-index", action="store_true", help="ask the index again for ranges and latest")
     add_timeout(parser)
+    parser.add_argument(
+        "--max-cells",
+        type=number_option("--max-cells", CELLS),
+        default=MAX_CELLS,
+        metavar="N",
+        help=f"plan at most N cells (default {MAX_CELLS}): a matrix whose axes expand to more is refused",
+    )
     add_executor(parser)
 
 
@@ -105,6 +117,7 @@ class RunOptions:
     fresh: bool = False
     refresh_index: bool = False
     timeout: float | None = None
+    max_cells: int = MAX_CELLS
     engine: EngineOptions = dataclasses.field(default_factory=EngineOptions)
 
     @classmethod
@@ -122,6 +135,7 @@ class RunOptions:
             fresh=args.fresh,
             refresh_index=args.refresh_index,
             timeout=args.timeout,
+            max_cells=args.max_cells,
             engine=EngineOptions.from_args(args),
         )
 
@@ -183,6 +197,7 @@ def matrix_request(
         cpus_per_run=common.cpus_per_run,
         confinement=common.confinement,
         use_includes=base_axes is None,
+        max_cells=options.max_cells,
     )
 
 

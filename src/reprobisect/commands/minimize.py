@@ -23,6 +23,7 @@ from reprobisect.commands.options import (
     Subparsers,
     add_backend,
     add_common,
+    add_jobs,
     add_timeout,
     prepare,
     run_context,
@@ -77,7 +78,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.add_argument("--form", help="the form to run (default: cuda on a GPU, cpu-deepspeed on the CPU)")
     parser.add_argument("--shim", action="store_true", help="run the script through the Lightning CPU shim")
     parser.add_argument("--env", action="append", metavar="VAR=VALUE", help="a variable for every run")
-    parser.add_argument("--jobs", type=int, default=2, help="candidates run at a time (default 2)")
+    add_jobs(parser, default=2, help="candidates run at a time (default 2)")
     parser.add_argument(
         "--budget",
         action="append",

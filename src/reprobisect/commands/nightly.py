@@ -21,8 +21,11 @@ from reprobisect.commands.options import (
     add_common,
     add_fixes,
     add_forms,
+    add_jobs,
+    add_repeat,
     add_timeout,
     checked,
+    number_option,
     prepare,
     run_context,
     split,
@@ -32,6 +35,7 @@ from reprobisect.config.load import Config, load_config
 from reprobisect.config.scripts import instruments_of
 from reprobisect.corpus.entries import corpus_slice, gpus_here
 from reprobisect.errors import ConfigError, HarnessError
+from reprobisect.util.bounds import Bound
 from reprobisect.util.files import write_atomic
 
 if TYPE_CHECKING:  # the night's modules are imported when it runs (see _night)
@@ -59,15 +63,25 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.add_argument("--repro", action="append", help="repro name(s); default: matrix.yaml's nightly.repros")
     add_forms(parser)
     add_fixes(parser)
-    parser.add_argument("--jobs", type=int, default=1, help="runs at a time")
+    add_jobs(parser, help="runs at a time")
     add_timeout(parser)
-    parser.add_argument("--max-releases", type=int, default=3, help="run at most the N newest new releases")
-    parser.add_argument("--max-bisects", type=int, default=3, help="bisect at most N changed runs")
+    parser.add_argument(
+        "--max-releases",
+        type=number_option("--max-releases", Bound(1, 1000)),
+        default=3,
+        help="run at most the N newest new releases",
+    )
+    parser.add_argument(
+        "--max-bisects",
+        type=number_option("--max-bisects", Bound(0, 1000)),
+        default=3,
+        help="bisect at most N changed runs",
+    )
     parser.add_argument("--fail-on-change", action="store_true", help="exit 1 on any change, not only regressions")
     parser.add_argument("--keep-baseline", action="store_true", help="do not advance the baseline")
     parser.add_argument("--repo", default=None, help="DeepSpeed's git repository, for --deepspeed REF")
     _add_clone_options(parser)
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each (repro, form, fix): disagreeing is flaky")
+    add_repeat(parser, help="runs of each (repro, form, fix): disagreeing is flaky")
     parser.add_argument(
         "--corpus",
         action="append",

@@ -12,8 +12,9 @@ from pathlib import Path
 from reprobisect.cells.built_wheels import WHEELS
 from reprobisect.cells.op_builds import OPS
 from reprobisect.cells.shared_cache import CacheEntry, SharedCache
-from reprobisect.commands.options import Subparsers, add_envs
+from reprobisect.commands.options import Subparsers, add_envs, number_option
 from reprobisect.run.bytecode import BYTECODE
+from reprobisect.util.bounds import Bound
 
 __all__ = ["OpsOptions", "run_from_args", "setup_arguments"]
 
@@ -30,7 +31,11 @@ def setup_arguments(subparsers: Subparsers) -> None:
     )
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--clear", action="store_true", help="remove every op build, kept wheel and byte code")
-    action.add_argument("--max-gib", type=float, help="remove least recently used entries above this size, each cache")
+    action.add_argument(
+        "--max-gib",
+        type=number_option("--max-gib", Bound(0, 1e6, whole=False, above=True)),
+        help="remove least recently used entries above this size, each cache",
+    )
     parser.set_defaults(run=run_from_args)
 
 

@@ -19,7 +19,7 @@ import dataclasses
 import importlib.util
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeAlias
 
@@ -31,6 +31,7 @@ from reprobisect.model.store import Store
 from reprobisect.run.context import MatrixExecutor, RunContext
 from reprobisect.run.phases import PROFILE_ENV
 from reprobisect.run.sandbox import Confinement
+from reprobisect.util.bounds import JOBS, REPEATS, TIMEOUT, Bound
 from reprobisect.util.invocation import default_cells_dir
 
 __all__ = [
@@ -41,10 +42,12 @@ __all__ = [
     "add_envs",
     "add_fixes",
     "add_forms",
+    "add_jobs",
     "add_nproc",
+    "add_repeat",
     "add_timeout",
     "checked",
-    "positive",
+    "number_option",
     "prepare",
     "run_context",
     "split",
@@ -67,24 +70,29 @@ def _default_base() -> str:
     return str(getattr(sys, "_base_executable", sys.executable))
 
 
-def _non_negative(text: str) -> int:
-    """An argparse type: a whole number >= 0 (argparse turns the ValueError into a one-line usage error).
+def number_option(name: str, bound: Bound) -> Callable[[str], int | float]:
+    """An argparse ``type`` for option ``name``: the number, or argparse's usage error (exit 2) with one line that
+    names the option, quotes the value cut to a readable length and says the range."""
 
-    argparse names the function in that error ("invalid _non_negative value"), so the name is kept."""
-    value = int(text)
-    if value < 0:
-        msg = f"{text!r} is negative"
-        raise ValueError(msg)
-    return value
+    def parse(text: str) -> int | float:
+        try:
+            return bound.parse(text)
+        except ValueError:
+            # argparse says "argument --timeout: " before this: the value and the range are what it adds
+            raise argparse.ArgumentTypeError(bound.refusal("", text)) from None
+
+    parse.__name__ = name  # argparse names the type in some messages
+    return parse
 
 
-def positive(text: str) -> int:
-    """An argparse type: a whole number >= 1."""
-    value = int(text)
-    if value < 1:
-        msg = f"{text!r} is less than 1"
-        raise ValueError(msg)
-    return value
+def add_repeat(parser: argparse.ArgumentParser, help: str = "run each unit N times") -> None:
+    """``--repeat N``: runs of each unit, 1 to 100."""
+    parser.add_argument("--repeat", type=number_option("--repeat", REPEATS), default=1, help=help)
+
+
+def add_jobs(parser: argparse.ArgumentParser, help: str, default: int | None = 1) -> None:
+    """``--jobs N``: runs (or probes, candidates) at a time, 1 to 256."""
+    parser.add_argument("--jobs", type=number_option("--jobs", JOBS), default=default, help=help)
 
 
 def add_backend(parser: argparse.ArgumentParser, help: str | None = None) -> None:
@@ -111,7 +119,7 @@ def add_nproc(parser: argparse.ArgumentParser) -> None:
 
 def add_timeout(parser: argparse.ArgumentParser, help: str = "seconds per run (default: the repro's)") -> None:
     """``--timeout SECONDS`` per run; None leaves each repro's own."""
-    parser.add_argument("--timeout", type=float, help=help)
+    parser.add_argument("--timeout", type=number_option("--timeout", TIMEOUT), help=help)
 
 
 def add_envs(parser: argparse.ArgumentParser, help: str = "one venv per cell lives here") -> None:
@@ -149,7 +157,7 @@ def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] |
     )
     parser.add_argument(
         "--cpus-per-run",
-        type=_non_negative,
+        type=number_option("--cpus-per-run", Bound(0, 4096)),
         default=None,
         help="pin each run to N cores of its own (0: unpinned); default 1 on the cuda backend, unpinned on the CPU",
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reprobisect.commands.options import Subparsers
+from reprobisect.commands.options import Subparsers, number_option
 from reprobisect.errors import FAIL_EXIT, ConfigError, NothingToDoError
 from reprobisect.minimize.sections import sections_under
 from reprobisect.report.compare import Comparison, compare
@@ -30,6 +30,7 @@ from reprobisect.report.frame import (
 )
 from reprobisect.report.markdown import report_markdown
 from reprobisect.report.views import ReportData
+from reprobisect.util.bounds import Bound
 from reprobisect.util.files import write_atomic
 
 __all__ = ["ReportOptions", "run_from_args", "setup_arguments"]
@@ -63,12 +64,15 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.add_argument("--baseline", type=Path, help="records root to compare with")
     parser.add_argument(
         "--threshold",
-        type=float,
+        type=number_option("--threshold", Bound(1, 100, whole=False, above=True)),
         default=1.10,
         help="median step-time ratio above which a slow-down may count (default 1.10)",
     )
     parser.add_argument(
-        "--noise-k", type=float, default=3.0, help="a slow-down must also exceed k × the measured noise (default 3)"
+        "--noise-k",
+        type=number_option("--noise-k", Bound(0, 1000, whole=False)),
+        default=3.0,
+        help="a slow-down must also exceed k × the measured noise (default 3)",
     )
     parser.add_argument(
         "--fail-on",

@@ -14,7 +14,9 @@ from reprobisect.commands.options import (
     add_common,
     add_fixes,
     add_forms,
+    add_jobs,
     add_nproc,
+    add_repeat,
     add_timeout,
     prepare,
     run_context,
@@ -43,10 +45,9 @@ def setup_arguments(subparsers: Subparsers) -> None:
         "matrix.yaml (the report's code and the fixes that answer it), else every fix",
     )
     add_forms(parser, help="form(s) to run instead of the backend's")
-    parser.add_argument("--repeat", type=int, default=1, help="run each form × fix N times")
-    parser.add_argument(
-        "--jobs",
-        type=int,
+    add_repeat(parser, help="run each form × fix N times")
+    add_jobs(
+        parser,
         default=None,
         help="runs at a time (default: one per core the harness may use, at most 8; on the cuda backend they share "
         "the GPUs round-robin)",

@@ -25,6 +25,7 @@ from reprobisect.bisect.answer import Answer, answer_markdown, sweep_answers
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect, transition_dict
 from reprobisect.bisect.slowdown_answer import slowdown_markdown
+from reprobisect.bisect.timed import ambiguous_versions
 from reprobisect.commands.bisect import TimingOptions, add_timing, refuse_beside_others, timing_rule
 from reprobisect.commands.matrix import (
     RunOptions,
@@ -36,7 +37,7 @@ from reprobisect.commands.matrix import (
 from reprobisect.commands.options import CommonOptions, Subparsers, add_common, prepare, run_context
 from reprobisect.commands.script_options import ScriptOptions, add_script_options, source_options, with_script
 from reprobisect.config.load import Config, load_config
-from reprobisect.errors import BisectInconclusiveError, ConfigError
+from reprobisect.errors import AMBIGUOUS_EXIT, BisectInconclusiveError, ConfigError
 from reprobisect.minimize.sections import sections_under
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.run.context import RunContext
@@ -110,8 +111,13 @@ class Triaged:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the script in the default cell (pins replace its values), print the table, write
-    ``summary-<script>.md``; 0 whatever the outcomes."""
-    triage_answers(TriageOptions.from_args(args), rerun="nox -s triage -- " + shlex.join(sys.argv[2:]))
+    ``summary-<script>.md``; 0 whatever the outcomes, ``AMBIGUOUS_EXIT`` when a timing search (``--slower-than``)
+    left releases ambiguous (its section is written either way)."""
+    triaged = triage_answers(TriageOptions.from_args(args), rerun="nox -s triage -- " + shlex.join(sys.argv[2:]))
+    ambiguous = [v for _, report, _ in triaged.timed if report is not None for v in ambiguous_versions(report)]
+    if ambiguous:
+        print(f"ambiguous: {', '.join(ambiguous[:10])} stayed ambiguous at --max-repeats (exit {AMBIGUOUS_EXIT})")
+        return AMBIGUOUS_EXIT
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
@@ -17,9 +18,12 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from reprobisect.config.companions import COMPANIONS, MATCH, mismatch
+from reprobisect.config.interpreters import check_interpreter
 from reprobisect.errors import ConfigError
+from reprobisect.util.bounds import CELLS, cut
 
 __all__ = [
+    "MAX_CELLS",
     "NON_PACKAGE_AXES",
     "PINNED_AXES",
     "RANKS_AXIS",
@@ -43,6 +47,7 @@ META_KEYS = ("repros", "label")  # include entries may carry these; they are not
 SYSTEM = "system"
 LATEST = "latest"
 _SPEC_START = ("<", ">", "=", "!", "~")
+MAX_CELLS = 500  # cells a matrix may expand to without --max-cells: a typo in a range must not plan thousands
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -126,7 +131,8 @@ def resolve_value(axis: str, value: str, available: Callable[[str], Sequence[str
     """The concrete values one axis entry stands for: itself, the newest release, or every release in a range.
 
     The ``python`` axis names interpreters, not packages: its values are taken as given (the cell is made
-    from an interpreter of that version found on this machine, or is reported as not buildable here)."""
+    from an interpreter of that version found on this machine, or is reported as not buildable here), once
+    ``check_interpreter`` has found them to be a version or a Python interpreter's path, without running it."""
     if axis == RANKS_AXIS:
         if not value.isdigit() or not 1 <= int(value) <= _MAX_RANKS:
             msg = f"nproc: {value!r} is not a number of ranks; give a whole number from 1 to {_MAX_RANKS}"
@@ -137,7 +143,9 @@ def resolve_value(axis: str, value: str, available: Callable[[str], Sequence[str
             msg = f"{axis}: {MATCH!r} is for a package built for one torch ({', '.join(COMPANIONS)}); give a version"
             raise ConfigError(msg)
         return [value]  # the cell resolves it once its torch is known (cells/envs.py)
-    if value == SYSTEM or is_local(value) or axis == INTERPRETER_AXIS:
+    if axis == INTERPRETER_AXIS:
+        return [check_interpreter(value, "the python axis")]
+    if value == SYSTEM or is_local(value):
         return [value]
     if not is_specifier(value) and value != LATEST and not any(c in value for c in "*?["):
         known = available(axis)
@@ -204,13 +212,32 @@ def _companion_mismatch(cell: Mapping[str, str], system_versions: Mapping[str, s
     return None
 
 
+def _check_size(names: Sequence[str], values: Sequence[Sequence[str]], includes: int, max_cells: int) -> None:
+    """ConfigError when the axes (and includes) expand to more than ``max_cells`` cells, counted before any is made
+    (ten axes of ten values are 10^10 combinations: never iterated)."""
+    if not CELLS.holds(max_cells):
+        raise ConfigError(CELLS.refusal("--max-cells", max_cells))
+    total = math.prod(len(v) for v in values) + includes
+    if total <= max_cells:
+        return
+    shape = " × ".join(f"{len(v)} {name}" for name, v in zip(names, values, strict=True))
+    more = f", plus {includes} included" if includes else ""
+    msg = f"the matrix expands to {total} cells ({shape}{more}), more than {max_cells}; narrow the axes or --select, "
+    msg += f"or give --max-cells {total}"
+    raise ConfigError(msg)
+
+
 def expand(
     spec: MatrixSpec,
     available: Callable[[str], Sequence[str]],
     *,
     system_versions: Mapping[str, str] | None = None,
+    max_cells: int = MAX_CELLS,
 ) -> list[PlannedCell]:
     """Product of the resolved axes → minus ``exclude`` → plus ``include`` → compatibility verdicts.
+
+    More than ``max_cells`` cells (the product before ``exclude``, plus the includes) is refused before any is
+    made: ``--max-cells`` raises the bound.
 
     Args:
         spec: the matrix as configured.
@@ -223,6 +250,7 @@ def expand(
         [v for raw in spec.axes[name] for v in resolve_value(name, raw, available, prereleases=spec.prereleases)]
         for name in names
     ]
+    _check_size(names, values, len(spec.include), max_cells)
     cells: list[dict[str, str]] = []
     for combination in itertools.product(*values):
         cell = dict(zip(names, combination, strict=True))
@@ -231,6 +259,8 @@ def expand(
     planned = [PlannedCell(pins=c, origin="product", blocked=_blocked(c, spec.rules, system_versions)) for c in cells]
     for raw_entry in spec.include:
         entry = {k: v for k, v in raw_entry.items() if k not in META_KEYS}
+        if INTERPRETER_AXIS in entry:
+            check_interpreter(entry[INTERPRETER_AXIS], f"include {cut(dict(entry), 60)}")
         removed_by = next((rule for rule in spec.exclude if _rule_matches(entry, rule, system_versions)), None)
         if removed_by is not None:
             msg = f"include {dict(entry)!r} is removed again by exclude {dict(removed_by)!r}: contradicting rules"

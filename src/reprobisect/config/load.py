@@ -18,6 +18,7 @@ from reprobisect.config.expand import META_KEYS, CompatibilityRule, MatrixSpec, 
 from reprobisect.config.patch_paths import check_patch
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import FORMS, SHIMS, Fix, Form, FormName, Repro, script_forms
+from reprobisect.util.bounds import TIMEOUT
 
 __all__ = [
     "Config",
@@ -364,8 +365,8 @@ def _read_fixes(reader: _Reader, where: str, raw: Any, forms: set[str], root: Pa
 
 def _timeout(reader: _Reader, where: str, data: dict[str, Any]) -> float:
     timeout = data.get("timeout", 900)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise reader.fail(f"{where}.timeout", f"expected a positive number of seconds, got {timeout!r}")
+    if not TIMEOUT.holds(timeout):
+        raise reader.fail(f"{where}.timeout", TIMEOUT.refusal("", timeout))  # YAML has .nan and .inf
     return float(timeout)
 
 

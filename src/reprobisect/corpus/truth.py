@@ -34,6 +34,7 @@ from reprobisect.corpus.truth_model import (
     fail,
 )
 from reprobisect.errors import ConfigError
+from reprobisect.util.bounds import Bound
 
 __all__ = ["MAX_TRUTH_BYTES", "load_truth", "parse_truth"]
 
@@ -158,8 +159,21 @@ def _measured(table: Mapping[str, Any], where: str, key: str) -> dict[str, Measu
         missing = [k for k in ("exit", "last_line", "seconds") if k not in row]
         if missing:
             raise fail(where, f"{key}.{name}", row, f"missing {', '.join(missing)}; rerun tools/corpus_truth.py")
+        _bounded(row["seconds"], _SECONDS, where, f"{key}.{name}.seconds")
         found[name] = MeasuredRelease(**{**row, "step_ms": _step_ms(row.get("step_ms", []), where, f"{key}.{name}")})
     return found
+
+
+_TIMEOUT = Bound(1, 7 * 24 * 3600, unit="seconds")  # the entry's runs: whole seconds, up to a week
+_SECONDS = Bound(0, 7 * 24 * 3600, whole=False, unit="seconds")  # how long a hand run took
+
+
+def _bounded(value: object, bound: Bound, where: str, key: str) -> int | float:
+    """A number of the file inside its range (TOML has nan and inf, and whole numbers of any size), else an error
+    naming the key, the value cut to a readable length and the range."""
+    if not bound.holds(value):
+        raise fail(where, key, value, f"must be {bound.describe()}")
+    return value  # type: ignore[return-value]
 
 
 def _step_ms(values: list[Any], where: str, key: str) -> tuple[float, ...]:
@@ -264,8 +278,8 @@ def parse_truth(data: Mapping[str, Any], folder: Path, *, where: str) -> Truth:
         backend=data["backend"],
         gpus=data.get("gpus", 0),
         precision=data["precision"],
-        seconds=float(data.get("seconds", 0)),
-        timeout=data.get("timeout", 900),
+        seconds=float(_bounded(data.get("seconds", 0), _SECONDS, where, "seconds")),
+        timeout=int(_bounded(data.get("timeout", 900), _TIMEOUT, where, "timeout")),
         script=_script(folder, data.get("script", "issue.py"), where),
         pins=_pins(data.get("pins", {}), data["package"], where),
         affected=tuple(spans),

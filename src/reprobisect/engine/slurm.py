@@ -21,6 +21,7 @@ import dataclasses
 import datetime as dt
 import os
 import re
+import shutil
 import signal
 import statistics
 import sys
@@ -48,23 +49,32 @@ from reprobisect.util.echo import Echo
 if TYPE_CHECKING:  # the names of types only: submitit itself is imported when a Slurm engine runs
     import submitit
 
-__all__ = ["LOST", "SlurmExecutor", "SlurmOptions", "slurm_arg"]
+__all__ = ["LOST", "SlurmExecutor", "SlurmOptions", "slurm_arg", "slurm_available"]
 
 LOST = "SlurmJobLost"  # the signature's exception of a run whose job Slurm lost: ENV_ERROR, never a verdict
 _KEY = re.compile(r"[a-z][a-z0-9-]*")
 # sbatch options the engine sets itself: given with --slurm-arg they would contradict it
 _OWN = frozenset({"array", "output", "error", "open-mode", "signal", "job-name", "parsable"})
+# sbatch options that would run something else than the harness's job: a command of their own (--wrap), a script
+# or program run on the submitting host or the node around the job
+_FOREIGN = frozenset({"wrap", "export-file", "container", "prolog", "epilog", "task-prolog", "task-epilog", "chdir"})
 
 
 def slurm_arg(text: str) -> tuple[str, str | bool]:
     """``--slurm-arg KEY=VALUE`` (or a bare ``KEY`` flag) as one sbatch option; refused when it would not be one
     (a value with a line break would add lines to the job's script)."""
-    key, sep, value = text.removeprefix("--").partition("=")
-    if not _KEY.fullmatch(key):
-        msg = f"--slurm-arg {text!r}: expected an sbatch option as KEY=VALUE or KEY, e.g. 'qos=high' or 'exclusive'"
+    key, sep, value = text.partition("=")
+    if not _KEY.fullmatch(key):  # "-w", "--wrap=…": the key is given without dashes, an option never
+        msg = (
+            f"--slurm-arg {text[:80]!r}: expected an sbatch option as KEY=VALUE or KEY without dashes, e.g. "
+            "'qos=high' or 'exclusive'"
+        )
+        raise ConfigError(msg)
+    if key in _FOREIGN:
+        msg = f"--slurm-arg {key}: sbatch's --{key} runs something other than the harness's job; not passed on"
         raise ConfigError(msg)
     if key in _OWN:
-        msg = f"--slurm-arg {text!r}: the harness sets --{key} itself (one job array per wave, its own logs)"
+        msg = f"--slurm-arg {text[:80]!r}: the harness sets --{key} itself (one job array per wave, its own logs)"
         raise ConfigError(msg)
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         msg = f"--slurm-arg {key}=…: the value holds a control character; sbatch options are one line"
@@ -351,6 +361,22 @@ def _gpus(request: MatrixRequest, units: Sequence[Unit]) -> int:
     if request.backend != "cuda":
         return 0
     return max((unit.nproc for unit in units), default=1) * max(1, request.jobs)
+
+
+def slurm_available() -> None:
+    """Nothing when Slurm can take jobs from here; else ``EngineError`` (exit 11), one line saying what is missing.
+
+    Checked when the engine is made, before anything is built: ``--executor slurm`` on a machine without ``sbatch``
+    (or without submitit) used to fail deep inside the first wave with a traceback."""
+    missing = [tool for tool in ("sbatch", "sacct") if shutil.which(tool) is None]
+    if missing:
+        msg = f"--executor slurm: {' and '.join(missing)} not found on PATH; Slurm is not installed here"
+        raise EngineError(msg)
+    try:
+        _submitit()
+    except ImportError as exc:
+        msg = f"--executor slurm needs submitit, which cannot be imported here ({str(exc)[:120]}); install it"
+        raise EngineError(msg) from exc
 
 
 def _submitit() -> Any:

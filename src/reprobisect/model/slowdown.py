@@ -42,6 +42,7 @@ __all__ = [
     "compare_samples",
     "compare_timings",
     "metric_samples",
+    "refused_steps",
 ]
 
 METRICS = ("step", "peak-gpu-memory", "wall")
@@ -262,10 +263,27 @@ def _judge(low: float, high: float, fewest: int, rule: SlowdownRule) -> tuple[st
     return AMBIGUOUS, f"{interval}: it straddles the limit"
 
 
+def refused_steps(record: Record) -> str | None:
+    """Why the harness refused a run's step times (``run/measured.py``'s ``checked_steps``: their sum does not fit
+    inside the wall time it measured), or None when it kept them."""
+    claimed = record.config.get("claimed")
+    why = claimed.get("steps") if isinstance(claimed, dict) else None
+    return why[:200] if isinstance(why, str) else None
+
+
 def compare_timings(reference: Sequence[Record], candidate: Sequence[Record], rule: SlowdownRule) -> SlowdownVerdict:
     """The verdict on the ``candidate`` version's records against the ``reference`` version's: the hook every
-    caller (bisection, triage, the nightly) uses. Only PASSed runs count; see the module's doc for the rest."""
-    ref_runs, ref_dropped = metric_samples(reference, rule.metric)
-    runs, dropped = metric_samples(candidate, rule.metric)
-    verdict = compare_samples(ref_runs, runs, rule)
+    caller (bisection, triage, the nightly) uses. Only PASSed runs count; see the module's doc for the rest.
+
+    A step comparison in which any passing run's step times were refused as claims falls back to the wall time the
+    harness measured, on both sides: the run's own figures never decide, and the verdict's ``metric`` and ``why``
+    say so."""
+    refused = [why for r in (*reference, *candidate) if r.outcome == "PASS" and (why := refused_steps(r))]
+    used = dataclasses.replace(rule, metric="wall") if refused and rule.metric == "step" else rule
+    ref_runs, ref_dropped = metric_samples(reference, used.metric)
+    runs, dropped = metric_samples(candidate, used.metric)
+    verdict = compare_samples(ref_runs, runs, used)
+    if used is not rule:
+        fallback = f"step times refused in {len(refused)} run(s) ({refused[0]}): compared on the harness's wall time"
+        verdict = dataclasses.replace(verdict, why=f"{fallback}; {verdict.why}")
     return dataclasses.replace(verdict, dropped=verdict.dropped + ref_dropped + dropped)

@@ -255,7 +255,7 @@ def _known_now(record: Record) -> tuple[str, str]:
     return known.name, ", ".join(known.upstream)
 
 
-_CLAIMS = {"python": "python {}", "platform": "{}", "gpu": "GPU {}", "memory": "{}"}
+_CLAIMS = {"python": "python {}", "platform": "{}", "gpu": "GPU {}", "memory": "{}", "steps": "refused: {}"}
 
 
 def claimed_text(claimed: object) -> str:

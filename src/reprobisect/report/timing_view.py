@@ -28,6 +28,7 @@ __all__ = [
 ]
 
 _VERDICTS = ("slower", "not slower", "ambiguous", "unmeasured")
+_METRICS = ("step", "peak-gpu-memory", "wall")
 _NUMBERS = ("value", "value_low", "value_high", "ratio", "low", "high")
 
 
@@ -44,6 +45,7 @@ class TimingRow:
     low: float | None
     high: float | None
     runs: int
+    metric: str | None = None  # the metric this version was compared on, when not the search's (a fallback)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -57,6 +59,7 @@ class TimingSearch:
     rows: tuple[TimingRow, ...]
     unlike: tuple[str, ...]
     busy: str | None = None
+    refused: tuple[str, ...] = ()  # runs whose step times were refused as claims: "version: why"
 
     @property
     def limit(self) -> float:
@@ -79,10 +82,12 @@ def _row(probe: Mapping[str, Any]) -> TimingRow:
     timing = timing if isinstance(timing, dict) else {}
     verdict = timing.get("verdict")
     numbers = {name: _number(timing.get(name)) for name in _NUMBERS}
+    metric = timing.get("metric")
     return TimingRow(
         version=str(probe.get("version", "?"))[:40],
         verdict=verdict if verdict in _VERDICTS else "unmeasured",
         runs=_count(timing.get("runs")),
+        metric=metric if metric in _METRICS else None,
         **numbers,
     )
 
@@ -93,13 +98,13 @@ def timing_search(data: Mapping[str, Any]) -> TimingSearch | None:
     if not isinstance(rule, dict):
         return None
     threshold = _number(rule.get("threshold_percent"))
-    if threshold is None or rule.get("metric") not in ("step", "peak-gpu-memory", "wall"):
+    if threshold is None or rule.get("metric") not in _METRICS:
         return None
     order = data.get("range", {}).get("versions", []) if isinstance(data.get("range"), dict) else []
     order = [str(v)[:12] if data.get("git") else str(v) for v in order] if isinstance(order, list) else []
     probes = [p for p in data.get("probes", []) if isinstance(p, dict)] if isinstance(data.get("probes"), list) else []
     rows = sorted((_row(p) for p in probes), key=lambda r: order.index(r.version) if r.version in order else 10**6)
-    unlike = data.get("unlike")
+    unlike, refused = data.get("unlike"), data.get("claims_refused")
     return TimingSearch(
         metric=str(rule["metric"]),
         threshold_percent=threshold,
@@ -108,6 +113,7 @@ def timing_search(data: Mapping[str, Any]) -> TimingSearch | None:
         rows=tuple(rows),
         unlike=tuple(str(u)[:200] for u in unlike) if isinstance(unlike, list) else (),
         busy=str(data["busy"])[:200] if isinstance(data.get("busy"), str) else None,
+        refused=tuple(str(r)[:300] for r in refused[:20]) if isinstance(refused, list) else (),
     )
 
 
@@ -129,12 +135,14 @@ def interval(point: float | None, low: float | None, high: float | None, shown_a
 
 
 def table_rows(search: TimingSearch) -> list[list[str]]:
-    """The table every renderer shows: version, verdict, metric with its interval, ratio with its interval, runs."""
+    """The table every renderer shows: version, verdict, metric with its interval, ratio with its interval, runs.
+    A version compared on another metric than the search's (step times refused: the harness's wall time) says so
+    in its verdict."""
     return [
         [
             row.version,
-            row.verdict,
-            interval(row.value, row.value_low, row.value_high, lambda v: shown(v, search.metric)),
+            row.verdict + (f" (on {row.metric})" if row.metric and row.metric != search.metric else ""),
+            interval(row.value, row.value_low, row.value_high, lambda v, m=row.metric or search.metric: shown(v, m)),
             interval(row.ratio, row.low, row.high, lambda v: f"×{v:.3f}"),
             str(row.runs),
         ]
@@ -156,6 +164,7 @@ def timing_lines(data: Mapping[str, Any]) -> list[str]:
     ]
     lines += ["  " + "  ".join(cells) for cells in table_rows(search)]
     lines += _unlike_lines(search.unlike)
+    lines += [f"  step times refused as claims (compared on the harness's wall time): {r}" for r in search.refused]
     return lines + ([f"  busy machine: {search.busy}"] if search.busy else [])
 
 
@@ -181,6 +190,14 @@ def timing_markdown(data: Mapping[str, Any], name: str) -> list[str]:
         lines.append("The runs compared ran alike (cores, threads, runs at once, CPU, GPU, ranks, sandbox).")
     if search.busy:
         lines += ["", f"Busy machine: {md_safe(search.busy)}; timings are noisier, intervals wider."]
+    if search.refused:
+        lines += [
+            "",
+            "**Step times refused as claims** (their sum exceeds the wall time the harness measured; those "
+            "versions were compared on the harness's wall time):",
+            "",
+            *(f"- {md_safe(r)}" for r in search.refused),
+        ]
     return [*lines, ""]
 
 

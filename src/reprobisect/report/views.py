@@ -89,9 +89,10 @@ def fix_order(fixes: Iterable[str]) -> list[str]:
 
 
 def training_note(runs: pd.DataFrame) -> str:
-    """`` trains (D 5 %, G 2 %)`` where every run of a unit passed the repro's own training check
+    """`` trains (claimed; D 5 %, G 2 %)`` where every run of a unit passed the repro's own training check
     (``--check-training``): "it ran" and "it trained" must not look alike in a table; the deviations from the ddp
-    reference are the runs' medians. Empty without a verdict (a repro that does not check), or when any run lacks it."""
+    reference are the runs' medians. Empty without a verdict (a repro that does not check), or when any run lacks it.
+    The verdict is what the run printed, never what the harness measured, so it is labelled a claim."""
     if "trains" not in runs or runs.empty or not (runs["trains"] == "yes").all():
         return ""
     parts = []
@@ -102,7 +103,7 @@ def training_note(runs: pd.DataFrame) -> str:
         values = pd.to_numeric(runs[column], errors="coerce").dropna()
         if len(values) == len(runs):
             parts.append(f"{net} {values.median():.0%}")
-    return f" trains ({', '.join(parts)})" if parts else " trains"
+    return f" trains (claimed; {', '.join(parts)})" if parts else " trains (claimed)"
 
 
 def outcome_matrix(frame: pd.DataFrame, repro: str, form: str) -> pd.DataFrame:

@@ -252,7 +252,9 @@ def _lines(event: Mapping[str, Any]) -> set[int] | None:
 def read_events(log: str) -> RunEvents:
     """The typed events of a run's log; the last exit event and the first config event win.
 
-    Every ``@@repro`` line that does not parse, or parses into an event with a missing or wrong-typed field,
+    Only a whole line that starts with the marker is an event line: a marker further along a line is the run
+    quoting one (``logger.info("@@repro {...}")``), which anything the run imports can do. Every such line that
+    does not parse, or parses into an event with a missing or wrong-typed field,
     is counted in ``ignored``.
     """
     steps: list[StepTime] = []
@@ -267,10 +269,9 @@ def read_events(log: str) -> RunEvents:
     ran: set[int] | None = None
     clock: ChildClock | None = None
     for line in log.splitlines():
-        _, mark, payload = line.partition(EVENT_MARK)
-        if not mark:
-            continue
-        event = parse_event(payload) or {}
+        if not line.startswith(EVENT_MARK):
+            continue  # the marker quoted inside another line (a log message, a traceback) is no event
+        event = parse_event(line.removeprefix(EVENT_MARK)) or {}
         kind = event.get("event")
         if kind == "step" and (step := _step(event)) is not None:
             steps.append(step)

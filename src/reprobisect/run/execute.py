@@ -28,7 +28,14 @@ from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.store import Store
 from reprobisect.run.bytecode import PREFIX_ENV, prefix_environ
 from reprobisect.run.events import RunEvents, read_events
-from reprobisect.run.measured import Measured, MeasuredMemory, checked_versions, measured_environment, measured_memory
+from reprobisect.run.measured import (
+    Measured,
+    MeasuredMemory,
+    checked_steps,
+    checked_versions,
+    measured_environment,
+    measured_memory,
+)
 from reprobisect.run.phases import PROFILE_ENV, HarnessClock, describe_phases, run_phases
 from reprobisect.run.ports import free_port
 from reprobisect.run.ranks import failed_rank as failed_rank_of
@@ -251,13 +258,21 @@ def execute(
     claimed = reading.events.exit
     where = measured_environment(claimed, spec.env.python, fallback_python=spec.env.cell.python)
     memory = measured_memory(ended.result, claimed)
-    claims = {**where.claimed, **({"memory": memory.above} if memory.above else {})}
+    steps, steps_refused = checked_steps(reading.steps, ended.result.wall_seconds)
+    claims = {
+        **where.claimed,
+        **({"memory": memory.above} if memory.above else {}),
+        **({"steps": steps_refused} if steps_refused else {}),
+    }
     config = _record_config(spec, reading, ended.env, claims)
     full = tmp_full(ended.result)
     if full is not None:
         config["tmp_full"] = full
         if echo is not None:
             echo(f"  {spec.repro.name} {spec.form.name} {spec.fix.name}: {full}")
+    if steps_refused:  # the run's figures kept as its claim, never as its steps
+        config["claimed_steps"] = [step.seconds for step in reading.steps]
+        reading = dataclasses.replace(reading, steps=steps)
     versions, versions_source = checked_versions(claimed.versions, spec.env)
     checked = _CheckedClaims(where=where, memory=memory, versions=versions, versions_source=versions_source)
     if ended.env.get(PROFILE_ENV) == "1":

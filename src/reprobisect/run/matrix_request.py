@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
+from reprobisect.config.expand import MAX_CELLS
 from reprobisect.run.sandbox import Confinement
 
 __all__ = ["MatrixRequest", "RunStats"]
@@ -31,6 +32,7 @@ class MatrixRequest:
     refresh_index: bool = False
     timeout: float | None = None
     use_includes: bool = True
+    max_cells: int = MAX_CELLS  # the cells the axes may expand to (--max-cells; config/expand.py)
     cpus_per_run: int | None = None  # None: 1 on the cuda backend (comparable step times), 0 (unpinned) on the CPU
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from reprobisect.cells.envs import CellEnv
 from reprobisect.errors import ToolError
+from reprobisect.model.record import StepTime
 from reprobisect.run.events import ExitReport
 from reprobisect.run.runner import ChildResult
 from reprobisect.run.watch import machine_gpus
@@ -30,6 +32,7 @@ from reprobisect.util.cmd import run_tool
 __all__ = [
     "Measured",
     "MeasuredMemory",
+    "checked_steps",
     "checked_versions",
     "installed_versions",
     "interpreter",
@@ -137,6 +140,28 @@ def measured_memory(result: ChildResult, claimed: ExitReport) -> MeasuredMemory:
         gpu_source=result.gpu_source,
         claims=kept,
         above=", ".join(above) or None,
+    )
+
+
+# Clock granularity between the run's timer and the harness's: a step timed by the run's clock can end a little
+# after the harness's last reading, never by more than this share of the wall time plus this many seconds.
+_STEP_SLACK_SHARE, _STEP_SLACK_SECONDS = 0.01, 0.05
+
+
+def checked_steps(steps: list[StepTime], wall_seconds: float) -> tuple[list[StepTime], str | None]:
+    """The run's step times when they fit inside the wall time the harness measured for it; else none, and why.
+
+    Step times are the run's own word (``@@repro`` step events): a run cannot spend more time in its steps than it
+    ran, so steps whose sum exceeds the harness's wall time are forged or from another clock, and a timing search
+    must never compare them. The refusal is named in ``config.claimed`` (``steps``) and the run's figures stay in
+    the record as a claim (``config.claimed_steps``), never as its steps.
+    """
+    total = math.fsum(step.seconds for step in steps)
+    if total <= wall_seconds * (1 + _STEP_SLACK_SHARE) + _STEP_SLACK_SECONDS:
+        return steps, None
+    return (
+        [],
+        f"{len(steps)} step times summing to {total:.3f} s, above the run's measured wall time {wall_seconds:.3f} s",
     )
 
 

@@ -120,7 +120,8 @@ def plan_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, in
         spec = dataclasses.replace(spec, include=())
     system_versions = {"torch": base.torch or "", "torchvision": base.torchvision or "", "python": base.version}
     available = lambda axis: index.versions(axis, prereleases=spec.prereleases, refresh=request.refresh_index)  # noqa: E731
-    cells = _select(expand(spec, available, system_versions=system_versions), request.select, system_versions)
+    planned = expand(spec, available, system_versions=system_versions, max_cells=request.max_cells)
+    cells = _select(planned, request.select, system_versions)
     if request.repros:  # an include entry for other repros would be a job with nothing to run
         cells = [c for c in cells if any(c.runs_repro(name) for name in request.repros)]
     if not cells:

@@ -477,10 +477,10 @@ def _wait(reaper: _Reaper, spec: ChildSpec, start: float) -> None:
 
 
 def parse_events(log: str) -> Iterator[dict[str, object]]:
-    """The ``@@repro {json}`` lines a repro or the bootstrap printed, in order; malformed ones are skipped."""
+    """The ``@@repro {json}`` lines a repro or the bootstrap printed, in order; malformed ones are skipped, and so
+    is a line with the marker anywhere but at its start (the run quoting one, not reporting)."""
     for line in log.splitlines():
-        _, mark, payload = line.partition(EVENT_MARK)
-        if mark and (event := parse_event(payload)) is not None:
+        if line.startswith(EVENT_MARK) and (event := parse_event(line.removeprefix(EVENT_MARK))) is not None:
             yield event
 
 
