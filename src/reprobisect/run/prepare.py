@@ -131,7 +131,7 @@ def unrun_record(unit: Unit, reason: str, store: Store, *, kind: str, cell: Cell
     filed = run_cell(cell, unit.nproc)
     log_path = store.log_path(unit.repro.name, str(filed["id"]), form.name, fix.name, unit.repeat, run_id)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_text(reason + "\n", encoding="utf-8")
+    log_path.write_text(redact(reason) + "\n", encoding="utf-8")
     record = Record(
         run_id=run_id,
         spec_key="",
