@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import importlib.util
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ from reprobisect.model.store import Store
 from reprobisect.run.context import MatrixExecutor, RunContext
 from reprobisect.run.phases import PROFILE_ENV
 from reprobisect.run.sandbox import Confinement
+from reprobisect.util.redact import declare_secret_name, register_secret, secret_name
 
 __all__ = [
     "CommonOptions",
@@ -45,6 +47,7 @@ __all__ = [
     "checked",
     "positive",
     "prepare",
+    "register_option_secrets",
     "run_context",
     "split",
 ]
@@ -171,7 +174,43 @@ def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] |
         help="time each run's phases (sandbox start, imports, CUDA init, ops, script, exit report, teardown, record), "
         "print them after each run and keep them in its record (config.profile)",
     )
+    parser.add_argument(
+        "--secret-env",
+        action="append",
+        type=_variable_name,
+        metavar="VAR",
+        help="treat VAR as a secret whatever its name (repeatable): its value, given by --env, --fix-env or "
+        "matrix.yaml, is never written or printed, and runs never get your own $VAR. Names with TOKEN, SECRET, "
+        "PASSW, APIKEY, API_KEY, AUTH, CREDENTIAL, PRIVATE, COOKIE or WEBHOOK in them, a part KEY, KEYS or PASS "
+        "(WANDB_API_KEY, DB_PASS), or starting with AWS_, GITHUB_, AZURE_, GOOGLE_ or HF_TOKEN are secrets already",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
+
+
+def register_option_secrets(args: argparse.Namespace) -> None:
+    """Hide the secrets of a parsed command line from everything the harness writes and prints, before anything
+    runs: ``--secret-env`` names first, then the value of every ``--env``/``--fix-env`` variable of a secret's
+    name (``util.redact.secret_name``). Items in a wrong form too: the error that refuses one must not show it."""
+    for name in getattr(args, "secret_env", None) or ():
+        declare_secret_name(name)
+    for item in getattr(args, "env", None) or ():
+        _register_setting(item)
+    for item in getattr(args, "fix_env", None) or ():
+        _register_setting(item.partition("=")[2])
+
+
+def _register_setting(item: str) -> None:
+    name, sep, value = item.partition("=")
+    if sep and secret_name(name.strip()):
+        register_secret(value)
+
+
+def _variable_name(text: str) -> str:
+    """``--secret-env``'s value: an environment variable's name."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+        msg = f"{text[:80]!r} is not an environment variable name (letters, digits and '_', not first a digit)"
+        raise argparse.ArgumentTypeError(msg)
+    return text
 
 
 def checked(value: str | None, option: str) -> str | None:

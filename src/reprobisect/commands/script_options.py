@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reprobisect.commands.options import CommonOptions
-from reprobisect.config.load import Config
+from reprobisect.config.load import Config, register_config_secrets
 from reprobisect.config.scripts import (
     CliFixes,
     ReproOptions,
@@ -27,6 +27,7 @@ from reprobisect.config.scripts import (
 )
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import Repro
+from reprobisect.util.shell import shown_setting
 
 __all__ = [
     "ScriptOptions",
@@ -69,7 +70,8 @@ def add_script_options(parser: argparse.ArgumentParser, *, script: bool = True) 
         action="append",
         metavar="VAR=VALUE",
         help="a variable for every run of the script or tests (e.g. PL_RUN_STANDALONE_TESTS=1); runs see no other "
-        "variable of yours",
+        "variable of yours. A credential-looking VAR's value (TOKEN, SECRET, PASSWORD, KEY, AUTH, ... in the name; "
+        "--secret-env for any other) is never written or printed: commands show it as $VAR",
     )
     add_cli_fixes(parser)
 
@@ -91,7 +93,11 @@ def add_cli_fixes(parser: argparse.ArgumentParser) -> None:
         help="another version (or PKG@git+URL@ref) of a package, in a cell of its own",
     )
     group.add_argument(
-        "--fix-env", action="append", default=[], metavar="NAME=VAR=VALUE", help="an environment variable"
+        "--fix-env",
+        action="append",
+        default=[],
+        metavar="NAME=VAR=VALUE",
+        help="an environment variable (a credential-looking VAR's value is kept secret, as --env's)",
     )
 
 
@@ -157,7 +163,9 @@ def with_script(
         _refuse_without_script(options)
         names = set(repros or config.repros)
         updated = {n: with_fixes(r, fixes) if fixes and n in names else r for n, r in config.repros.items()}
-        return dataclasses.replace(config, repros=updated), ()
+        result = dataclasses.replace(config, repros=updated)
+        register_config_secrets(result)
+        return result, ()
     if options.script is not None and options.pytest:
         msg = "a script and --pytest contradict each other: triage one at a time"
         raise ConfigError(msg)
@@ -176,9 +184,9 @@ def with_script(
     if clash:
         msg = f"{clash[0]!r}: two repros of this run (or one of {config.path.name}) would share this name; rename one"
         raise ConfigError(msg)
-    return dataclasses.replace(config, repros={**config.repros, **{r.name: r for r in made}}), tuple(
-        r.name for r in made
-    )
+    result = dataclasses.replace(config, repros={**config.repros, **{r.name: r for r in made}})
+    register_config_secrets(result)  # the --env and --fix-env values as they reach the runs
+    return result, tuple(r.name for r in made)
 
 
 def _refuse_without_script(options: ScriptOptions) -> None:
@@ -196,7 +204,7 @@ def _rerun_options(options: ScriptOptions) -> list[str]:
     """The options a made repro's re-run command repeats: its expectation and its variables."""
     return [
         *(["--expect-signature", options.expect_signature] if options.expect_signature else []),
-        *(item for setting in options.env for item in ("--env", setting)),
+        *(item for setting in options.env for item in ("--env", shown_setting(setting))),
     ]
 
 
@@ -258,7 +266,7 @@ def source_options(repro: str | None, options: ScriptOptions, common: CommonOpti
     for test in options.pytest:
         words += ["--pytest", test]
     for setting in options.env:
-        words += ["--env", setting]
+        words += ["--env", shown_setting(setting)]
     if options.shim:
         words.append("--shim")
     if options.expect_signature:
