@@ -39,6 +39,7 @@ from reprobisect.util.redact import (
     register_secret,
     register_secret_env,
     secret_name,
+    secret_values,
 )
 from reprobisect.util.shell import shell_join, shown_argv
 
@@ -393,3 +394,31 @@ def test_no_secret_reaches_any_file_or_the_terminal_of_a_session(
     assert 'passworded=DB_PASSWORD="$DB_PASSWORD"' in summary
     report = (tmp_path / "report" / "report.md").read_text()
     assert '--env HF_TOKEN="$HF_TOKEN"' in report
+
+
+def test_a_slurm_job_redacts_what_its_node_writes_and_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job runs in a fresh process on another node: the submitter's secrets travel in its payload."""
+    from reprobisect.engine import slurm
+
+    register_secret(CANARY)
+    payload = slurm._Payload(
+        config=None,  # type: ignore[arg-type]
+        request=None,  # type: ignore[arg-type]
+        base=None,  # type: ignore[arg-type]
+        store_root=tmp_path,
+        envs_dir=tmp_path,
+        environ={},
+        secrets=secret_values(),
+    )
+    forget_secrets()  # the node's process knows nothing yet
+
+    def run_matrix(config: object, request: object, ctx: object, **_: object) -> list[object]:
+        ctx.echo(f"cell c: build failed: {CANARY}")  # type: ignore[attr-defined]
+        write_atomic(tmp_path / "record.json", f'"{CANARY}"')
+        return []
+
+    monkeypatch.setattr(slurm, "run_matrix", run_matrix)
+    slurm.run_cell_job(payload, "c")
+    assert CANARY not in capsys.readouterr().out and CANARY not in (tmp_path / "record.json").read_text()
