@@ -174,6 +174,12 @@ def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] |
         help="time each run's phases (sandbox start, imports, CUDA init, ops, script, exit report, teardown, record), "
         "print them after each run and keep them in its record (config.profile)",
     )
+    _add_secret_env(parser)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
+
+
+def _add_secret_env(parser: argparse.ArgumentParser) -> None:
+    """``--secret-env VAR``: a name the rule of ``util.redact.secret_name`` does not know, made a secret's."""
     parser.add_argument(
         "--secret-env",
         action="append",
@@ -184,7 +190,6 @@ def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] |
         "PASSW, APIKEY, API_KEY, AUTH, CREDENTIAL, PRIVATE, COOKIE or WEBHOOK in them, a part KEY, KEYS or PASS "
         "(WANDB_API_KEY, DB_PASS), or starting with AWS_, GITHUB_, AZURE_, GOOGLE_ or HF_TOKEN are secrets already",
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
 
 
 def register_option_secrets(args: argparse.Namespace) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reprobisect.commands.options import CommonOptions
-from reprobisect.config.load import Config, register_config_secrets
+from reprobisect.config.load import Config
 from reprobisect.config.scripts import (
     CliFixes,
     ReproOptions,
@@ -163,9 +163,7 @@ def with_script(
         _refuse_without_script(options)
         names = set(repros or config.repros)
         updated = {n: with_fixes(r, fixes) if fixes and n in names else r for n, r in config.repros.items()}
-        result = dataclasses.replace(config, repros=updated)
-        register_config_secrets(result)
-        return result, ()
+        return dataclasses.replace(config, repros=updated), ()
     if options.script is not None and options.pytest:
         msg = "a script and --pytest contradict each other: triage one at a time"
         raise ConfigError(msg)
@@ -184,9 +182,9 @@ def with_script(
     if clash:
         msg = f"{clash[0]!r}: two repros of this run (or one of {config.path.name}) would share this name; rename one"
         raise ConfigError(msg)
-    result = dataclasses.replace(config, repros={**config.repros, **{r.name: r for r in made}})
-    register_config_secrets(result)  # the --env and --fix-env values as they reach the runs
-    return result, tuple(r.name for r in made)
+    return dataclasses.replace(config, repros={**config.repros, **{r.name: r for r in made}}), tuple(
+        r.name for r in made
+    )
 
 
 def _refuse_without_script(options: ScriptOptions) -> None:

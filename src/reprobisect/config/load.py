@@ -18,7 +18,6 @@ from reprobisect.config.expand import META_KEYS, CompatibilityRule, MatrixSpec, 
 from reprobisect.config.patch_paths import check_patch
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import FORMS, SHIMS, Fix, Form, FormName, Repro, script_forms
-from reprobisect.util.redact import register_secret_env
 
 __all__ = [
     "Config",
@@ -27,7 +26,6 @@ __all__ = [
     "check_pin",
     "default_config_path",
     "load_config",
-    "register_config_secrets",
 ]
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -497,16 +495,4 @@ def load_config(path: Path) -> Config:
         if key not in matrix.axes and key != "python":
             raise ConfigError(_unknown(f"{path.name}: default_cell", key, [*matrix.axes, "python"]))
     nightly = _read_nightly(reader, top["nightly"], matrix, repros) if "nightly" in top else None
-    config = Config(path=path, default_cell=default_cell, matrix=matrix, repros=repros, nightly=nightly)
-    register_config_secrets(config)
-    return config
-
-
-def register_config_secrets(config: Config) -> None:
-    """Hide every value a repro's forms or fixes give a secret's name (``util.redact.secret_name``) from all the
-    harness writes and prints: a matrix file's ``env: {HF_TOKEN: ...}`` is as secret as ``--env``."""
-    for repro in config.repros.values():
-        for form in repro.forms.values():
-            register_secret_env(form.env)
-        for fix in repro.fixes.values():
-            register_secret_env(fix.env)
+    return Config(path=path, default_cell=default_cell, matrix=matrix, repros=repros, nightly=nightly)
