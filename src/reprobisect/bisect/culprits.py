@@ -11,7 +11,6 @@ from the shared op cache), so a second search reuses every record, and it runs w
 from __future__ import annotations
 
 import dataclasses
-import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from reprobisect.bisect.release_source import search_ends
 from reprobisect.config.load import Config
 from reprobisect.errors import BisectInconclusiveError
 from reprobisect.run.context import RunContext
+from reprobisect.util.shell import shell_join
 from reprobisect.util.stop import in_parallel
 
 __all__ = ["change_kind", "find_culprits", "timing_kind"]
@@ -206,4 +206,4 @@ def _rerun(search: _Search, request: BisectRequest) -> str:
     if "--" in tail:
         cut = tail.index("--")
         tail, script_args = tail[:cut], tail[cut:]
-    return shlex.join([*argv, *tail, *script_args])
+    return shell_join([*argv, *tail, *script_args])

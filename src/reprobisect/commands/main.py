@@ -15,8 +15,9 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from reprobisect.commands.options import Subparsers
+from reprobisect.commands.options import Subparsers, register_option_secrets
 from reprobisect.errors import INTERRUPTED_EXIT, HarnessError
+from reprobisect.util.console import redacted_terminal
 
 __all__ = ["COMMANDS", "main"]
 
@@ -103,12 +104,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     # Started in the background by a non-interactive shell, SIGINT arrives ignored: Ctrl-C must still stop a run.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return _run(_parse(argv))
-    except KeyboardInterrupt:
-        # the runner has stopped the child's process group; finished runs keep their records
-        print("reprobisect: interrupted", file=sys.stderr)
-        return INTERRUPTED_EXIT
+    with redacted_terminal():  # every line printed from here on, the harness's and its workers', is redacted
+        try:
+            args = _parse(argv)
+            register_option_secrets(args)  # before anything runs, prints or writes
+            return _run(args)
+        except KeyboardInterrupt:
+            # the runner has stopped the child's process group; finished runs keep their records
+            print("reprobisect: interrupted", file=sys.stderr)
+            return INTERRUPTED_EXIT
 
 
 if __name__ == "__main__":

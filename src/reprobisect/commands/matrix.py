@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Literal
@@ -43,6 +42,7 @@ from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import listed_cells
 from reprobisect.util.bounds import CELLS
 from reprobisect.util.files import write_atomic
+from reprobisect.util.shell import shell_join, shown_argv
 
 __all__ = [
     "MatrixOptions",
@@ -242,7 +242,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 def own_command(name: str) -> str:
     """The nox command that re-runs this process's command ``name`` with the options it was given."""
-    return f"nox -s {name} -- " + shlex.join(sys.argv[2:])
+    return f"nox -s {name} -- " + shell_join(shown_argv(sys.argv[2:]))
 
 
 def run_and_summarize(

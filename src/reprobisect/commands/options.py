@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import importlib.util
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from reprobisect.run.phases import PROFILE_ENV
 from reprobisect.run.sandbox import Confinement
 from reprobisect.util.bounds import JOBS, REPEATS, TIMEOUT, Bound
 from reprobisect.util.invocation import default_cells_dir
+from reprobisect.util.redact import declare_secret_name, register_secret, secret_name
 
 __all__ = [
     "CommonOptions",
@@ -49,6 +51,7 @@ __all__ = [
     "checked",
     "number_option",
     "prepare",
+    "register_option_secrets",
     "run_context",
     "split",
 ]
@@ -180,7 +183,48 @@ def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] |
         help="time each run's phases (sandbox start, imports, CUDA init, ops, script, exit report, teardown, record), "
         "print them after each run and keep them in its record (config.profile)",
     )
+    _add_secret_env(parser)
     parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
+
+
+def _add_secret_env(parser: argparse.ArgumentParser) -> None:
+    """``--secret-env VAR``: a name the rule of ``util.redact.secret_name`` does not know, made a secret's."""
+    parser.add_argument(
+        "--secret-env",
+        action="append",
+        type=_variable_name,
+        metavar="VAR",
+        help="treat VAR as a secret whatever its name (repeatable): its value, given by --env, --fix-env or "
+        "matrix.yaml, is never written or printed, and runs never get your own $VAR. Names with TOKEN, SECRET, "
+        "PASSW, APIKEY, API_KEY, AUTH, CREDENTIAL, PRIVATE, COOKIE or WEBHOOK in them, a part KEY, KEYS or PASS "
+        "(WANDB_API_KEY, DB_PASS), or starting with AWS_, GITHUB_, AZURE_, GOOGLE_ or HF_TOKEN are secrets already",
+    )
+
+
+def register_option_secrets(args: argparse.Namespace) -> None:
+    """Hide the secrets of a parsed command line from everything the harness writes and prints, before anything
+    runs: ``--secret-env`` names first, then the value of every ``--env``/``--fix-env`` variable of a secret's
+    name (``util.redact.secret_name``). Items in a wrong form too: the error that refuses one must not show it."""
+    for name in getattr(args, "secret_env", None) or ():
+        declare_secret_name(name)
+    for item in getattr(args, "env", None) or ():
+        _register_setting(item)
+    for item in getattr(args, "fix_env", None) or ():
+        _register_setting(item.partition("=")[2])
+
+
+def _register_setting(item: str) -> None:
+    name, sep, value = item.partition("=")
+    if sep and secret_name(name.strip()):
+        register_secret(value)
+
+
+def _variable_name(text: str) -> str:
+    """``--secret-env``'s value: an environment variable's name."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+        msg = f"{text[:80]!r} is not an environment variable name (letters, digits and '_', not first a digit)"
+        raise argparse.ArgumentTypeError(msg)
+    return text
 
 
 def checked(value: str | None, option: str) -> str | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shlex
 from typing import Literal
 
 from reprobisect.commands.options import (
@@ -30,6 +29,7 @@ from reprobisect.report.summary import markdown_summary
 from reprobisect.report.terminal import next_step
 from reprobisect.run.reproduce import ReproRequest, reproduce
 from reprobisect.util.files import write_atomic
+from reprobisect.util.shell import shell_join, shown_setting
 
 __all__ = ["RunReproOptions", "run_from_args", "setup_arguments"]
 
@@ -116,8 +116,8 @@ def _reproduce_command(options: RunReproOptions) -> str:
         ("--fix-env", given.env),
     ):
         for value in values:
-            extra += [option, value]
-    return f"nox -s repro_{options.repro}" + (f" -- {shlex.join(extra)}" if extra else "")
+            extra += [option, shown_setting(value, fix=True) if option == "--fix-env" else value]
+    return f"nox -s repro_{options.repro}" + (f" -- {shell_join(extra)}" if extra else "")
 
 
 def run_from_args(args: argparse.Namespace) -> int:

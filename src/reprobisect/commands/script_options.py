@@ -27,6 +27,7 @@ from reprobisect.config.scripts import (
 )
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import Repro
+from reprobisect.util.shell import shown_setting
 
 __all__ = [
     "ScriptOptions",
@@ -69,7 +70,8 @@ def add_script_options(parser: argparse.ArgumentParser, *, script: bool = True) 
         action="append",
         metavar="VAR=VALUE",
         help="a variable for every run of the script or tests (e.g. PL_RUN_STANDALONE_TESTS=1); runs see no other "
-        "variable of yours",
+        "variable of yours. A credential-looking VAR's value (TOKEN, SECRET, PASSWORD, KEY, AUTH, ... in the name; "
+        "--secret-env for any other) is never written or printed: commands show it as $VAR",
     )
     add_cli_fixes(parser)
 
@@ -91,7 +93,11 @@ def add_cli_fixes(parser: argparse.ArgumentParser) -> None:
         help="another version (or PKG@git+URL@ref) of a package, in a cell of its own",
     )
     group.add_argument(
-        "--fix-env", action="append", default=[], metavar="NAME=VAR=VALUE", help="an environment variable"
+        "--fix-env",
+        action="append",
+        default=[],
+        metavar="NAME=VAR=VALUE",
+        help="an environment variable (a credential-looking VAR's value is kept secret, as --env's)",
     )
 
 
@@ -196,7 +202,7 @@ def _rerun_options(options: ScriptOptions) -> list[str]:
     """The options a made repro's re-run command repeats: its expectation and its variables."""
     return [
         *(["--expect-signature", options.expect_signature] if options.expect_signature else []),
-        *(item for setting in options.env for item in ("--env", setting)),
+        *(item for setting in options.env for item in ("--env", shown_setting(setting))),
     ]
 
 
@@ -258,7 +264,7 @@ def source_options(repro: str | None, options: ScriptOptions, common: CommonOpti
     for test in options.pytest:
         words += ["--pytest", test]
     for setting in options.env:
-        words += ["--env", setting]
+        words += ["--env", shown_setting(setting)]
     if options.shim:
         words.append("--shim")
     if options.expect_signature:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from reprobisect.minimize.sections import sections_under
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.run.context import RunContext
 from reprobisect.util.files import write_atomic
+from reprobisect.util.shell import shell_join, shown_argv
 
 __all__ = ["TriageOptions", "Triaged", "run_from_args", "setup_arguments", "triage_answers"]
 
@@ -113,7 +113,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     """Run the script in the default cell (pins replace its values), print the table, write
     ``summary-<script>.md``; 0 whatever the outcomes, ``AMBIGUOUS_EXIT`` when a timing search (``--slower-than``)
     left releases ambiguous (its section is written either way)."""
-    triaged = triage_answers(TriageOptions.from_args(args), rerun="nox -s triage -- " + shlex.join(sys.argv[2:]))
+    rerun = "nox -s triage -- " + shell_join(shown_argv(sys.argv[2:]))
+    triaged = triage_answers(TriageOptions.from_args(args), rerun=rerun)
     ambiguous = [v for _, report, _ in triaged.timed if report is not None for v in ambiguous_versions(report)]
     if ambiguous:
         print(f"ambiguous: {', '.join(ambiguous[:10])} stayed ambiguous at --max-repeats (exit {AMBIGUOUS_EXIT})")

@@ -18,6 +18,7 @@ from reprobisect.config.load import Config, check_name, check_pin
 from reprobisect.config.patch_paths import check_patch
 from reprobisect.errors import ConfigError
 from reprobisect.model.repro import Fix, Repro, script_forms
+from reprobisect.util.shell import setting_word, shown_setting
 
 __all__ = [
     "FIX_OPTIONS",
@@ -282,7 +283,7 @@ def cli_fixes(given: CliFixes) -> dict[str, Fix]:
     for item in given.env:
         name, value = _split("fix-env", item)
         var, setting = _env(f"--fix-env {item}", value)
-        env = part(name, "fix-env", item)["env"]
+        env = part(name, "fix-env", shown_setting(item, fix=True))["env"]
         assert isinstance(env, dict)
         env[var] = setting
     return {name: _fix(name, data, tuple(words[name])) for name, data in parts.items()}
@@ -304,7 +305,7 @@ def _fix(name: str, data: Mapping[str, object], words: tuple[str, ...]) -> Fix:
         *([f"arguments {shlex.join(args)}"] if args else []),
         *([f"patch {path.name}"] if path is not None else []),
         *([" ".join(f"{k} {v}" for k, v in override.items())] if override else []),
-        *([" ".join(f"{k}={v}" for k, v in env.items())] if env else []),
+        *([" ".join(setting_word(k, v) for k, v in env.items())] if env else []),
     ]
     return Fix(
         name=name,

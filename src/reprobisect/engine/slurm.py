@@ -45,6 +45,7 @@ from reprobisect.run.plan import Unit, listed_cells, plan_matrix, to_cell
 from reprobisect.run.prepare import unrun_record
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
+from reprobisect.util.redact import redact, register_secret, secret_values
 
 if TYPE_CHECKING:  # the names of types only: submitit itself is imported when a Slurm engine runs
     import submitit
@@ -120,6 +121,8 @@ class _Payload:
     store_root: Path
     envs_dir: Path
     environ: dict[str, str]
+    # The user's secrets (util/redact.py): the job's process redacts what it writes and prints as the submitter does
+    secrets: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -148,9 +151,11 @@ def run_cell_job(payload: _Payload, cell: str) -> _JobResult:
         raise KeyboardInterrupt
 
     def echo(line: str) -> None:
-        print(line, flush=True)  # the job's log (submitit's stdout file), as the terminal would show it
+        print(redact(line), flush=True)  # the job's log (submitit's stdout file), as the terminal would show it
 
     signal.signal(signal.SIGTERM, on_term)
+    for secret in payload.secrets:
+        register_secret(secret)
     try:
         ctx = RunContext(base=payload.base, store=store, envs_dir=payload.envs_dir, environ=payload.environ, echo=echo)
         records = run_matrix(payload.config, payload.request, ctx, cells=(cell,), stats=stats)
@@ -232,6 +237,7 @@ class SlurmExecutor:
             store_root=store.root,
             envs_dir=ctx.envs_dir,
             environ=dict(ctx.environ),
+            secrets=secret_values(),
         )
         done = self._run_with_requeue(payload, by_cell, store, stats if stats is not None else RunStats(), echo)
         for cell in jobs:

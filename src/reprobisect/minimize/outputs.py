@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from reprobisect.minimize.request import MinimizeRequest, MinimizeResult
 from reprobisect.minimize.sections import SECTION_FILE, section_markdown
 from reprobisect.model.repro import script_forms
 from reprobisect.util.files import write_atomic
+from reprobisect.util.shell import setting_word, shell_join
 
 __all__ = ["plain_command", "recheck_commands", "write_outputs"]
 
@@ -57,9 +57,9 @@ def recheck_commands(script: Path, cells: Cells) -> list[str]:
         words += ["--form", cells.form]
         words += ["--shim"] if cells.shim else []
         words += ["--expect-signature", cells.expect] if cells.expect else []
-        words += [item for k, v in cells.env.items() for item in ("--env", f"{k}={v}")]
+        words += [item for k, v in cells.env.items() for item in ("--env", setting_word(k, v))]
         words += ["--", *cells.script_args] if cells.script_args else []
-        commands.append(shlex.join(words))
+        commands.append(shell_join(words))
     return commands
 
 

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+from reprobisect.util.redact import register_secret_env
+
 __all__ = ["FORMS", "SHIMS", "Backend", "Fix", "Form", "FormName", "Repro", "script_forms"]
 
 # Repros with a nox session of their own (noxfile.py); any other is re-run through ``nox -s repro -- NAME``.
@@ -39,6 +41,9 @@ class Fix:
     override: Mapping[str, str] = dataclasses.field(default_factory=dict)
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     cli: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        register_secret_env(self.env)  # a secret's value (--fix-env, matrix.yaml) is hidden once a fix holds it
 
     @property
     def kind(self) -> str:
@@ -74,6 +79,9 @@ class Form:
     # The file a fix with arguments runs (the report's code with the fixes' flags: ``gan_fabric_zero1_fixes.py``), so
     # that ``script`` holds the report's code and nothing else; None: every fix runs ``script``.
     fix_script: Path | None = None
+
+    def __post_init__(self) -> None:
+        register_secret_env(self.env)  # a secret's value (--env, matrix.yaml) is hidden once a form holds it
 
     def script_for(self, fix: Fix) -> Path:
         """The file a run of ``fix`` starts: ``fix_script`` for a fix with arguments where the form has one, else the

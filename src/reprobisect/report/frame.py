@@ -10,7 +10,6 @@ import dataclasses
 import datetime
 import json
 import math
-import shlex
 import statistics
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -29,6 +28,8 @@ from reprobisect.report import archive
 from reprobisect.report.spread import quantile
 from reprobisect.util.files import atomic_path, inside
 from reprobisect.util.neutral import printable
+from reprobisect.util.redact import redact
+from reprobisect.util.shell import shell_join
 
 __all__ = [
     "AXES",
@@ -240,7 +241,7 @@ def _rerun_text(words: Sequence[str]) -> str:
     or a terminal (a control character, a line of backticks, an unreasonable length): records are untrusted."""
     if not words or len(words) > 200 or any(len(w) > 500 or not w.isprintable() or "`" in w for w in words):
         return ""
-    return shlex.join(words)
+    return shell_join(words)
 
 
 def _known_now(record: Record) -> tuple[str, str]:
@@ -414,16 +415,27 @@ def write_frame(frame: pd.DataFrame, dest: Path) -> list[Path]:
     """runs.parquet (step times as a list column) and runs.csv (step times space-separated)."""
     dest.mkdir(parents=True, exist_ok=True)
     parquet, csv = dest / "runs.parquet", dest / "runs.csv"
+    frame = _redacted(frame)  # pandas writes its own bytes: write_atomic's redaction never sees them
     with atomic_path(parquet, what="the runs table") as tmp:
         frame.to_parquet(tmp, index=False)
     flat = frame.assign(step_ms=[" ".join(f"{t:.3f}" for t in steps) for steps in frame["step_ms"]])
     return [parquet, write_csv(flat, csv, what="the runs table")]
 
 
+def _redacted(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose text is redacted of the user's secrets (``util.redact``), for a writer that does
+    not go through ``write_atomic``'s text (pandas' parquet and CSV)."""
+    shown = frame.copy()
+    for column in shown.columns:
+        if pd.api.types.is_object_dtype(shown[column]) or pd.api.types.is_string_dtype(shown[column]):
+            shown[column] = [redact(v) if isinstance(v, str) else v for v in shown[column]]
+    return shown
+
+
 def write_csv(frame: pd.DataFrame, path: Path, *, what: str) -> Path:
     """``frame`` as CSV, its text as a terminal may show it (``util.neutral.printable``): a CSV is opened in a
     spreadsheet or printed with ``cat``, and a run's escape sequences must not act there (parquet keeps them)."""
-    shown = frame.copy()
+    shown = _redacted(frame)
     for column in shown.columns:
         if pd.api.types.is_object_dtype(shown[column]) or pd.api.types.is_string_dtype(shown[column]):
             shown[column] = [printable(v) if isinstance(v, str) else v for v in shown[column]]

@@ -44,6 +44,7 @@ from reprobisect.run.resources import run_resources
 from reprobisect.run.runner import ChildResult, ChildSpec, cell_environ, run_child
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
 from reprobisect.util.bwrap import TMP_SIZE_ENV, size_text
+from reprobisect.util.redact import register_secret_env
 
 __all__ = [
     "BOOTSTRAP",
@@ -153,6 +154,7 @@ def child_environ(spec: RunSpec, environ: Mapping[str, str], *, allow: Sequence[
     env.update(spec.form.env)
     env.update(spec.fix.env)
     env.update(spec.extra_env)
+    register_secret_env(env)  # whatever secret reaches the run (--env, --fix-env, matrix.yaml) leaves it redacted
     return env
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reprobisect.run.events import RankReport
+from reprobisect.util.redact import redact_bytes
 
 __all__ = ["failed_rank", "keep_rank_logs"]
 
@@ -38,7 +39,7 @@ def keep_rank_logs(workdir: Path, log_path: Path, nproc: int) -> dict[int, Path]
                 note = f"\n[reprobisect: {size - _RANK_LOG_HEAD - _RANK_LOG_TAIL} bytes dropped here]\n".encode()
             tail = source.read(_RANK_LOG_TAIL)
         target = log_path.with_name(f"{log_path.stem}.rank-{rank}.log")
-        target.write_bytes(head + note + tail)
+        target.write_bytes(redact_bytes(head) + note + redact_bytes(tail))  # the user's secrets never kept
         kept[rank] = target
     return kept
 

@@ -27,7 +27,7 @@ from reprobisect.run.affinity import PinAtFirstStep
 from reprobisect.run.oom import KillCause, OomWatch
 from reprobisect.run.watch import RunWatch, peak_rss
 from reprobisect.util.clock import utc_now
-from reprobisect.util.redact import URL_CREDENTIALS
+from reprobisect.util.redact import URL_CREDENTIALS, StreamRedactor, secret_name
 from reprobisect.util.stop import POLL_SECONDS, stop_requested
 
 __all__ = [
@@ -73,10 +73,6 @@ _PASSED_NAMES = frozenset(
     }
 )
 _PASSED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH_", "DS_", "MKL_", "KMP_", "TRITON_", "NVSHMEM_")
-_SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY", "_PASSWORD", "_CREDENTIALS")
-_SECRET_PREFIXES = ("AWS_", "GITHUB_", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AZURE_", "GOOGLE_")
-# Words that make any name secret-looking, also under an allowed prefix (DS_HUB_PASSWD, NVIDIA_NGC_APIKEY, ...).
-_SECRET_WORDS = ("TOKEN", "SECRET", "PASSW", "APIKEY", "API_KEY", "AUTH", "CREDENTIAL", "PRIVATE", "COOKIE")
 
 
 def scrubbed_environ(environ: Mapping[str, str], *, allow: Sequence[str] = ()) -> dict[str, str]:
@@ -112,13 +108,9 @@ def cell_environ(env: CellEnv, environ: Mapping[str, str], *, allow: Sequence[st
 
 
 def _secret_looking(name: str, value: str) -> bool:
-    upper = name.upper()
-    return (
-        upper.endswith(_SECRET_SUFFIXES)
-        or upper.startswith(_SECRET_PREFIXES)
-        or any(word in upper for word in _SECRET_WORDS)
-        or bool(URL_CREDENTIALS.search(value))
-    )
+    """A secret's name (``util.redact.secret_name``: the one rule the redactor shares, also under an allowed prefix:
+    ``DS_HUB_PASSWD``, ``NVIDIA_NGC_APIKEY``), or credentials in a URL."""
+    return secret_name(name) or bool(URL_CREDENTIALS.search(value))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -308,10 +300,14 @@ class _CappedLog:
         self.log.flush()
 
     def pump(self, stream: IO[bytes], watch: Callable[[bytes], None] | None = None) -> None:
+        """Copy the child's output until it ends, every secret the user handed over redacted before it is kept
+        (so no log, event, signature or report line of the run carries one), across chunk boundaries too."""
+        redactor = StreamRedactor()
         for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
-            self.feed(chunk)
+            self.feed(redactor.feed(chunk))
             if watch is not None:
                 watch(chunk)
+        self.feed(redactor.finish())
 
 
 def _open_log(path: Path) -> BinaryIO:

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from reprobisect.errors import HarnessError, ToolError
+from reprobisect.util.files import write_atomic
+from reprobisect.util.redact import redact_bytes, secret_values
 from reprobisect.util.stop import POLL_SECONDS, stop_requested
 
 __all__ = ["TAIL_LINES", "output_tail", "run_logged", "run_tool"]
@@ -98,6 +100,8 @@ def run_logged(
         except OSError as exc:
             msg = f"{what}: `{shlex.join(cmd)[:300]}` cannot start ({exc.strerror or exc})"
             raise error(msg) from exc
+        finally:
+            _redact_log(log)
     if process.returncode != 0:
         tail = output_tail(log.read_text(errors="replace"), 15)
         msg = f"{what} failed (exit {process.returncode}); see {log}:\n{tail}"
@@ -148,3 +152,15 @@ def _drain(process: subprocess.Popen[Any]) -> tuple[Any, Any]:
                     stream.close()
         process.wait()
         return None, None
+
+
+def _redact_log(log: Path) -> None:
+    """A tool's log, the user's secrets redacted once it ended: a build (a probed commit's setup.py) that printed
+    one leaves no copy behind, nor in the error that quotes the log's tail."""
+    if not secret_values():
+        return
+    with contextlib.suppress(OSError):
+        data = log.read_bytes()
+        redacted = redact_bytes(data)
+        if redacted != data:
+            write_atomic(log, redacted, what="the tool's log")

@@ -8,13 +8,16 @@ lines of a matrix run ``run/units.py``'s.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 from reprobisect.util.neutral import printable
+from reprobisect.util.redact import redact
 
-__all__ = ["HEARTBEAT_SECONDS", "WIDTH", "cut", "heartbeat", "plural"]
+__all__ = ["HEARTBEAT_SECONDS", "WIDTH", "cut", "heartbeat", "plural", "redacted_terminal"]
 
 WIDTH = 120
 HEARTBEAT_SECONDS = 15.0
@@ -48,3 +51,52 @@ def cut(text: str, width: int) -> str:
 def plural(n: int, noun: str) -> str:
     """``1 cell``, ``3 cells``: a count as a progress line says it."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+class _RedactedStream:
+    """A terminal stream that redacts (``util.redact``) every line before it passes it on. Text is held until its
+    line ends or the stream is flushed, so a secret printed in pieces (``print(a, end="")``, then ``print(b)``) is
+    seen whole; a line held longer than ``_HELD_CHARS`` goes out as it is."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.held = ""
+        self.lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self.lock:
+            self.held += text
+            end = self.held.rfind("\n") + 1 if len(self.held) <= _HELD_CHARS else len(self.held)
+            if end:
+                ready, self.held = self.held[:end], self.held[end:]
+                self.stream.write(redact(ready))
+        return len(text)
+
+    def flush(self) -> None:
+        with self.lock:
+            ready, self.held = self.held, ""
+            if ready:
+                self.stream.write(redact(ready))
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ...: the terminal's own
+        return getattr(self.stream, name)
+
+
+_HELD_CHARS = 1 << 16
+
+
+@contextlib.contextmanager
+def redacted_terminal() -> Iterator[None]:
+    """While the block runs, every line on stdout and stderr is redacted of the user's secrets (and credentials
+    in URLs), whoever prints it: the harness, a worker thread, a forked worker process."""
+    saved = sys.stdout, sys.stderr
+    shown = _RedactedStream(saved[0]), _RedactedStream(saved[1])
+    sys.stdout, sys.stderr = shown
+    try:
+        yield
+    finally:
+        for stream in shown:
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        sys.stdout, sys.stderr = saved

@@ -62,7 +62,8 @@ def _new_file_beside(path: Path) -> Path:
 
 
 def write_atomic(path: Path, data: str | bytes, *, what: str = "this file") -> Path:
-    """Write ``data`` (text as UTF-8, credentials in URLs redacted) to ``path`` atomically; returns ``path``."""
+    """Write ``data`` (text as UTF-8, the user's secrets and credentials in URLs redacted: ``util.redact``) to
+    ``path`` atomically; returns ``path``. Bytes are written as given: their writer redacts them."""
     payload = redact(data).encode("utf-8") if isinstance(data, str) else data
     with atomic_path(path, what=what) as tmp:
         tmp.write_bytes(payload)
