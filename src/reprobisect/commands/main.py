@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from reprobisect.commands.options import Subparsers
 from reprobisect.errors import INTERRUPTED_EXIT, HarnessError
+from reprobisect.util.console import neutral_terminal
 
 __all__ = ["COMMANDS", "main"]
 
@@ -95,16 +96,19 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; harness errors print one message and exit with their own code, an interruption exits 130."""
+    """Entry point; harness errors print one message and exit with their own code, an interruption exits 130. All
+    it prints goes through ``neutral_terminal``: no escape sequence from a commit subject, a tag, a file name or a
+    run's output reaches the terminal, whichever line carries it."""
     signal.signal(signal.SIGTERM, _terminate)
     # Started in the background by a non-interactive shell, SIGINT arrives ignored: Ctrl-C must still stop a run.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return _run(_parse(argv))
-    except KeyboardInterrupt:
-        # the runner has stopped the child's process group; finished runs keep their records
-        print("reprobisect: interrupted", file=sys.stderr)
-        return INTERRUPTED_EXIT
+    with neutral_terminal():
+        try:
+            return _run(_parse(argv))
+        except KeyboardInterrupt:
+            # the runner has stopped the child's process group; finished runs keep their records
+            print("reprobisect: interrupted", file=sys.stderr)
+            return INTERRUPTED_EXIT
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Literal
@@ -38,6 +37,7 @@ from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import listed_cells
 from reprobisect.util.files import write_atomic
+from reprobisect.util.neutral import command_line
 
 __all__ = [
     "MatrixOptions",
@@ -227,7 +227,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 def own_command(name: str) -> str:
     """The nox command that re-runs this process's command ``name`` with the options it was given."""
-    return f"nox -s {name} -- " + shlex.join(sys.argv[2:])
+    return command_line(["nox", "-s", name, "--", *sys.argv[2:]])
 
 
 def run_and_summarize(

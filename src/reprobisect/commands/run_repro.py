@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shlex
 from typing import Literal
 
 from reprobisect.commands.options import (
@@ -28,6 +27,7 @@ from reprobisect.report.summary import markdown_summary
 from reprobisect.report.terminal import next_step
 from reprobisect.run.reproduce import ReproRequest, reproduce
 from reprobisect.util.files import write_atomic
+from reprobisect.util.neutral import command_line
 
 __all__ = ["RunReproOptions", "run_from_args", "setup_arguments"]
 
@@ -116,7 +116,7 @@ def _reproduce_command(options: RunReproOptions) -> str:
     ):
         for value in values:
             extra += [option, value]
-    return f"nox -s repro_{options.repro}" + (f" -- {shlex.join(extra)}" if extra else "")
+    return command_line(["nox", "-s", f"repro_{options.repro}", *(["--", *extra] if extra else [])])
 
 
 def run_from_args(args: argparse.Namespace) -> int:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from reprobisect.minimize.sections import sections_under
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.run.context import RunContext
 from reprobisect.util.files import write_atomic
+from reprobisect.util.neutral import command_line
 
 __all__ = ["TriageOptions", "Triaged", "run_from_args", "setup_arguments", "triage_answers"]
 
@@ -111,7 +111,7 @@ class Triaged:
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the script in the default cell (pins replace its values), print the table, write
     ``summary-<script>.md``; 0 whatever the outcomes."""
-    triage_answers(TriageOptions.from_args(args), rerun="nox -s triage -- " + shlex.join(sys.argv[2:]))
+    triage_answers(TriageOptions.from_args(args), rerun=command_line(["nox", "-s", "triage", "--", *sys.argv[2:]]))
     return 0
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from reprobisect.minimize.candidates import CellRun, Cells
 from reprobisect.minimize.request import MinimizeRequest, MinimizeResult
 from reprobisect.minimize.sections import SECTION_FILE, section_markdown
 from reprobisect.util.files import write_atomic
+from reprobisect.util.neutral import command_line
 
 __all__ = ["recheck_commands", "write_outputs"]
 
@@ -58,7 +58,7 @@ def recheck_commands(script: Path, cells: Cells) -> list[str]:
         words += ["--expect-signature", cells.expect] if cells.expect else []
         words += [item for k, v in cells.env.items() for item in ("--env", f"{k}={v}")]
         words += ["--", *cells.script_args] if cells.script_args else []
-        commands.append(shlex.join(words))
+        commands.append(command_line(words))
     return commands
 
 

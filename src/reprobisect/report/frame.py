@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
-import shlex
 import statistics
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,7 +26,7 @@ from reprobisect.model.verdict import fold_repeats
 from reprobisect.report import archive
 from reprobisect.report.spread import quantile
 from reprobisect.util.files import atomic_path, inside
-from reprobisect.util.neutral import printable
+from reprobisect.util.neutral import command_line, printable
 from reprobisect.util.safe_read import UnsafeFileError, load_json_file
 
 __all__ = [
@@ -238,11 +237,10 @@ def _pin(record: Record, axis: str) -> str:
 
 
 def _rerun_text(words: Sequence[str]) -> str:
-    """The record's command that re-runs it, quoted for a shell; "" when a word could break the report's code block
-    or a terminal (a control character, a line of backticks, an unreasonable length): records are untrusted."""
-    if not words or len(words) > 200 or any(len(w) > 500 or not w.isprintable() or "`" in w for w in words):
-        return ""
-    return shlex.join(words)
+    """The record's command that re-runs it, on one line (``util.neutral.command_line``): quoted for a shell, or a
+    comment saying why it cannot be given (a newline or an escape sequence in an argument, an unreasonable length):
+    records are untrusted, and a neutralised command would re-run something else. "" where the record keeps none."""
+    return command_line(words) if words else ""
 
 
 def _known_now(record: Record) -> tuple[str, str]:
