@@ -108,3 +108,24 @@ def test_search_ends_move_only_the_end_that_is_not_its_tag_and_never_cross(repo,
     _cell(envs, "c2", "0.8", {"__init__.py": "v = 0\n", "core.py": "a = 3\n", "extra.py": "b = 1\n"})
     subprocess.run(["git", "-C", str(clone), "tag", "v0.8", shas["old"]], check=True)
     assert rs.search_ends(clone, ("v0.8", "v0.9"), ("0.8", "0.9"), "pkg", envs) == (("v0.8", "v0.9"), [])
+
+
+def test_a_tag_moved_to_an_unrelated_commit_is_named_not_trusted(repo, tmp_path: Path) -> None:
+    """Issue #50: a hostile clone whose tag v1.0 names a commit of other code (an orphan line: no commit near it is
+    the release). Before, the tag stayed and the search ran from it, answering for code the release never held."""
+    clone, shas = repo
+    git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "checkout", "-q", "--orphan", "elsewhere"], check=True)
+    subprocess.run([*git, "rm", "-q", "-r", "-f", "."], check=True)
+    unrelated = _commit(clone, {"src/pkg/__init__.py": "evil = 1\n", "src/pkg/core.py": "a = 666\n"}, "unrelated")
+    subprocess.run([*git, "tag", "-f", "v1.0", unrelated], check=True, capture_output=True)
+    subprocess.run([*git, "checkout", "-q", "main"], check=True)
+    subprocess.run([*git, "tag", "v0.9", shas["old"]], check=True)
+    envs = tmp_path / "envs"
+    _cell(envs, "c0", "0.9", {"__init__.py": "v = 0\n", "core.py": "a = 1\n"})
+    _cell(envs, "c1", "1.0", {"__init__.py": "v = 0\n", "core.py": "a = 3\n", "extra.py": "b = 1\n"})
+    assert rs.release_source(clone, "v1.0", "pkg", "1.0", envs).untrusted
+    with pytest.raises(rs.UntrustedTagError) as info:
+        rs.search_ends(clone, ("v0.9", "v1.0"), ("0.9", "1.0"), "pkg", envs)
+    message = str(info.value)
+    assert message.startswith("1.0: its tag v1.0 is commit " + unrelated[:12]) and "not trusted" in message

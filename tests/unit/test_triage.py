@@ -357,13 +357,27 @@ def test_rank_logs_are_kept_without_following_links_and_capped(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
-    "words",
-    [["nox", "-s", "triage", "--", "a\nb"], ["nox", "```", "x"], ["x" * 600], ["nox"] * 300, ["\x1b[31mred"]],
+    ("words", "why"),
+    [
+        (["nox", "-s", "triage", "--", "a\nb"], "argument 4 holds a line break"),
+        (["x" * 600], "argument 0 is longer than 500"),
+        (["nox"] * 300, "300 arguments"),
+        (["\x1b[31mred"], "argument 0 holds an escape sequence"),
+    ],
 )
-def test_a_hostile_command_in_a_record_is_not_printed(words: list[str]) -> None:
-    assert _rerun_text(words) == ""
-    row = {"rerun": _rerun_text(words), "torch_source": "system", "deepspeed": "0.16.4", "lightning": "2.6.6"}
-    assert reproduce_command("gan", row, "cpu-deepspeed", "none").startswith("nox -s repro_gan -- ")
+def test_a_hostile_command_in_a_record_says_it_cannot_be_given(words: list[str], why: str) -> None:
+    """Issue #50: a Re-run line re-runs exactly what ran or says it cannot; never a neutralised command, and never
+    the canonical repro's session, which would re-run something else (the old fallback)."""
+    shown = _rerun_text(words)
+    assert shown.startswith("# the command cannot be shown as one line:") and why in shown
+    assert "\n" not in shown and "\x1b" not in shown
+    row = {"rerun": shown, "torch_source": "system", "deepspeed": "0.16.4", "lightning": "2.6.6"}
+    assert reproduce_command("gan", row, "cpu-deepspeed", "none") == shown
+
+
+def test_a_kept_command_with_backticks_is_given_exactly() -> None:
+    words = ["nox", "```", "x"]
+    assert shlex.split(_rerun_text(words)) == words
 
 
 def test_a_kept_command_is_quoted_for_a_shell() -> None:

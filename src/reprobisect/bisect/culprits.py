@@ -17,11 +17,11 @@ from typing import Any
 
 from reprobisect.bisect import history
 from reprobisect.bisect.probes import BisectRequest, run_bisect
-from reprobisect.bisect.release_source import search_ends
+from reprobisect.bisect.release_source import UntrustedTagError, search_ends
 from reprobisect.config.load import Config
 from reprobisect.errors import BisectInconclusiveError
 from reprobisect.run.context import RunContext
-from reprobisect.util.shell import shell_join
+from reprobisect.util.neutral import command_line
 from reprobisect.util.stop import in_parallel
 
 __all__ = ["change_kind", "find_culprits", "timing_kind"]
@@ -115,12 +115,10 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
     if timed and found["kind"] == "changed":
         found["why"] = "the two releases are alike in timing: no commit to look for"
         return found
-    releases = (str(transition["last"]), str(transition["first"]))
-    (good, bad), notes = search_ends(search.clone, (good, bad), releases, search.request.axis, search.ctx.envs_dir)
-    for note in notes:
-        search.ctx.echo(note)
-    if notes:
-        found["release_sources"] = notes
+    ends = _search_ends(search, (good, bad), (str(transition["last"]), str(transition["first"])), found)
+    if ends is None:
+        return found
+    good, bad = ends
     request = dataclasses.replace(
         search.request,
         git=search.clone,
@@ -154,6 +152,24 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
         last_good_commit=history.commit_info(search.clone, step.last, search.slug).describe(),
     )
     return found
+
+
+def _search_ends(
+    search: _Search, tags: tuple[str, str], releases: tuple[str, str], found: dict[str, Any]
+) -> tuple[str, str] | None:
+    """The ends to search between (``release_source.search_ends``), each end that is not its tag said and kept in
+    ``found``; None, with ``found["why"]`` naming it, where a tag is not its release's code (never searched from)."""
+    try:
+        ends, notes = search_ends(search.clone, tags, releases, search.request.axis, search.ctx.envs_dir)
+    except UntrustedTagError as exc:
+        search.ctx.echo(str(exc))
+        found["why"] = str(exc)
+        return None
+    for note in notes:
+        search.ctx.echo(note)
+    if notes:
+        found["release_sources"] = notes
+    return ends
 
 
 def _unfound(transition: Mapping[str, Any], timed: bool) -> dict[str, Any]:
@@ -206,4 +222,4 @@ def _rerun(search: _Search, request: BisectRequest) -> str:
     if "--" in tail:
         cut = tail.index("--")
         tail, script_args = tail[:cut], tail[cut:]
-    return shell_join([*argv, *tail, *script_args])
+    return command_line([*argv, *tail, *script_args])

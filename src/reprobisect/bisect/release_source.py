@@ -7,7 +7,10 @@ at "Version fix to unblock pypi", #8039). Searching between the tags, every comm
 search named the tag itself as the fix. So before a search, the Python files a cell installed for each release are
 held against the tag's tree (git blob ids, compared where both have a file); when they differ, the first-parent
 line after the tag (then before it) is walked for the nearest commit whose files are the release's, and that
-commit is the end. Where none is found, or no cell of the release is here to compare with, the tag stays.
+commit is the end. Where no cell of the release is here to compare with, the tag stays. Where the tag's files differ
+and no commit near it holds the release's (a clone whose tag was moved to an unrelated commit, or a fork's), the tag
+is not trusted: ``search_ends`` raises UntrustedTagError naming the release, the tag and its commit, and no commit is
+searched between tags that would answer for code the release does not hold.
 """
 
 from __future__ import annotations
@@ -24,9 +27,13 @@ from packaging.utils import canonicalize_name
 from reprobisect.bisect.history import file_changes, git_output, is_ancestor
 from reprobisect.errors import ConfigError
 
-__all__ = ["ReleaseSource", "installed_files", "release_source", "search_ends"]
+__all__ = ["ReleaseSource", "UntrustedTagError", "installed_files", "release_source", "search_ends"]
 
 WALK = 400  # commits walked on each side of a tag: a release is made days from its tag, not months
+
+
+class UntrustedTagError(ConfigError):
+    """A release's tag in the clone is not the release's code, and no commit near it is: its message names both."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -38,6 +45,20 @@ class ReleaseSource:
     commit: str  # full hash
     moved: bool = False
     differing: int = 0  # files of the release that differ from the tag's
+
+    @property
+    def untrusted(self) -> bool:
+        """Is the tag not the release's code, with no commit near it that is (nothing to search from)?"""
+        return not self.moved and self.differing > 0
+
+    def distrust(self) -> str:
+        """What a maintainer reads when the tag cannot be trusted: the release, the tag, the commit it names."""
+        return (
+            f"{self.version}: its tag {self.tag} is commit {self.commit[:12]}, whose files are not the release's "
+            f"({self.differing} of the Python files the release installs differ) and no commit within {WALK} of it "
+            "holds them: the tag is not trusted, and no commit is searched from it (a clone whose tag was moved, or "
+            "another repository's: give --git a clone of the project's own history)"
+        )
 
     def note(self) -> str:
         """What a maintainer reads when the release is not its tag."""
@@ -184,11 +205,15 @@ def search_ends(
     repo: Path, tags: tuple[str, str], releases: tuple[str, str], package: str, envs_dir: Path
 ) -> tuple[tuple[str, str], list[str]]:
     """The two ends of a commit search between two releases (each its tag, or the commit its files are) and what
-    to tell the maintainer about each end that moved; the tags where that cannot be told or the ends would cross."""
+    to tell the maintainer about each end that moved; the tags where that cannot be told or the ends would cross.
+    UntrustedTagError where a tag is not its release's code and no commit near it is (``ReleaseSource.untrusted``)."""
     try:
         sources = [release_source(repo, tags[i], package, releases[i], envs_dir) for i in (0, 1)]
     except ConfigError:  # a clone git cannot read as asked: the search names it itself
         return tags, []
+    untrusted = [source.distrust() for source in sources if source.untrusted]
+    if untrusted:
+        raise UntrustedTagError("; ".join(untrusted))
     ends = (sources[0].commit if sources[0].moved else tags[0], sources[1].commit if sources[1].moved else tags[1])
     if ends == tags:
         return tags, []

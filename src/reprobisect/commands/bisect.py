@@ -37,6 +37,7 @@ from reprobisect.errors import AMBIGUOUS_EXIT, ConfigError
 from reprobisect.model.slowdown import METRICS, SlowdownRule
 from reprobisect.report.timing_view import timing_lines
 from reprobisect.util.bounds import TIMING_REPEATS, Bound
+from reprobisect.util.console import cut
 from reprobisect.util.files import write_atomic
 
 _PERCENT = Bound(0, 1000, whole=False, above=True, unit="percent")  # --slower-than: up to 11 times slower
@@ -382,11 +383,12 @@ def culprit_line(culprit: dict[str, Any]) -> str:
     """``introduced by 1a2b3c4d5e6f Subject (owner/repo#N)``, or why no commit is named."""
     commit = culprit.get("commit")
     if not commit:
-        return f"{culprit['kind']} by: unknown — {culprit['why']}"
+        return f"{culprit['kind']} by: unknown — {cut(str(culprit['why']), 2000)}"
     pr = f" ({commit['pull_request']})" if commit.get("pull_request") else ""
     skipped = culprit.get("skipped_between") or []
     around = f" (or one of {len(skipped)} commits before it that do not build)" if skipped else ""
-    return f"{culprit['kind']} by {commit['sha'][:12]} {commit['subject']}{pr}{around}"
+    subject = cut(str(commit["subject"]), 200)  # a commit subject is the clone's text: one inert line
+    return f"{culprit['kind']} by {commit['sha'][:12]} {subject}{pr}{around}"
 
 
 def run_from_args(args: argparse.Namespace) -> int:

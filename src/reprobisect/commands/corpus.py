@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shlex
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -29,6 +28,7 @@ from reprobisect.corpus.table import NotRun, Table, markdown, write_table
 from reprobisect.corpus.truth import load_truth
 from reprobisect.corpus.truth_model import PACKAGES, Truth
 from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError
+from reprobisect.util.neutral import command_line
 
 __all__ = ["CorpusOptions", "run_from_args", "setup_arguments"]
 
@@ -196,7 +196,7 @@ def _failed_row(truth: Truth, why: str, seconds: float) -> Row:
 def run_entry(truth: Truth, options: CorpusOptions) -> Row:
     """Triage one entry as a maintainer would, then score the answer."""
     argv = _triage_argv(truth, options)
-    rerun = "reprobisect triage " + shlex.join(argv)
+    rerun = command_line(["reprobisect", "triage", *argv])
     print(f"\n== corpus entry {truth.name}: {rerun}", flush=True)
     start = time.monotonic()
     try:
@@ -237,7 +237,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             not_run.append(NotRun(entry=truth.name, why=why))
             continue
         rows.append(run_entry(truth, options))
-    table = Table(rows=rows, not_run=not_run, command="reprobisect " + shlex.join(sys.argv[1:]))
+    table = Table(rows=rows, not_run=not_run, command=command_line(["reprobisect", *sys.argv[1:]]))
     md, js = write_table(table, options.common.out)
     print("\n" + markdown(table), flush=True)
     print(f"written: {md} and {js}", flush=True)

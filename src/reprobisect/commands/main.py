@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from reprobisect.commands.options import Subparsers, register_option_secrets
 from reprobisect.errors import INTERRUPTED_EXIT, HarnessError
-from reprobisect.util.console import redacted_terminal
+from reprobisect.util.console import neutral_terminal, redacted_terminal
 
 __all__ = ["COMMANDS", "main"]
 
@@ -100,11 +100,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; harness errors print one message and exit with their own code, an interruption exits 130."""
+    """Entry point; harness errors print one message and exit with their own code, an interruption exits 130. All
+    it prints goes through ``neutral_terminal``: no escape sequence from a commit subject, a tag, a file name or a
+    run's output reaches the terminal, whichever line carries it."""
     signal.signal(signal.SIGTERM, _terminate)
     # Started in the background by a non-interactive shell, SIGINT arrives ignored: Ctrl-C must still stop a run.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    with redacted_terminal():  # every line printed from here on, the harness's and its workers', is redacted
+    with redacted_terminal(), neutral_terminal():  # every line printed from here on: redacted, then made inert
         try:
             args = _parse(argv)
             register_option_secrets(args)  # before anything runs, prints or writes

@@ -42,7 +42,8 @@ from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import listed_cells
 from reprobisect.util.bounds import CELLS
 from reprobisect.util.files import write_atomic
-from reprobisect.util.shell import shell_join, shown_argv
+from reprobisect.util.neutral import command_line
+from reprobisect.util.shell import shown_argv
 
 __all__ = [
     "MatrixOptions",
@@ -242,7 +243,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 def own_command(name: str) -> str:
     """The nox command that re-runs this process's command ``name`` with the options it was given."""
-    return f"nox -s {name} -- " + shell_join(shown_argv(sys.argv[2:]))
+    return command_line(["nox", "-s", name, "--", *shown_argv(sys.argv[2:])])
 
 
 def run_and_summarize(

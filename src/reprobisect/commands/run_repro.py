@@ -29,7 +29,8 @@ from reprobisect.report.summary import markdown_summary
 from reprobisect.report.terminal import next_step
 from reprobisect.run.reproduce import ReproRequest, reproduce
 from reprobisect.util.files import write_atomic
-from reprobisect.util.shell import shell_join, shown_setting
+from reprobisect.util.neutral import command_line
+from reprobisect.util.shell import shown_setting
 
 __all__ = ["RunReproOptions", "run_from_args", "setup_arguments"]
 
@@ -117,7 +118,7 @@ def _reproduce_command(options: RunReproOptions) -> str:
     ):
         for value in values:
             extra += [option, shown_setting(value, fix=True) if option == "--fix-env" else value]
-    return f"nox -s repro_{options.repro}" + (f" -- {shell_join(extra)}" if extra else "")
+    return command_line(["nox", "-s", f"repro_{options.repro}", *(["--", *extra] if extra else [])])
 
 
 def run_from_args(args: argparse.Namespace) -> int:

@@ -41,7 +41,8 @@ from reprobisect.minimize.sections import sections_under
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.run.context import RunContext
 from reprobisect.util.files import write_atomic
-from reprobisect.util.shell import shell_join, shown_argv
+from reprobisect.util.neutral import command_line
+from reprobisect.util.shell import shown_argv
 
 __all__ = ["TriageOptions", "Triaged", "run_from_args", "setup_arguments", "triage_answers"]
 
@@ -113,7 +114,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     """Run the script in the default cell (pins replace its values), print the table, write
     ``summary-<script>.md``; 0 whatever the outcomes, ``AMBIGUOUS_EXIT`` when a timing search (``--slower-than``)
     left releases ambiguous (its section is written either way)."""
-    rerun = "nox -s triage -- " + shell_join(shown_argv(sys.argv[2:]))
+    rerun = command_line(["nox", "-s", "triage", "--", *shown_argv(sys.argv[2:])])
     triaged = triage_answers(TriageOptions.from_args(args), rerun=rerun)
     ambiguous = [v for _, report, _ in triaged.timed if report is not None for v in ambiguous_versions(report)]
     if ambiguous:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import os
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from reprobisect.corpus.truth_model import (
 )
 from reprobisect.errors import ConfigError
 from reprobisect.util.bounds import Bound
+from reprobisect.util.safe_read import UnsafeFileError, load_toml_file
 
 __all__ = ["MAX_TRUTH_BYTES", "load_truth", "parse_truth"]
 
@@ -293,19 +294,21 @@ def parse_truth(data: Mapping[str, Any], folder: Path, *, where: str) -> Truth:
 
 
 def load_truth(folder: Path) -> Truth:
-    """The checked truth of one entry folder; a ConfigError names the file, key, value and the fix."""
+    """The checked truth of one entry folder; a ConfigError names the file, key, value and the fix. The file is read
+    as hostile (``util.safe_read``): a FIFO, a socket or a device named truth.toml, a link out of the entry's folder
+    (or an entry folder that is a link out of the corpus), TOML nested 100,000 deep or a 5,000-digit number is one
+    ConfigError naming the file, never a hang or a traceback."""
     path = folder / "truth.toml"
     where = str(path)
-    if not path.is_file():
+    if not os.path.lexists(path):
         msg = f"{where}: no such file; every corpus entry holds issue.py and truth.toml (corpus/README.md)"
         raise ConfigError(msg)
-    raw = path.read_bytes()[: MAX_TRUTH_BYTES + 1]
-    if len(raw) > MAX_TRUTH_BYTES:
-        msg = f"{where}: larger than {MAX_TRUTH_BYTES} bytes; a truth file is a page of facts"
+    if not folder.resolve().is_relative_to(folder.absolute().parent.resolve()):
+        msg = f"{where}: its entry folder is a link to {str(folder.resolve())[:120]!r}, outside the corpus; not read"
         raise ConfigError(msg)
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        msg = f"{where}: not valid TOML: {exc}"
+        data = load_toml_file(path, root=folder, max_bytes=MAX_TRUTH_BYTES)
+    except UnsafeFileError as exc:
+        msg = f"{where}: {exc.why}; a truth file is a page of TOML in the entry's folder"
         raise ConfigError(msg) from exc
     return parse_truth(data, folder, where=where)

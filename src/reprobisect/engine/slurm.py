@@ -442,7 +442,7 @@ def _drop_stale(store: Store, written: Sequence[Record], kept: Sequence[Record])
             continue
         path = store.record_path(*key)
         with contextlib.suppress(OSError, RecordError):
-            if Record.load(path).run_id == record.run_id:
+            if Record.load(path, root=store.root).run_id == record.run_id:
                 path.unlink()
 
 

@@ -20,7 +20,8 @@ from reprobisect.minimize.request import MinimizeRequest, MinimizeResult
 from reprobisect.minimize.sections import SECTION_FILE, section_markdown
 from reprobisect.model.repro import script_forms
 from reprobisect.util.files import write_atomic
-from reprobisect.util.shell import setting_word, shell_join
+from reprobisect.util.neutral import command_line
+from reprobisect.util.shell import setting_word
 
 __all__ = ["plain_command", "recheck_commands", "write_outputs"]
 
@@ -59,19 +60,18 @@ def recheck_commands(script: Path, cells: Cells) -> list[str]:
         words += ["--expect-signature", cells.expect] if cells.expect else []
         words += [item for k, v in cells.env.items() for item in ("--env", setting_word(k, v))]
         words += ["--", *cells.script_args] if cells.script_args else []
-        commands.append(shell_join(words))
+        commands.append(command_line(words))
     return commands
 
 
 def plain_command(request: MinimizeRequest, cells: Cells) -> str:
     """How a person runs ``minimized.py`` outside the harness: plain ``python`` with the variables the harness's
-    run had and the script does not set itself (the form's, and the user's ``--env`` by name only: a value may be a
-    secret), and the script's arguments."""
+    run had and the script does not set itself (the form's, and the user's ``--env``: a secret's by name only), and
+    the script's arguments; through ``env`` so that a value with a space stays one assignment."""
     forms = script_forms(request.script, shim=cells.shim)
     form_env = next((f.env for name, f in forms.items() if name == cells.form), {})
-    words = [f"{k}={shlex.quote(v)}" for k, v in form_env.items()]
-    words += [f"{k}=${k}" for k in cells.env if k not in form_env]
-    return " ".join([*words, "python", "minimized.py", *map(shlex.quote, cells.script_args)])
+    settings = [setting_word(k, v) for k, v in {**form_env, **cells.env}.items()]
+    return command_line([*(["env", *settings] if settings else []), "python", "minimized.py", *cells.script_args])
 
 
 def _run(run: CellRun) -> dict[str, Any]:

@@ -17,10 +17,12 @@ from typing import Any
 
 from reprobisect.errors import RecordError
 from reprobisect.model.signature import Signature
+from reprobisect.util.safe_read import UnsafeFileError, parse_json, read_bounded
 
-__all__ = ["SCHEMA_VERSION", "Record", "StepTime", "warm_up_steps"]
+__all__ = ["MAX_RECORD_BYTES", "SCHEMA_VERSION", "Record", "StepTime", "warm_up_steps"]
 
 SCHEMA_VERSION = 1
+MAX_RECORD_BYTES = 16 * 1024 * 1024  # a record is a few KiB; a larger "record" is not one
 
 
 def warm_up_steps(count: int) -> int:
@@ -148,13 +150,15 @@ class Record:
         return cls(**values)
 
     @classmethod
-    def load(cls, path: Path) -> Record:
-        """Read one record file; malformed or truncated files raise RecordError naming the file."""
+    def load(cls, path: Path, *, root: Path | None = None) -> Record:
+        """Read one record file; malformed or truncated files raise RecordError naming the file, and so does a file
+        that is no regular file or whose links lead out of ``root`` (the records root; the file's own folder when
+        None): a FIFO, a socket, ``/dev/zero`` or a link to a key must neither hang, exhaust nor leak
+        (``util.safe_read``)."""
         try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            msg = f"{path}: not a readable JSON record ({exc}); it was probably cut short, re-run that cell"
-            raise RecordError(msg) from exc
+            raw = read_bounded(path, root=path.parent if root is None else root, max_bytes=MAX_RECORD_BYTES)
+        except UnsafeFileError as exc:
+            raise RecordError(f"{path}: not read as a record ({exc.why})") from exc
         return cls.parse(raw, source=path)
 
     @classmethod
@@ -162,9 +166,9 @@ class Record:
         """A record from its file's bytes (a file, or an archive's member); ``source`` names it in errors."""
         path = source
         try:
-            data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            msg = f"{path}: not a readable JSON record ({exc}); it was probably cut short, re-run that cell"
+            data = parse_json(raw, source=path, parse_constant=_no_constant)
+        except UnsafeFileError as exc:
+            msg = f"{path}: not a readable JSON record ({exc.why}); it was probably cut short, re-run that cell"
             raise RecordError(msg) from exc
         if not isinstance(data, dict):
             msg = f"{path}: expected a JSON object, got {type(data).__name__}"

@@ -11,24 +11,28 @@ so a crash or Ctrl-C leaves either the old record or the new one, never half of 
 
 from __future__ import annotations
 
-import json
+import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 from reprobisect.errors import RecordError, StorageError
 from reprobisect.model.outcome import Outcome
-from reprobisect.model.record import SCHEMA_VERSION, Record
+from reprobisect.model.record import MAX_RECORD_BYTES, SCHEMA_VERSION, Record
 from reprobisect.util.files import write_atomic
+from reprobisect.util.safe_read import UnsafeFileError, load_json_file
 
 __all__ = ["Store"]
 
 
 def _schema_of(path: Path) -> int | None:
-    """The schema_version of the record file at ``path``, None when there is none or it cannot be read."""
+    """The schema_version of the record file at ``path``, None when there is none or it cannot be read (a FIFO
+    planted there is not waited on: ``util.safe_read``)."""
+    if not os.path.lexists(path):
+        return None
     try:
-        version = json.loads(path.read_text(encoding="utf-8")).get("schema_version")
-    except (OSError, ValueError, AttributeError, RecursionError):
+        version = load_json_file(path, root=path.parent, max_bytes=MAX_RECORD_BYTES).get("schema_version")
+    except (UnsafeFileError, AttributeError):
         return None
     return version if isinstance(version, int) and not isinstance(version, bool) else None
 
@@ -81,7 +85,7 @@ class Store:
         if not path.is_file():
             return None
         try:
-            record = Record.load(path)
+            record = Record.load(path, root=self.root)
         except RecordError as exc:
             warnings.warn(f"ignoring {exc}", stacklevel=2)
             return None
@@ -95,6 +99,6 @@ class Store:
         pattern = f"{repro}/*/*.json" if repro else "*/*/*.json"
         for path in sorted(base.glob(pattern)):
             try:
-                yield Record.load(path)
+                yield Record.load(path, root=self.root)
             except RecordError as exc:
                 warnings.warn(f"skipping {exc}", stacklevel=2)

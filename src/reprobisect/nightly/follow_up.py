@@ -16,7 +16,6 @@ others still run; an error of the harness itself is not an answer and stops the 
 from __future__ import annotations
 
 import dataclasses
-import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,6 +34,7 @@ from reprobisect.run.context import RunContext
 from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.sandbox import Confinement
+from reprobisect.util.neutral import command_line
 
 __all__ = [
     "BACK_TO_BASELINE",
@@ -246,7 +246,7 @@ def _bisect_command(pair: MainPair, request: BisectRequest, source: Sequence[str
     words += ["--target-outcome", str(request.target_outcome), "--backend", str(pair.backend)]
     words += ["--signature", request.target] if request.target else []
     words += _pin_options(pair.pins)
-    return shlex.join(words)
+    return command_line(words)
 
 
 def _minimized(config: Config, pair: MainPair, ctx: RunContext, finding: Finding) -> Finding:
@@ -309,7 +309,7 @@ def _minimize_command(request: MinimizeRequest, budget: float) -> str:
     words += ["--backend", str(request.backend), "--budget", f"{budget:g}"]
     words += _pin_options(request.pins)
     words += ["--", *request.script_args] if request.script_args else []
-    return shlex.join(words)
+    return command_line(words)
 
 
 def _back_to_baseline(config: Config, pair: MainPair, ctx: RunContext, key: Key) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobisect.bisect import history
-from reprobisect.bisect.release_source import search_ends
+from reprobisect.bisect.release_source import UntrustedTagError, search_ends
 from reprobisect.model.cell import id_without
 from reprobisect.model.record import Record
 from reprobisect.model.verdict import Verdict
@@ -73,7 +73,10 @@ def _finding(
         return dataclasses.replace(finding, commit_why=pair, minimize_why=pair)
     releases, tags = pair
     clone = request.git.resolve()
-    (good, bad), notes = search_ends(clone, tags, releases, AXIS, night.ctx.envs_dir)  # a release is not its tag
+    try:
+        (good, bad), notes = search_ends(clone, tags, releases, AXIS, night.ctx.envs_dir)  # a release is not its tag
+    except UntrustedTagError as exc:  # a tag that is not the release's code: named, never searched from
+        return dataclasses.replace(finding, commit_why=str(exc), minimize_why=str(exc))
     for note in notes:
         night.ctx.echo(note)
     main_pair = pair_for(request, clone=clone, good=good, bad=bad, pins=night.slice["axes"], releases=releases)

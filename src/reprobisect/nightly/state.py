@@ -15,16 +15,22 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
+import reprlib
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from packaging.version import InvalidVersion, Version
 
 from reprobisect.errors import ConfigError, StorageError
 from reprobisect.model.record import Record
 from reprobisect.model.store import Store
 from reprobisect.report.archive import ARCHIVE
 from reprobisect.util.files import inside, write_atomic
+from reprobisect.util.git_names import is_commit_hash, ref_problem
+from reprobisect.util.safe_read import UnsafeFileError, load_json_file
 
 __all__ = [
     "HISTORY_KEPT",
@@ -45,6 +51,7 @@ STATE_SCHEMA = 1
 STATE_FILE = "state.json"
 BASELINE_DIR = "baseline"
 HISTORY_KEPT = 90  # nights; older entries are dropped so the artifact stays small
+MAX_STATE_BYTES = 16 * 1024 * 1024  # 90 nights of history are some hundred KiB
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -78,47 +85,99 @@ def main_root(state_dir: Path, state: NightlyState) -> Path | None:
 
 
 def _main_of(path: Path, state_dir: Path, value: object) -> Mapping[str, str] | None:
-    """The state's ``main`` entry, checked: a commit and a folder inside the state."""
+    """The state's ``main`` entry, checked: a full commit hash, a ref name git takes, and a folder inside the state.
+    Both reach git (the commit is tonight's good end): ``--upload-pack=…`` or ``HEAD~1`` must not
+    (``util.git_names``)."""
     if value is None:
         return None
     keys = ("commit", "dir", "clone")
     if not isinstance(value, dict) or not all(isinstance(value.get(k), str) and value.get(k) for k in keys):
-        msg = f"{path}: key 'main' must hold {', '.join(keys)} (strings), got {value!r}"
+        msg = f"{path}: key 'main' must hold {', '.join(keys)} (strings), got {_cut(value)}"
+        raise ConfigError(msg)
+    if not all(isinstance(v, str) for v in value.values()):
+        msg = f"{path}: key 'main' must hold strings only, got {_cut(value)}"
+        raise ConfigError(msg)
+    if not is_commit_hash(value["commit"]):
+        msg = (
+            f"{path}: key 'main.commit' is {_cut(value['commit'])}; it must be a full commit hash (40 or 64 hex digits)"
+        )
+        raise ConfigError(msg)
+    problem = ref_problem(value.get("ref", "HEAD"))
+    if problem is not None:
+        msg = f"{path}: key 'main.ref' is {_cut(value.get('ref'))}; {problem}"
         raise ConfigError(msg)
     if Path(value["dir"]).name != value["dir"] or not (state_dir / value["dir"] / "records").is_dir():
-        msg = f"{path}: main's records folder {value['dir']!r} is not in {state_dir}; restore the state whole"
+        msg = f"{path}: main's records folder {_cut(value['dir'])} is not in {state_dir}; restore the state whole"
         raise ConfigError(msg)
     return {str(k): str(v) for k, v in value.items()}
+
+
+def _cut(value: object) -> str:
+    """A refused value as an error line shows it: its repr (control characters escaped, big containers abridged),
+    cut to 80 characters."""
+    shown = reprlib.repr(value)
+    return shown if len(shown) <= 80 else shown[:79] + "…"
+
+
+def _read_state(path: Path, state_dir: Path) -> dict[str, Any]:
+    """``state.json`` parsed, of this harness's schema: a FIFO, a device, a link out of the state folder, JSON nested
+    100,000 deep or a 5,000-digit number is one ConfigError naming the file (``util.safe_read``)."""
+    try:
+        data = load_json_file(path, root=state_dir, max_bytes=MAX_STATE_BYTES)
+    except UnsafeFileError as exc:
+        msg = f"{path}: not readable JSON ({exc.why}); delete the folder to start again from the newest release"
+        raise ConfigError(msg) from exc
+    if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        msg = f"{path}: key 'schema' is {_cut(found)}, this harness reads {STATE_SCHEMA}"
+        raise ConfigError(msg)
+    for key, kinds, right in _STATE_KEYS:
+        if not isinstance(data.get(key), kinds):
+            msg = f"{path}: key {key!r} is {_cut(data.get(key))}; it must be {right}"
+            raise ConfigError(msg)
+    return data
+
+
+_STATE_KEYS = (
+    ("backend", (str, type(None)), "a backend name or null"),
+    ("since", (str, type(None)), "a time or null"),
+    ("slice", (dict, type(None)), "an object or null"),
+    ("history", (list, type(None)), "a list or null"),
+)
+
+
+def _baseline_of(path: Path, value: object) -> str | None:
+    """The baseline release, or None before the first night: a version as written (it is compared as one, named in
+    pip specs and in the issue's title), so no space, newline or option around it."""
+    if value is None:
+        return None
+    if isinstance(value, str) and len(value) <= 80 and value == value.strip():
+        try:
+            Version(value)
+        except InvalidVersion:
+            pass
+        else:
+            return value
+    msg = f"{path}: key 'baseline' is {_cut(value)}; it must be a release such as 0.16.4, or null"
+    raise ConfigError(msg)
 
 
 def load_state(state_dir: Path) -> NightlyState:
     """The state in ``state_dir``; an empty state when there is none yet (the first night)."""
     path = state_dir / STATE_FILE
-    if not path.exists():
+    if not os.path.lexists(path):  # a dangling link is no first night: it is refused as unreadable
         return NightlyState()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        msg = f"{path}: not readable JSON ({exc}); delete the folder to start again from the newest release"
-        raise ConfigError(msg) from exc
-    if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        msg = f"{path}: key 'schema' is {found!r}, this harness reads {STATE_SCHEMA}"
-        raise ConfigError(msg)
-    baseline, folder = data.get("baseline"), data.get("baseline_dir", BASELINE_DIR)
-    if baseline is not None and not isinstance(baseline, str):
-        msg = f"{path}: key 'baseline' must be a release string or null, got {baseline!r}"
-        raise ConfigError(msg)
+    data = _read_state(path, state_dir)
+    baseline, folder = _baseline_of(path, data.get("baseline")), data.get("baseline_dir", BASELINE_DIR)
     if not isinstance(folder, str) or not folder or Path(folder).name != folder:
-        msg = f"{path}: key 'baseline_dir' must name a folder inside {state_dir}, got {folder!r}"
+        msg = f"{path}: key 'baseline_dir' must name a folder inside {state_dir}, got {_cut(folder)}"
         raise ConfigError(msg)
-    history = data.get("history") or []
     state = NightlyState(
         backend=data.get("backend"),
         baseline=baseline,
         since=data.get("since"),
         slice=data.get("slice") or {},
-        history=tuple(h for h in history if isinstance(h, dict)),
+        history=tuple(h for h in data.get("history") or [] if isinstance(h, dict)),
         baseline_dir=folder,
         main=_main_of(path, state_dir, data.get("main")),
     )
@@ -200,4 +259,5 @@ def baseline_records(state_dir: Path, state: NightlyState) -> list[Record]:
 
 def records_under(root: Path) -> list[Record]:
     """Every record of a records root (``root/records``); an unreadable one raises RecordError naming the file."""
-    return [Record.load(path) for path in sorted((root / "records").rglob("*.json")) if not path.name.startswith(".")]
+    files = sorted((root / "records").rglob("*.json"))
+    return [Record.load(path, root=root) for path in files if not path.name.startswith(".")]

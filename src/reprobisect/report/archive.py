@@ -27,6 +27,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import IO
 
+from reprobisect.model.record import MAX_RECORD_BYTES  # a record is a few KiB; a larger "record" is not one
+from reprobisect.util.safe_read import UnsafeFileError, open_regular
+
 __all__ = [
     "ARCHIVE",
     "LOG_TAIL_BYTES",
@@ -45,7 +48,6 @@ __all__ = [
 ARCHIVE = "records.tar.xz"
 MAX_UNPACKED_BYTES = 512 * 1024 * 1024  # the whole tar stream, headers included: a tar bomb stops here
 MAX_MEMBERS = 100_000
-MAX_RECORD_BYTES = 16 * 1024 * 1024  # a record is a few KiB; a larger "record" is not one
 LOG_TAIL_BYTES = 2_000_000  # what the report reads of a log's end (report.logs); the same here
 _CHUNK = 1024 * 1024
 _PRESET = 9  # a 64 MiB window: the logs of one folder, nearly alike, compress against each other
@@ -111,7 +113,9 @@ def _walk(path: Path, problems: list[str], visit: Callable[[str, tarfile.TarInfo
     count = 0
     try:
         with (
-            os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as raw,  # a link swapped in meanwhile: not read
+            os.fdopen(
+                open_regular(path, root=path.parent), "rb"
+            ) as raw,  # a link or FIFO swapped in meanwhile: not read
             lzma.open(raw, "rb") as xz,
             tarfile.open(fileobj=_Capped(xz, MAX_UNPACKED_BYTES), mode="r|") as tar,
         ):
@@ -138,6 +142,8 @@ def _walk(path: Path, problems: list[str], visit: Callable[[str, tarfile.TarInfo
         problems.append(
             f"{path}: unpacks to more than {MAX_UNPACKED_BYTES} bytes; what follows member {count} left out"
         )
+    except UnsafeFileError as exc:
+        problems.append(f"{path}: not read ({exc.why})")
     except (tarfile.TarError, lzma.LZMAError, EOFError, OSError, ValueError) as exc:
         problems.append(f"{path}: not a readable archive after {count} member(s) ({exc}); the rest left out")
 
@@ -184,15 +190,16 @@ def _cached(path: Path, _stamp: tuple[int, int, int]) -> Contents:
 
 
 def contents(root: Path) -> Contents | None:
-    """The archive of the records root ``root``, read once per version of the file; None where it has none (or it is
-    not a regular file: a link named ``records.tar.xz`` is not followed)."""
+    """The archive of the records root ``root``, read once per version of the file; None where it has none. One that
+    is no regular file (a link named ``records.tar.xz`` is not followed; a FIFO, socket or device is not opened) has
+    no members and a problem line naming it, which the report shows as a warning."""
     path = root / ARCHIVE
     try:
         stat = path.lstat()
     except OSError:
         return None
-    if not path.is_file() or path.is_symlink():
-        return None
+    if path.is_symlink():
+        return Contents(path=path, records=(), tails={}, problems=(f"{path}: a link, not followed; left out",))
     return _cached(path, (stat.st_ino, stat.st_size, stat.st_mtime_ns))
 
 

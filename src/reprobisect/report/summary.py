@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from reprobisect.model.record import Record
 from reprobisect.report.frame import claimed_text, runs_frame
 from reprobisect.report.markdown import safe_frame
-from reprobisect.util.neutral import md_document, md_safe
+from reprobisect.util.neutral import md_code, md_document, md_safe
 
 __all__ = ["markdown_summary"]
 
@@ -37,7 +37,7 @@ _COLUMNS = [
 def markdown_summary(records: Sequence[Record], *, title: str, command: str) -> str:
     """Issue-ready Markdown: environment, the table, the signatures in full, and the command."""
     frame = runs_frame(records)
-    lines = [f"## {md_safe(title)}", "", f"Reproduce: `{command}`", ""]
+    lines = [f"## {md_safe(title)}", "", f"Reproduce: {md_code(command)}", ""]
     if frame.empty:
         return md_document("\n".join([*lines, "(no runs)", ""]))
     first = records[0]

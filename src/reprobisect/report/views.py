@@ -7,7 +7,6 @@ cell, form and fix) are folded into one verdict by ``model.verdict``'s one rule.
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.report.frame import AXES, Bisect
 from reprobisect.report.spread import quantile
 from reprobisect.report.verdicts import KEY, Key, verdicts
+from reprobisect.util.neutral import command_line
 
 if TYPE_CHECKING:
     from reprobisect.model.verdict import Verdict
@@ -300,7 +300,7 @@ def reproduce_command(repro: str, cell: dict[str, Any] | pd.Series[Any], form: s
         if cell[axis]:
             args += [f"--{axis}", str(cell[axis])]
     args += ["--form", form, "--fix", fix]
-    return f"nox -s repro_{repro} -- {shlex.join(args)}"
+    return command_line(["nox", "-s", f"repro_{repro}", "--", *args])
 
 
 # Outcome colours shared by the HTML matrix and the plots: (strong, light background).

@@ -1,5 +1,6 @@
 """What every line the harness prints to the terminal shares: the width it fits (``WIDTH``), text cut to a width
-with "…" (``cut``), a count with its noun (``plural``), and a heartbeat that keeps a long phase from going silent.
+with "…" (``cut``), a count with its noun (``plural``), a heartbeat that keeps a long phase from going silent, and
+the terminal itself made inert (``neutral_terminal``): whatever a line holds, no escape sequence reaches it.
 
 They know nothing of records: the table and legend a session ends with are ``report/terminal.py``'s, the progress
 lines of a matrix run ``run/units.py``'s.
@@ -8,6 +9,7 @@ lines of a matrix run ``run/units.py``'s.
 from __future__ import annotations
 
 import contextlib
+import io
 import sys
 import threading
 import time
@@ -17,7 +19,16 @@ from typing import Any, TextIO
 from reprobisect.util.neutral import printable
 from reprobisect.util.redact import redact
 
-__all__ = ["HEARTBEAT_SECONDS", "WIDTH", "cut", "heartbeat", "plural", "redacted_terminal"]
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "WIDTH",
+    "NeutralStream",
+    "cut",
+    "heartbeat",
+    "neutral_terminal",
+    "plural",
+    "redacted_terminal",
+]
 
 WIDTH = 120
 HEARTBEAT_SECONDS = 15.0
@@ -99,4 +110,61 @@ def redacted_terminal() -> Iterator[None]:
         for stream in shown:
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
+
+
+class NeutralStream(io.TextIOBase):
+    """A text stream that writes through ``util.neutral.printable``: escape sequences removed, other control
+    characters shown as ``?``, newline and tab kept.
+
+    Why one wrapper around stdout and stderr rather than trust in each line: text from outside reaches the terminal
+    by many paths (a commit subject in a culprit line, a tag name, a script's argument in a Re-run line, a warning
+    naming a file of a merged folder, a record's signature), and one path that forgets to neutralise would let an
+    OSC sequence set the window title or write the clipboard (OSC 52), or a CSI clear the screen. The harness
+    prints no colour of its own, so nothing it means to show is lost. An escape split over two writes loses its
+    ESC byte as a control character: no ESC byte ever reaches the stream below.
+    """
+
+    def __init__(self, raw: TextIO) -> None:
+        super().__init__()
+        self._raw = raw
+
+    @property
+    def raw(self) -> TextIO:
+        """The stream written to."""
+        return self._raw
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._raw.write(printable(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def isatty(self) -> bool:
+        return self._raw.isatty()
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]  # io.TextIOBase's is a read-only attribute
+        return getattr(self._raw, "encoding", None) or "utf-8"
+
+
+@contextlib.contextmanager
+def neutral_terminal() -> Iterator[None]:
+    """While the block runs, ``sys.stdout`` and ``sys.stderr`` are :class:`NeutralStream` s over what they were;
+    restored after, whatever ends the block (an error, ``SystemExit`` from argparse, Ctrl-C)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout = NeutralStream(saved[0]) if not isinstance(saved[0], NeutralStream) else saved[0]
+    sys.stderr = NeutralStream(saved[1]) if not isinstance(saved[1], NeutralStream) else saved[1]
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
         sys.stdout, sys.stderr = saved

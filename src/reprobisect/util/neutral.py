@@ -12,6 +12,9 @@ and ``<script>`` is markup. Each reader gets one function here, built on the sam
   sequence or control character left by a field no one neutralised is removed.
 - :func:`html_text`: text in report.html (autoescaped besides): control characters shown as their symbols
   (``␛``, ``␀``), never passed, and mentions broken as in Markdown.
+- :func:`command_line`: a command that re-runs what ran (a "Reproduce" or "Re-run" line): quoted for a shell on one
+  line, exactly, or a shell comment saying it cannot be given, never a neutralised (and so different) command.
+- :func:`md_code`: one line as a Markdown code span, whatever backticks it holds.
 
 Every pattern is linear in its input (tests/unit/test_linear_patterns.py): logs are megabytes.
 """
@@ -19,8 +22,11 @@ Every pattern is linear in its input (tests/unit/test_linear_patterns.py): logs 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-__all__ = ["html_text", "md_document", "md_safe", "printable"]
+from reprobisect.util.shell import shell_join
+
+__all__ = ["command_line", "html_text", "md_code", "md_document", "md_safe", "printable"]
 
 # Terminal escape sequences (CSI, OSC, and two-character escapes), then any other control or bidi character.
 _ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_])")
@@ -29,6 +35,9 @@ _CONTROLS = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")  # newline and t
 _LINE_BREAKERS = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]+")
 _MENTION = re.compile(r"(?<![\w/.+-])@(?=[A-Za-z0-9_-])")
 _ZERO_WIDTH_SPACE = "\u200b"
+_BACKTICKS = re.compile(r"`+")
+MAX_COMMAND_WORDS = 200
+MAX_COMMAND_WORD = 500
 
 
 def printable(text: str) -> str:
@@ -74,3 +83,38 @@ def _picture(match: re.Match[str]) -> str:
 
 def _break_mentions(text: str) -> str:
     return _MENTION.sub("@" + _ZERO_WIDTH_SPACE, text)
+
+
+def command_line(words: Sequence[str]) -> str:
+    """``words`` (the program first) quoted for a POSIX shell on one line (``util.shell.shell_join``, as ``shlex.join``
+    but a secret's ``NAME=$NAME`` left to expand): the command that re-runs
+    exactly what ran. Where a word holds what no line shows as it is (a newline, an escape sequence, another control
+    or bidi character), the words are too many or a word too long, the command cannot be given: a shell comment says
+    so and names the argument (0 is the program), so that a pasted line runs nothing. Why not neutralise the word: a
+    script argument ``a\x1b[2Jb`` shown as ``ab`` would re-run something else, silently."""
+    if len(words) > MAX_COMMAND_WORDS:
+        return f"# the command cannot be shown as one line: it has {len(words)} arguments, over {MAX_COMMAND_WORDS}"
+    for number, word in enumerate(words):
+        why = _unshowable(word)
+        if why is not None:
+            return f"# the command cannot be shown as one line: argument {number} {why}"
+    return shell_join(words)  # shlex.join's quoting, a secret's ``NAME=$NAME`` left for the shell (util.shell)
+
+
+def _unshowable(word: str) -> str | None:
+    if len(word) > MAX_COMMAND_WORD:
+        return f"is longer than {MAX_COMMAND_WORD} characters"
+    if word.isprintable():
+        return None
+    if "\n" in word or "\r" in word:
+        return "holds a line break"
+    return "holds an escape sequence" if "\x1b" in word else "holds a control character"
+
+
+def md_code(text: str) -> str:
+    """``text`` (one line: a :func:`command_line`) as a Markdown code span, fenced by more backticks than any run
+    inside it (CommonMark), so that a backtick in a script's argument cannot end the span and start Markdown."""
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    fence = "`" * (longest + 1)
+    return f"{fence}{pad}{text}{pad}{fence}"
