@@ -7,10 +7,12 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reprobisect.model.record import Record
+from reprobisect.model.repro import repro_head
 from reprobisect.model.signature import Signature
 from reprobisect.report.terminal import next_step, runs_table, signature_legend
 from reprobisect.util.console import WIDTH, cut, heartbeat
@@ -65,14 +67,19 @@ def test_cut_marks_what_it_cut() -> None:
 def test_no_hint_when_the_report_reproduced() -> None:
     records = _records("0.16.4")
     assert (
-        next_step(records, repro="gan", expected="zero-ipg-buffer-none", stored=[], command="nox -s repro_gan") is None
+        next_step(
+            records, repro="gan", expected="zero-ipg-buffer-none", stored=[], rerun=["nox", "-s", "repro_gan", "--"]
+        )
+        is None
     )
 
 
 def test_the_hint_names_the_newest_release_of_the_users_own_records() -> None:
     here = _records("0.19.8")
     stored = _records("0.16.4") + _records("0.17.0") + here
-    hint = next_step(here, repro="gan", expected="zero-ipg-buffer-none", stored=stored, command="nox -s repro_gan")
+    hint = next_step(
+        here, repro="gan", expected="zero-ipg-buffer-none", stored=stored, rerun=["nox", "-s", "repro_gan", "--"]
+    )
     assert hint is not None
     assert "deepspeed 0.19.8" in hint.reason and "last reproduced on deepspeed 0.16.4 (your records" in hint.reason
     assert hint.commands[0] == "nox -s repro_gan -- --deepspeed 0.16.4"
@@ -87,7 +94,7 @@ def test_without_records_the_known_signature_says_where_it_reproduced() -> None:
         repro="gan",
         expected="zero-ipg-buffer-none",
         stored=[],
-        command="nox -s repro_gan",
+        rerun=["nox", "-s", "repro_gan", "--"],
         pins={"lightning": "2.6.6"},
     )
     assert hint is not None
@@ -101,7 +108,7 @@ def test_a_patch_that_does_not_apply_is_named_apart_from_the_failures() -> None:
     unrun = dataclasses.replace(
         here[0], fix="lightning-patch", outcome="ENV_ERROR", signature=Signature(exception="PatchError", message="m")
     )
-    hint = next_step([*here, unrun], repro="gan", expected="zero-ipg-buffer-none", stored=[], command="c")
+    hint = next_step([*here, unrun], repro="gan", expected="zero-ipg-buffer-none", stored=[], rerun=["c"])
     assert hint is not None
     failures, _, not_run = hint.reason.partition("; not run: ")
     assert unrun.signature is not None and unrun.signature.id not in failures
@@ -110,7 +117,9 @@ def test_a_patch_that_does_not_apply_is_named_apart_from_the_failures() -> None:
 
 def test_a_bug_never_seen_reproduce_gets_a_matrix_over_releases() -> None:
     here = _records("0.19.8")
-    hint = next_step(here, repro="zero3", expected="zero3-allgather-dtype", stored=[], command="nox -s repro_zero3")
+    hint = next_step(
+        here, repro="zero3", expected="zero3-allgather-dtype", stored=[], rerun=["nox", "-s", "repro_zero3", "--"]
+    )
     assert hint is not None
     assert hint.commands == ("nox -s matrix -- --repro zero3 --deepspeed '>=0.16,<0.20'",)
 
@@ -145,3 +154,14 @@ def test_died_at_is_unknown_for_a_script_that_reports_no_steps() -> None:
     header = next(line for line in lines if "died at" in line)
     row = next(line for line in lines if line.strip().startswith(failed.fix))
     assert row[header.index("died at") : header.index("ms/step")].strip() == "-"
+
+
+def test_installed_the_hint_names_the_commands_that_run_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #54: an installed harness printed `nox -s ...` hints, which exit 127 where there is no noxfile."""
+    monkeypatch.delenv("NOX_CURRENT_SESSION")
+    here = _records("0.19.8")
+    hint = next_step(here, repro="zero3", expected="zero3-allgather-dtype", stored=[], rerun=repro_head("zero3"))
+    assert hint is not None and hint.commands == ("reprobisect matrix --repro zero3 --deepspeed '>=0.16,<0.20'",)
+    known = next_step(here, repro="gan", expected="zero-ipg-buffer-none", stored=[], rerun=repro_head("gan"))
+    assert known is not None and known.commands[0].startswith("reprobisect repro gan --deepspeed ")
+    assert known.commands[1].startswith("reprobisect bisect --repro gan --axis deepspeed")

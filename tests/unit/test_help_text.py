@@ -9,7 +9,8 @@ import re
 import pytest
 
 from reprobisect.commands.main import COMMANDS, main
-from reprobisect.util.invocation import command_line, default_cells_dir
+from reprobisect.util.invocation import default_cells_dir, rerun_words
+from reprobisect.util.neutral import command_line
 
 RST = re.compile(r"``|:(func|class|meth|mod|attr|data|ref):`")
 
@@ -42,9 +43,9 @@ def test_cells_go_to_the_checkout_under_nox_and_to_the_cache_folder_installed(tm
 
 def test_a_command_line_is_the_one_that_runs_where_the_harness_runs() -> None:
     nox, installed = {"NOX_CURRENT_SESSION": "triage"}, {}
-    assert command_line("triage", ["triage"], ["a b.py", "--deepspeed", ">=0.16"], nox) == (
+    assert command_line(rerun_words("triage", ["triage"], ["a b.py", "--deepspeed", ">=0.16"], nox)) == (
         "nox -s triage -- 'a b.py' --deepspeed '>=0.16'"
     )
-    assert command_line("triage", ["triage"], ["x.py"], installed) == "reprobisect triage x.py"
-    assert command_line("repro_gan", ["repro", "gan"], [], nox) == "nox -s repro_gan"
-    assert command_line("repro_gan", ["repro", "gan"], [], installed) == "reprobisect repro gan"
+    assert command_line(rerun_words("triage", ["triage"], ["x.py"], installed)) == "reprobisect triage x.py"
+    assert command_line(rerun_words("repro_gan", ["repro", "gan"], [], nox)) == "nox -s repro_gan"
+    assert command_line(rerun_words("repro_gan", ["repro", "gan"], [], installed)) == "reprobisect repro gan"

@@ -97,7 +97,8 @@ def test_installed_it_runs_anywhere_and_triage_needs_nothing_of_minimize(dist: P
     elsewhere.mkdir()
     (elsewhere / "issue.py").write_text('print("the issue\'s own output")\n')
     (elsewhere / "tiny.yaml").write_text("default_cell:\n  torch: system\nrepros: {}\n")  # a cell of torch alone
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(block), str(site)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(block), str(site)]), "XDG_CACHE_HOME": str(tmp_path / "xc")}
+    env.pop("NOX_CURRENT_SESSION", None)  # installed: no nox session started it
 
     def harness(*args: str) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, "-m", "reprobisect", *args]
@@ -116,6 +117,12 @@ def test_installed_it_runs_anywhere_and_triage_needs_nothing_of_minimize(dist: P
     assert triaged.returncode == 0, triaged.stdout[-3000:] + triaged.stderr[-3000:]
     assert "PASS" in triaged.stdout and "ModuleNotFoundError" not in triaged.stderr
     assert list((elsewhere / "reports" / "records").rglob("*.json"))  # ./reports, where it was run from
+    # the commands it prints for a person are the ones that run here (issue #54: `nox -s triage` exited 127)
+    summary = (elsewhere / "reports" / "summary-script-issue.md").read_text()
+    assert "reprobisect triage issue.py" in summary and "nox -s" not in summary + triaged.stdout
+    helped = harness("triage", "--help")  # argparse wraps the path, at a hyphen too
+    assert str(tmp_path / "xc" / "reprobisect" / "cells") in "".join(helped.stdout.split())
+    assert not (elsewhere / ".cells").exists()
 
     minimized = harness("minimize", "issue.py", "--bad", "deepspeed==0.16.5", "--config", "tiny.yaml")
     assert minimized.returncode == 2, minimized.stdout + minimized.stderr

@@ -39,6 +39,7 @@ from reprobisect.report.timing_view import timing_lines
 from reprobisect.util.bounds import TIMING_REPEATS, Bound
 from reprobisect.util.console import cut
 from reprobisect.util.files import write_atomic
+from reprobisect.util.invocation import rerun_head
 
 _PERCENT = Bound(0, 1000, whole=False, above=True, unit="percent")  # --slower-than: up to 11 times slower
 
@@ -405,7 +406,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         script,
         timeout=options.timeout,
         repros=(options.repro,) if options.repro else (),
-        rerun=("nox", "-s", "triage", "--"),
+        rerun=tuple(rerun_head("triage", ["triage"])),
     )
     request = _request(options, made[0] if made else options.repro or "")
     ctx = run_context(options.common, options.engine.engine())

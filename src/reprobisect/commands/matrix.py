@@ -42,6 +42,7 @@ from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.plan import listed_cells
 from reprobisect.util.bounds import CELLS
 from reprobisect.util.files import write_atomic
+from reprobisect.util.invocation import rerun_head, rerun_words
 from reprobisect.util.neutral import command_line
 from reprobisect.util.shell import shown_argv
 
@@ -216,7 +217,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         script,
         timeout=options.run.timeout,
         repros=options.repros,
-        rerun=("nox", "-s", "triage", "--"),
+        rerun=tuple(rerun_head("triage", ["triage"])),
     )
     request = matrix_request(options.run, common, made or options.repros)
     if options.list or options.list_json:
@@ -242,8 +243,9 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 
 def own_command(name: str) -> str:
-    """The nox command that re-runs this process's command ``name`` with the options it was given."""
-    return command_line(["nox", "-s", name, "--", *shown_argv(sys.argv[2:])])
+    """The command that re-runs this process's command ``name`` with the options it was given, where it runs (nox's
+    session of that name in a checkout, ``reprobisect NAME`` installed)."""
+    return command_line(rerun_words(name, [name], shown_argv(sys.argv[2:])))
 
 
 def run_and_summarize(

@@ -37,6 +37,7 @@ from reprobisect.corpus.entries import corpus_slice, gpus_here
 from reprobisect.errors import ConfigError, HarnessError
 from reprobisect.util.bounds import Bound
 from reprobisect.util.files import write_atomic
+from reprobisect.util.invocation import rerun_head
 
 if TYPE_CHECKING:  # the night's modules are imported when it runs (see _night)
     from reprobisect.nightly.run import NightlyRequest
@@ -245,7 +246,7 @@ def _night(options: NightlyOptions) -> int:
         options.script,
         timeout=options.timeout,
         repros=options.repros,
-        rerun=("nox", "-s", "triage", "--"),
+        rerun=tuple(rerun_head("triage", ["triage"])),
     )
     config, repros, not_run = _with_corpus(config, options, (*options.repros, *made))
     for why in not_run:

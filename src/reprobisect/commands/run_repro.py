@@ -25,6 +25,7 @@ from reprobisect.commands.output import print_runs
 from reprobisect.commands.script_options import ScriptOptions, add_cli_fixes, cli_fix_options, with_script
 from reprobisect.config.load import load_config
 from reprobisect.config.scripts import CliFixes
+from reprobisect.model.repro import repro_head
 from reprobisect.report.summary import markdown_summary
 from reprobisect.report.terminal import next_step
 from reprobisect.run.reproduce import ReproRequest, reproduce
@@ -118,7 +119,8 @@ def _reproduce_command(options: RunReproOptions) -> str:
     ):
         for value in values:
             extra += [option, shown_setting(value, fix=True) if option == "--fix-env" else value]
-    return command_line(["nox", "-s", f"repro_{options.repro}", *(["--", *extra] if extra else [])])
+    head = repro_head(options.repro)
+    return command_line([*head, *extra] if extra or head[-1] != "--" else head[:-1])
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -155,7 +157,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         repro=options.repro,
         expected=config.repro(options.repro).expected_signature,
         stored=ctx.store.iter_records(options.repro),
-        command=f"nox -s repro_{options.repro}",
+        rerun=repro_head(options.repro),
         pins=common.pins,
     )
     if hint is not None:

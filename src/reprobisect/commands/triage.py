@@ -41,6 +41,7 @@ from reprobisect.minimize.sections import sections_under
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.run.context import RunContext
 from reprobisect.util.files import write_atomic
+from reprobisect.util.invocation import rerun_head, rerun_words
 from reprobisect.util.neutral import command_line
 from reprobisect.util.shell import shown_argv
 
@@ -114,7 +115,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     """Run the script in the default cell (pins replace its values), print the table, write
     ``summary-<script>.md``; 0 whatever the outcomes, ``AMBIGUOUS_EXIT`` when a timing search (``--slower-than``)
     left releases ambiguous (its section is written either way)."""
-    rerun = command_line(["nox", "-s", "triage", "--", *shown_argv(sys.argv[2:])])
+    rerun = command_line(rerun_words("triage", ["triage"], shown_argv(sys.argv[2:])))
     triaged = triage_answers(TriageOptions.from_args(args), rerun=rerun)
     ambiguous = [v for _, report, _ in triaged.timed if report is not None for v in ambiguous_versions(report)]
     if ambiguous:
@@ -136,7 +137,7 @@ def triage_answers(options: TriageOptions, *, rerun: str) -> Triaged:
     if rule is not None:
         refuse_beside_others(options.run.jobs, options.run.repeat)
     config, made = with_script(
-        config, script, timeout=options.run.timeout, repros=(), rerun=("nox", "-s", "triage", "--")
+        config, script, timeout=options.run.timeout, repros=(), rerun=tuple(rerun_head("triage", ["triage"]))
     )
     base_axes = {axis: axis_values(value) for axis, value in config.default_cell.items()}
     request = matrix_request(options.run, common, made, base_axes=base_axes)

@@ -20,6 +20,7 @@ from reprobisect.minimize.request import MinimizeRequest, MinimizeResult
 from reprobisect.minimize.sections import SECTION_FILE, section_markdown
 from reprobisect.model.repro import script_forms
 from reprobisect.util.files import write_atomic
+from reprobisect.util.invocation import rerun_head
 from reprobisect.util.neutral import command_line
 from reprobisect.util.shell import setting_word
 
@@ -47,12 +48,13 @@ def write_outputs(result: MinimizeResult, request: MinimizeRequest, source: str)
 
 
 def recheck_commands(script: Path, cells: Cells) -> list[str]:
-    """One ``nox -s triage`` command per cell that runs the minimized script there again."""
+    """One triage command per cell that runs the minimized script there again (``nox -s triage`` in a checkout,
+    ``reprobisect triage`` installed)."""
     commands = []
     for pins in (cells.bad, cells.good):
         if pins is None:
             continue
-        words = ["nox", "-s", "triage", "--", str(script)]
+        words = [*rerun_head("triage", ["triage"]), str(script)]
         for axis, value in pins.items():
             words += [f"--{axis}", value]
         words += ["--form", cells.form]

@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+from reprobisect.util.invocation import rerun_head
 from reprobisect.util.redact import register_secret_env
 
-__all__ = ["FORMS", "SHIMS", "Backend", "Fix", "Form", "FormName", "Repro", "script_forms"]
+__all__ = ["FORMS", "SHIMS", "Backend", "Fix", "Form", "FormName", "Repro", "repro_head", "script_forms"]
 
 # Repros with a nox session of their own (noxfile.py); any other is re-run through ``nox -s repro -- NAME``.
 SESSIONS = ("gan", "zero3")
@@ -120,14 +121,18 @@ class Repro:
 
     def rerun_command(self, cell_options: list[str], form: str, fix: Fix) -> list[str]:
         """The words of a command that re-runs one form and fix of this repro in a cell given by its options."""
-        session = (
-            ["nox", "-s", f"repro_{self.name}", "--"]
-            if self.name in SESSIONS
-            else ["nox", "-s", "repro", "--", self.name]
-        )
-        head = list(self.rerun) or session
+        head = list(self.rerun) or repro_head(self.name)
         tail = ["--", *self.script_args] if self.script_args else []
         return [*head, *cell_options, "--form", form, "--fix", fix.name, *fix.cli, *tail]
+
+
+def repro_head(name: str) -> list[str]:
+    """The words that run a repro of matrix.yaml by name, its options to follow, where the harness runs: its own
+    nox session (``nox -s repro_gan --``) or ``nox -s repro -- NAME`` in a checkout, ``reprobisect repro NAME``
+    installed (``util.invocation``)."""
+    if name in SESSIONS:
+        return rerun_head(f"repro_{name}", ["repro", name])
+    return [*rerun_head("repro", ["repro"]), name]
 
 
 def script_forms(

@@ -19,7 +19,8 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.signature import PATCH_ERROR
 from reprobisect.util.console import WIDTH, cut
-from reprobisect.util.neutral import printable
+from reprobisect.util.invocation import rerun_words
+from reprobisect.util.neutral import command_line, printable
 
 __all__ = ["NextStep", "next_step", "runs_table", "signature_legend"]
 
@@ -170,13 +171,14 @@ def next_step(
     repro: str,
     expected: str | None,
     stored: Iterable[Record],
-    command: str,
+    rerun: Sequence[str],
     pins: Mapping[str, str] = {},
 ) -> NextStep | None:
     """When no run reproduced the expected signature: where it last did and what to run there.
 
     ``stored`` are earlier records of the repro (the user's own measurements come first); the packaged
-    known signature's ``reproduced_on`` is the fallback. ``command`` is the session that re-runs this repro.
+    known signature's ``reproduced_on`` is the fallback. ``rerun``: the words that re-run this repro, arguments to
+    follow (``util.invocation.rerun_head``: nox's session in a checkout, ``reprobisect repro NAME`` installed).
     """
     if not expected or not records or any(r.outcome == Outcome.REPRODUCED.value for r in records):
         return None
@@ -187,7 +189,7 @@ def next_step(
     if unapplied:  # not a failure: the fix was never tried here
         seen += f"; not run: {', '.join(unapplied)} (the patch does not apply to this release)"
     head = f"Not reproduced: no run on deepspeed {here} failed with the report's signature {expected}{seen}."
-    extra = "".join(f" --{axis} {value}" for axis, value in pins.items() if axis != "deepspeed")
+    extra = [word for axis, value in pins.items() if axis != "deepspeed" for word in (f"--{axis}", value)]
     last = _last_reproduced(stored, {r.form for r in records})
     release: str | None
     if last is not None:
@@ -200,12 +202,17 @@ def next_step(
     if release is None:
         return NextStep(
             reason=f"{head} No stored record reproduces it; look across releases:",
-            commands=(f"nox -s matrix -- --repro {repro} --deepspeed '>=0.16,<0.20'{extra}",),
+            commands=(
+                command_line(
+                    rerun_words("matrix", ["matrix"], ["--repro", repro, "--deepspeed", ">=0.16,<0.20", *extra])
+                ),
+            ),
         )
+    bisect = ["--repro", repro, "--axis", "deepspeed", "--good", here, "--bad", release, *extra, "--all-transitions"]
     return NextStep(
         reason=f"{head} It last reproduced on deepspeed {release} ({source}). Next:",
         commands=(
-            f"{command} -- --deepspeed {release}{extra}",
-            f"nox -s bisect -- --repro {repro} --axis deepspeed --good {here} --bad {release}{extra} --all-transitions",
+            command_line([*rerun, "--deepspeed", release, *extra]),
+            command_line(rerun_words("bisect", ["bisect"], bisect)),
         ),
     )

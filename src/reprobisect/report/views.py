@@ -16,6 +16,7 @@ import pandas as pd
 from packaging.version import InvalidVersion, Version
 
 from reprobisect.model.outcome import Outcome
+from reprobisect.model.repro import repro_head
 from reprobisect.report.frame import AXES, Bisect
 from reprobisect.report.spread import quantile
 from reprobisect.report.verdicts import KEY, Key, verdicts
@@ -300,7 +301,8 @@ def reproduce_command(repro: str, cell: dict[str, Any] | pd.Series[Any], form: s
         if cell[axis]:
             args += [f"--{axis}", str(cell[axis])]
     args += ["--form", form, "--fix", fix]
-    return command_line(["nox", "-s", f"repro_{repro}", "--", *args])
+    head = repro_head(repro)
+    return command_line([*head, *args])
 
 
 # Outcome colours shared by the HTML matrix and the plots: (strong, light background).

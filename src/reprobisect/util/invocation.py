@@ -11,12 +11,11 @@ the cells go to the checkout's ``.cells/`` under nox and to the user's cache fol
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["CELLS_VARIABLE", "command_line", "command_words", "default_cells_dir", "under_nox"]
+__all__ = ["CELLS_VARIABLE", "default_cells_dir", "rerun_head", "rerun_words", "under_nox"]
 
 CELLS_VARIABLE = "REPROBISECT_ENVS"
 
@@ -26,21 +25,19 @@ def under_nox(environ: Mapping[str, str] | None = None) -> bool:
     return "NOX_CURRENT_SESSION" in (os.environ if environ is None else environ)
 
 
-def command_words(session: str, command: Sequence[str], environ: Mapping[str, str] | None = None) -> list[str]:
-    """The words that start ``command`` where the harness runs: ``nox -s SESSION --`` under nox (the session
-    runs ``command``), ``reprobisect COMMAND…`` elsewhere. Arguments follow either."""
+def rerun_head(session: str, command: Sequence[str], environ: Mapping[str, str] | None = None) -> list[str]:
+    """The words that start ``command`` where the harness runs, for arguments to follow: ``nox -s SESSION --``
+    under nox (the session runs ``command``), ``reprobisect COMMAND…`` elsewhere."""
     return ["nox", "-s", session, "--"] if under_nox(environ) else ["reprobisect", *command]
 
 
-def command_line(
+def rerun_words(
     session: str, command: Sequence[str], args: Sequence[str] = (), environ: Mapping[str, str] | None = None
-) -> str:
-    """One shell line that runs ``command`` with ``args`` where the harness runs (see ``command_words``); no
-    dangling ``--`` when there are no arguments."""
-    words = command_words(session, command, environ)
-    if not args and words[-1] == "--":
-        words = words[:-1]
-    return shlex.join([*words, *args])
+) -> list[str]:
+    """``rerun_head`` and ``args``, without a dangling ``--`` where there are none. Quote them with
+    ``util.neutral.command_line``."""
+    head = rerun_head(session, command, environ)
+    return [*head, *args] if args or head[-1] != "--" else head[:-1]
 
 
 def default_cells_dir(environ: Mapping[str, str] | None = None) -> Path:
