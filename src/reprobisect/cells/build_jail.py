@@ -29,8 +29,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from reprobisect.util.bwrap import PRIVATE_HOME, PRIVATE_TMP, Sandbox, link_hops, open_sandbox, tmp_limit
+from reprobisect.util.redact import secret_name
 
-__all__ = ["BuildJail", "build_environ"]
+__all__ = ["BuildJail", "build_environ", "install_environ"]
 
 _NAMES = frozenset(
     {
@@ -61,7 +62,6 @@ _INDEX_NAMES = frozenset(
     {"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"}
     | {name for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY") for name in (proxy, proxy.lower())}
 )
-_SECRET_WORDS = ("TOKEN", "SECRET", "PASSW", "APIKEY", "API_KEY", "AUTH", "CREDENTIAL", "PRIVATE", "COOKIE", "_KEY")
 
 
 def build_environ(environ: Mapping[str, str], *, index: bool) -> dict[str, str]:
@@ -75,7 +75,15 @@ def build_environ(environ: Mapping[str, str], *, index: bool) -> dict[str, str]:
 def _passes(name: str, *, index: bool) -> bool:
     if index and (name.startswith(_INDEX_PREFIXES) or name in _INDEX_NAMES):
         return True
-    return (name in _NAMES or name.startswith(_PREFIXES)) and not any(w in name.upper() for w in _SECRET_WORDS)
+    return (name in _NAMES or name.startswith(_PREFIXES)) and not secret_name(name)  # the one rule (util.redact)
+
+
+def install_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """What a cell's own install (``uv pip install``, pip for a pinned torch) sees of ``environ``: a build's
+    variables with the index configuration, and HOME, where uv and pip keep their cache and configuration. Such an
+    install runs outside the sandbox (it writes the cell) and may build a package's sdist itself; cleared, that
+    build cannot read a token the user exported for something else."""
+    return build_environ(environ, index=True) | ({"HOME": environ["HOME"]} if "HOME" in environ else {})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

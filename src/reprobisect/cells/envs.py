@@ -32,7 +32,7 @@ from packaging.utils import canonicalize_name
 
 from reprobisect.cells import built_wheels
 from reprobisect.cells.base import BaseInterpreter
-from reprobisect.cells.build_jail import BuildJail
+from reprobisect.cells.build_jail import BuildJail, install_environ
 from reprobisect.cells.companion_match import matching_torchvision, unusable_torchvision
 from reprobisect.cells.pinning import install_requirement
 from reprobisect.cells.resolver import installer
@@ -202,7 +202,9 @@ def _digest_folder(update: Callable[[bytes], None], folder: str, relative: str) 
 
 
 def _logged(cmd: list[str], log: Path, what: str) -> None:
-    run_logged(cmd, log=log, what=what, timeout=3600, error=EnvBuildError)
+    """A cell's install step, its environment cleared (``build_jail.install_environ``): an install may build an
+    sdist, whose ``setup.py`` must not read a token exported for something else."""
+    run_logged(cmd, log=log, what=what, timeout=3600, error=EnvBuildError, env=install_environ(os.environ))
 
 
 SDIST_ONLY = frozenset({"deepspeed"})  # publishes no wheels: the harness builds them once and keeps them

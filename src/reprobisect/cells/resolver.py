@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from reprobisect.cells.build_jail import install_environ
 from reprobisect.errors import EnvBuildError
 from reprobisect.util.cmd import run_tool
 
@@ -64,6 +65,12 @@ def uv_compile(
             cmd += ["--python-platform", platform]
         if offline:
             cmd.append("--offline")
-        return run_tool(
-            cmd, what="uv pip compile", timeout=600, error=EnvBuildError, check=False, stdin="\n".join(requirements)
+        return run_tool(  # uv builds an sdist's metadata (DeepSpeed's setup.py): its environment cleared
+            cmd,
+            what="uv pip compile",
+            timeout=600,
+            error=EnvBuildError,
+            check=False,
+            stdin="\n".join(requirements),
+            env=install_environ(os.environ),
         )

@@ -83,16 +83,28 @@ def run_tool(
 
 
 def run_logged(
-    argv: Sequence[str | Path], *, log: Path, what: str, timeout: float, error: type[HarnessError] = ToolError
+    argv: Sequence[str | Path],
+    *,
+    log: Path,
+    what: str,
+    timeout: float,
+    error: type[HarnessError] = ToolError,
+    env: Mapping[str, str] | None = None,
 ) -> None:
     """Run a long tool (a venv build, an install) with its output appended to ``log``, the command first; on
-    failure raise ``error`` naming the log and quoting its last lines."""
+    failure raise ``error`` naming the log and quoting its last lines. ``env``: its whole environment (None: ours)."""
     cmd = [str(part) for part in argv]
     with log.open("a") as handle:
         handle.write(f"$ {shlex.join(cmd)}\n")
         handle.flush()
         try:
-            process = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                cmd,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=None if env is None else dict(env),
+            )
             _finish(process, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             msg = f"{what} did not finish in {timeout:g} s; see {log}"
