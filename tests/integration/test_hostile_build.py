@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from reprobisect.cells.build_jail import BuildJail, build_environ
-from reprobisect.cells.built_wheels import build_commit
+from reprobisect.cells.built_wheels import BuildWith, build_commit
 from reprobisect.model.signature import normalize_message
 from reprobisect.run.sandbox import find_bwrap
 
@@ -99,9 +99,8 @@ def test_a_commit_s_build_reaches_no_secret_writes_nothing_outside_and_fails_red
     common = {"python": sys.executable, "python_version": "3.11", "environ": environ, "timeout": 300}
 
     log = tmp_path / "unconfined.log"
-    wheel, why = build_commit(
-        tmp_path / "w1", "hostile", tmp_path / "repo", sha, log=log, jail=BuildJail.unconfined(), **common
-    )  # type: ignore[arg-type]
+    how = BuildWith(log=log, jail=BuildJail.unconfined(), **common)  # type: ignore[arg-type]
+    wheel, why = build_commit(tmp_path / "w1", "hostile", tmp_path / "repo", sha, how)
     assert wheel is None and "PROBES" in why
     assert {"netrc", "ssh", "gh"} <= set(_leaked(why))  # control: unconfined, the user's HOME is the build's
     assert (reports / "PWNED").exists() and (home / ".bashrc").exists() and "phoned home" in why
@@ -109,7 +108,8 @@ def test_a_commit_s_build_reaches_no_secret_writes_nothing_outside_and_fails_red
         Path(target).unlink()
 
     log = tmp_path / "confined.log"
-    wheel, why = build_commit(tmp_path / "w2", "hostile", tmp_path / "repo", sha, log=log, **common)  # type: ignore[arg-type]
+    how = BuildWith(log=log, **common)  # type: ignore[arg-type]
+    wheel, why = build_commit(tmp_path / "w2", "hostile", tmp_path / "repo", sha, how)
     server.close()
     assert wheel is None
     assert _leaked(why) == [] and _leaked(log.read_text()) == []

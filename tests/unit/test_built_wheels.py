@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from reprobisect.cells import built_wheels, envs
-from reprobisect.cells.backend_build import backend_wheel
+from reprobisect.cells.backend_build import BuildPlace, backend_wheel
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.build_jail import BuildJail
-from reprobisect.cells.built_wheels import build, build_commit, check_wheel, entry_name, lookup
+from reprobisect.cells.built_wheels import BuildWith, build, build_commit, check_wheel, entry_name, lookup
 from reprobisect.errors import EnvBuildError
 from reprobisect.model.cell import SYSTEM, Cell
 
@@ -211,8 +211,8 @@ def test_a_build_is_kept_and_the_next_one_finds_it(tmp_path: Path, monkeypatch: 
     pip = FakePip()
     monkeypatch.setattr(built_wheels, "_pip_wheel", pip)
     root, log = tmp_path / "wheels", tmp_path / "build.log"
-    first = build(root, "deepspeed", "0.19.8", python=sys.executable, python_version="3.11.7", log=log)
-    again = build(root, "deepspeed", "0.19.8", python=sys.executable, python_version="3.11.7", log=log)
+    first = build(root, "deepspeed", "0.19.8", BuildWith(python=sys.executable, python_version="3.11.7", log=log))
+    again = build(root, "deepspeed", "0.19.8", BuildWith(python=sys.executable, python_version="3.11.7", log=log))
     assert first == again == root / "deepspeed-0.19.8-py3.11" / "deepspeed-0.19.8-py3-none-any.whl"
     assert pip.calls == ["deepspeed==0.19.8"]
     assert [p.name for p in root.iterdir() if p.name.startswith(".")] == []  # no scratch left
@@ -221,7 +221,7 @@ def test_a_build_is_kept_and_the_next_one_finds_it(tmp_path: Path, monkeypatch: 
 def test_a_build_that_is_not_the_pin_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(built_wheels, "_pip_wheel", FakePip(meta_version="0.16.4"))
     root, log = tmp_path / "wheels", tmp_path / "build.log"
-    assert build(root, "deepspeed", "0.19.8", python=sys.executable, python_version="3.11", log=log) is None
+    assert build(root, "deepspeed", "0.19.8", BuildWith(python=sys.executable, python_version="3.11", log=log)) is None
     assert "not kept" in log.read_text() and built_wheels.WHEELS.entries(root) == []
 
 
@@ -230,7 +230,7 @@ def test_a_bad_entry_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(built_wheels, "_pip_wheel", pip)
     root, log = tmp_path / "wheels", tmp_path / "build.log"
     _kept(root, meta_version="0.16.4")
-    wheel = build(root, "deepspeed", "0.19.8", python=sys.executable, python_version="3.11", log=log)
+    wheel = build(root, "deepspeed", "0.19.8", BuildWith(python=sys.executable, python_version="3.11", log=log))
     assert wheel is not None and check_wheel(wheel, "deepspeed", "0.19.8") is None
     assert pip.calls == ["deepspeed==0.19.8"] and "built again" in log.read_text()
 
@@ -238,7 +238,10 @@ def test_a_bad_entry_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_a_pip_that_cannot_build_leaves_a_reason(tmp_path: Path) -> None:
     log = tmp_path / "build.log"
     missing = tmp_path / "no-such-python"
-    assert build(tmp_path / "w", "deepspeed", "0.19.8", python=str(missing), python_version="3.11", log=log) is None
+    assert (
+        build(tmp_path / "w", "deepspeed", "0.19.8", BuildWith(python=str(missing), python_version="3.11", log=log))
+        is None
+    )
     assert "not kept" in log.read_text()
 
 
@@ -257,7 +260,9 @@ def test_harnesses_building_at_once_build_once(tmp_path: Path, monkeypatch: pyte
     found: list[Path | None] = []
 
     def one() -> None:
-        found.append(build(root, "deepspeed", "0.19.8", python=sys.executable, python_version="3.11", log=log))
+        found.append(
+            build(root, "deepspeed", "0.19.8", BuildWith(python=sys.executable, python_version="3.11", log=log))
+        )
 
     threads = [threading.Thread(target=one) for _ in range(3)]
     for thread in threads:
@@ -399,11 +404,8 @@ def test_the_tree_s_backend_builds_the_wheel_in_one_run(tmp_path: Path, pyprojec
         sys.executable,
         _tree(tmp_path / "src", pyproject),
         tmp_path / "dist",
-        timeout=300,
         note=notes.append,
-        jail=BuildJail.unconfined(),
-        folder=tmp_path,
-        environ=os.environ,
+        place=BuildPlace(BuildJail.unconfined(), tmp_path, os.environ, 300),
     )
     assert wheel is not None and wheel.name == "tinypkg-0.3-py3-none-any.whl", notes
     assert check_wheel(wheel, "tinypkg", "0.3") is None and "in one run" in notes[-1]
@@ -424,11 +426,8 @@ def test_a_backend_that_cannot_build_leaves_it_to_pip(tmp_path: Path, pyproject:
             sys.executable,
             _tree(tmp_path / "src", pyproject),
             tmp_path / "dist",
-            timeout=300,
             note=notes.append,
-            jail=BuildJail.unconfined(),
-            folder=tmp_path,
-            environ=os.environ,
+            place=BuildPlace(BuildJail.unconfined(), tmp_path, os.environ, 300),
         )
         is None
     )
@@ -461,14 +460,7 @@ def test_wheels_of_the_next_round_are_built_ahead_once_and_kept(tmp_path: Path) 
     prebuilder.close(wait=True)
     assert sorted(prebuilder.built) == sorted(shas)
     for sha in shas:
-        kept, why = build_commit(
-            tmp_path / "wheels",
-            "tinypkg",
-            repo,
-            sha,
-            python=sys.executable,
-            python_version=base.version,
-            log=tmp_path / "log2",
-        )
+        how = BuildWith(python=sys.executable, python_version=base.version, log=tmp_path / "log2")
+        kept, why = build_commit(tmp_path / "wheels", "tinypkg", repo, sha, how)
         assert kept is not None and why == ""
     assert (tmp_path / "log2").read_text().count("built before, not built again") == 2

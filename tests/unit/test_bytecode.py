@@ -195,7 +195,7 @@ def test_a_child_outside_the_sandbox_keeps_the_user_s_no_byte_code_setting() -> 
     """An op prebuild or a bare bench run must not write byte code into the user's interpreter (the GPU image's
     site-packages are writable, and its PYTHONDONTWRITEBYTECODE=1 was dropped, so the first such child compiled
     torch there); the fill drops it on purpose, for its own folder only."""
-    from reprobisect.run.runner import scrubbed_environ
+    from reprobisect.run.child_env import scrubbed_environ
 
     assert scrubbed_environ({"PYTHONDONTWRITEBYTECODE": "1"}) == {"PYTHONDONTWRITEBYTECODE": "1"}
 

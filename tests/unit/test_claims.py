@@ -22,9 +22,8 @@ from reprobisect.model.record import Record, StepTime
 from reprobisect.model.slowdown import NOT_SLOWER, SLOWER, SlowdownRule, compare_timings, refused_steps
 from reprobisect.report.frame import claimed_text
 from reprobisect.report.timing_view import timing_lines, timing_markdown
-from reprobisect.run.events import read_events
+from reprobisect.run.events import EVENT_MARK, parse_events, read_events
 from reprobisect.run.measured import checked_steps
-from reprobisect.run.runner import EVENT_MARK, parse_events
 
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"
 RULE = SlowdownRule(threshold=0.10, resamples=200)

@@ -17,8 +17,7 @@ from reprobisect.model.classify import classify
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.signature import last_traceback
-from reprobisect.run.events import read_events
-from reprobisect.run.runner import EVENT_MARK
+from reprobisect.run.events import EVENT_MARK, read_events
 
 RECORD = next((Path(__file__).parents[1] / "resources" / "records" / "baseline" / "records").rglob("*__r0.json"))
 

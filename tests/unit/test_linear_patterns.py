@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from reprobisect.model.signature import exit_signature, normalize_message, signature_from_log
 from reprobisect.report.logs import traceback_text
-from reprobisect.run.runner import parse_events
+from reprobisect.run.events import parse_events
 from reprobisect.util.neutral import html_text, md_document, md_safe, printable
 from reprobisect.util.redact import redact
 

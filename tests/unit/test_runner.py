@@ -18,17 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reprobisect.errors import StorageError
-from reprobisect.run.runner import (
-    EVENT_MARK,
-    MAX_EVENT_LINE,
-    ChildResult,
-    ChildSpec,
-    _CappedLog,
-    parse_event,
-    parse_events,
-    run_child,
-    scrubbed_environ,
-)
+from reprobisect.run.child_env import scrubbed_environ
+from reprobisect.run.events import EVENT_MARK, MAX_EVENT_LINE, parse_event, parse_events
+from reprobisect.run.runner import ChildResult, ChildSpec, _CappedLog, run_child
 from reprobisect.util.stop import stoppable_children
 from tests.conftest import SCRIPTS
 

@@ -25,7 +25,8 @@ from reprobisect.commands.main import _parse
 from reprobisect.commands.options import register_option_secrets
 from reprobisect.config.scripts import CliFixes, cli_fixes
 from reprobisect.report.frame import _rerun_text
-from reprobisect.run.runner import ChildSpec, run_child, scrubbed_environ
+from reprobisect.run.child_env import scrubbed_environ
+from reprobisect.run.runner import ChildSpec, run_child
 from reprobisect.util.console import redacted_terminal
 from reprobisect.util.files import write_atomic
 from reprobisect.util.redact import (

@@ -355,7 +355,10 @@ def test_ci_runs_lint_and_the_ci_script(workflows: dict[str, dict[str, Any]]) ->
     # the README's test command on the oldest Python here, the unit suite again on the newest (issue #54)
     assert 'nox -s tests --force-python "$oldest"' in commands
     assert '  nox -s tests --force-python "$newest" -- -m "not slow and not scheduled"' in commands
-    assert commands[-2:] == ['nox -s tests --force-python "$oldest"', 'echo "CI wall time: $(( $(date +%s) - start )) s"']
+    assert commands[-2:] == [
+        'nox -s tests --force-python "$oldest"',
+        'echo "CI wall time: $(( $(date +%s) - start )) s"',
+    ]
 
 
 def test_the_scheduled_workflow_runs_the_whole_corpus_and_the_scheduled_tests(

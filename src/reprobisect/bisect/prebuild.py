@@ -73,16 +73,10 @@ class WheelPrebuilder:
                 return
 
     def _build(self, sha: str) -> None:
-        wheel, _ = built_wheels.build_commit(
-            self.root,
-            self.package,
-            self.clone,
-            sha,
-            python=self.base.executable,
-            python_version=self.base.version,
-            log=self.log,
-            jail=self.jail,
+        how = built_wheels.BuildWith(
+            python=self.base.executable, python_version=self.base.version, log=self.log, jail=self.jail
         )
+        wheel, _ = built_wheels.build_commit(self.root, self.package, self.clone, sha, how)
         if wheel is not None:  # a commit that does not build is said by its probe's cell, if it is probed
             with self._lock:
                 self.built.append(sha)

@@ -11,6 +11,7 @@ the base interpreter's setuptools and torch build it, offline. Whatever this can
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from reprobisect.cells.build_jail import BuildJail
 from reprobisect.errors import ToolError
 from reprobisect.util.cmd import output_tail, run_tool
 
-__all__ = ["backend_wheel"]
+__all__ = ["BuildPlace", "backend_wheel"]
 
 # Run by the base interpreter in the tree: the backend pyproject.toml names (setuptools' legacy one without it, as
 # pip does), its backend-path first on sys.path, then the hook; the wheel's file name on the last line.
@@ -44,32 +45,40 @@ print("\nWHEEL=" + hooks.build_wheel(dest), flush=True)
 """
 
 
+@dataclasses.dataclass(frozen=True)
+class BuildPlace:
+    """Where one build runs: its jail, its folder (the only one it writes), the environment it is cleared from,
+    its timeout, what else it reads (a commit's objects in the user's clone) and what it must not (that clone's
+    git configuration, which may hold credentials)."""
+
+    jail: BuildJail
+    folder: Path
+    environ: Mapping[str, str]
+    timeout: float
+    readable: Sequence[Path] = ()
+    hidden: Sequence[Path] = ()
+
+
 def backend_wheel(
-    python: str,
-    source: Path,
-    dest: Path,
-    *,
-    timeout: float,
-    note: Callable[[str], None],
-    jail: BuildJail,
-    folder: Path,
-    environ: Mapping[str, str],
-    readable: Sequence[Path] = (),
+    python: str, source: Path, dest: Path, *, note: Callable[[str], None], place: BuildPlace
 ) -> Path | None:
     """The wheel ``build_wheel`` of the tree's backend made in ``dest``, or None (said to ``note``) when it could not:
-    the caller then asks pip. It runs in ``jail`` without the network (no index: the base's own backend), writing
-    only ``folder``, which holds ``source`` and ``dest``; ``readable``: what else it reads (the commit's objects)."""
+    the caller then asks pip. It runs in ``place``'s jail without the network (no index: the base's own backend),
+    writing only ``place.folder``, which holds ``source`` and ``dest``, and reading ``place.readable`` besides (the
+    commit's objects)."""
     start = time.perf_counter()
-    argv, env = jail.command(
+    argv, env = place.jail.command(
         [python, "-c", _HOOK, str(source), str(dest)],
         python=python,
-        folder=folder,
-        environ=environ,
+        folder=place.folder,
+        environ=place.environ,
         index=False,
-        readable=readable,
+        readable=place.readable,
     )
     try:
-        done = run_tool(argv, what=f"building a wheel of {source}", timeout=timeout, env=env, check=False, cwd=source)
+        done = run_tool(
+            argv, what=f"building a wheel of {source}", timeout=place.timeout, env=env, check=False, cwd=source
+        )
     except ToolError as exc:
         note(f"the build backend's hook did not run ({exc}); pip builds it")
         return None

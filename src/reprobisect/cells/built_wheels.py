@@ -47,14 +47,24 @@ from pathlib import Path, PurePosixPath
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from reprobisect.cells.backend_build import backend_wheel
+from reprobisect.cells.backend_build import BuildPlace, backend_wheel
 from reprobisect.cells.build_jail import BuildJail
 from reprobisect.cells.shared_cache import SharedCache
 from reprobisect.errors import ToolError
 from reprobisect.util.cmd import output_tail, run_tool
 from reprobisect.util.redact import redact
 
-__all__ = ["DEFAULT_MAX_BYTES", "WHEELS", "build", "build_commit", "check_wheel", "entry_name", "git_commit", "lookup"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "WHEELS",
+    "BuildWith",
+    "build",
+    "build_commit",
+    "check_wheel",
+    "entry_name",
+    "git_commit",
+    "lookup",
+]
 
 DEFAULT_MAX_BYTES = 1 << 30  # a DeepSpeed wheel is about 2 MB: every release several times over
 _SAFE = re.compile(r"[a-z0-9][a-z0-9.+!_-]{0,150}")  # what a folder name of ours can hold
@@ -167,23 +177,31 @@ def _remove(folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def build(
-    root: Path,
-    name: str,
-    version: str,
-    *,
-    python: str,
-    python_version: str,
-    log: Path,
-    timeout: float = 1800,
-    jail: BuildJail | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> Path | None:
-    """Build ``name==version``'s wheel with ``python``'s pip (the index its configuration names, isolated, no
-    ops) and keep it; the kept wheel, or None when it cannot be built or kept (the reason goes to ``log``: the
-    cell is then installed as without this cache). The build runs in ``jail`` (cells/build_jail.py; the default
-    sandbox when None) with ``environ`` cleared to what it needs."""
-    jail, environ = jail or BuildJail(), os.environ if environ is None else environ
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BuildWith:
+    """How a kept wheel is built: the interpreter whose pip builds it (its version is part of the entry's name),
+    the log its output is appended to, the jail it runs in (the default sandbox when None), the environment its
+    variables come from (this process's when None) and how long it may take."""
+
+    python: str
+    python_version: str
+    log: Path
+    jail: BuildJail | None = None
+    environ: Mapping[str, str] | None = None
+    timeout: float = 1800
+
+    def place(self, folder: Path, readable: Sequence[Path] = (), hidden: Sequence[Path] = ()) -> BuildPlace:
+        """Where one build of these settings runs: ``folder`` and what it reads or must not besides."""
+        environ = os.environ if self.environ is None else self.environ
+        return BuildPlace(self.jail or BuildJail(), folder, environ, self.timeout, readable, hidden)
+
+
+def build(root: Path, name: str, version: str, how: BuildWith) -> Path | None:
+    """Build ``name==version``'s wheel with ``how.python``'s pip (the index its configuration names, isolated, no
+    ops) and keep it; the kept wheel, or None when it cannot be built or kept (the reason goes to ``how.log``: the
+    cell is then installed as without this cache). The build runs in ``how.jail`` (cells/build_jail.py; the default
+    sandbox when None) with its environment cleared to what it needs."""
+    python, python_version, log = how.python, how.python_version, how.log
     folder_name = entry_name(name, version, python_version)
     if folder_name is None:
         return None
@@ -195,7 +213,7 @@ def build(
             _note(log, f"kept wheel {kept or root / folder_name}: {why}; removed, built again")
         with tempfile.TemporaryDirectory(dir=root, prefix=f".build-{folder_name}-") as tmp:
             dest = Path(tmp) / "dist"
-            built = _pip_wheel(python, name, version, dest, log, _Build(jail, Path(tmp), environ, timeout))
+            built = _pip_wheel(python, name, version, dest, log, how.place(Path(tmp)))
             if built is None:
                 return None
             why = check_wheel(built, name, version)
@@ -222,23 +240,11 @@ def git_commit(spec: str) -> tuple[Path, str] | None:
     return (Path(found["repo"]), found["sha"]) if found else None
 
 
-def build_commit(
-    root: Path,
-    name: str,
-    repo: Path,
-    sha: str,
-    *,
-    python: str,
-    python_version: str,
-    log: Path,
-    timeout: float = 1800,
-    jail: BuildJail | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> tuple[Path | None, str]:
+def build_commit(root: Path, name: str, repo: Path, sha: str, how: BuildWith) -> tuple[Path | None, str]:
     """The kept wheel of commit ``sha`` of the clone ``repo``, built now if it is not kept yet; ``(None, why)``
     when the commit does not build (the probe is then skipped, not judged): its first line the build's own error,
-    then the end of its output, redacted. The build runs in ``jail`` (the default sandbox when None)."""
-    jail, environ = jail or BuildJail(), os.environ if environ is None else environ
+    then the end of its output, redacted. The build runs in ``how.jail`` (the default sandbox when None)."""
+    python, python_version, log = how.python, how.python_version, how.log
     minor = ".".join(python_version.split(".")[:2])
     folder_name = f"{canonicalize_name(name)}-git-{sha}-py{minor}"
     if not _SAFE.fullmatch(folder_name):
@@ -255,7 +261,7 @@ def build_commit(
             failed = _checkout(repo, sha, source, log)
             if failed:
                 return None, failed
-            job = _Build(jail, Path(tmp), environ, timeout, _commit_objects(source), _git_configs(repo))
+            job = how.place(Path(tmp), _commit_objects(source), _git_configs(repo))
             built, why = _pip_wheel_from(python, source, Path(tmp) / "dist", log, job)
             if built is None:
                 return None, redact(f"commit {sha[:12]} of {repo} does not build: {_error_line(why)}\n{why}")
@@ -286,20 +292,6 @@ def _checkout(repo: Path, sha: str, source: Path, log: Path) -> str:
     return ""
 
 
-@dataclasses.dataclass(frozen=True)
-class _Build:
-    """Where one build runs: its jail, its folder (the only one it writes), the environment it is cleared from,
-    its timeout, what else it reads (a commit's objects in the user's clone) and what it must not (that clone's
-    git configuration, which may hold credentials)."""
-
-    jail: BuildJail
-    folder: Path
-    environ: Mapping[str, str]
-    timeout: float
-    readable: Sequence[Path] = ()
-    hidden: Sequence[Path] = ()
-
-
 def _commit_objects(source: Path) -> list[Path]:
     """The object folders a ``--shared`` clone at ``source`` reads from (its ``alternates``)."""
     try:
@@ -325,7 +317,7 @@ def _error_line(output: str) -> str:
     return (found or lines or ["no output"])[-1][:300]
 
 
-def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, job: _Build) -> tuple[Path | None, str]:
+def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, job: BuildPlace) -> tuple[Path | None, str]:
     """A wheel of the tree at ``source``: without build isolation (the base's setuptools and torch: offline), and
     isolated when that fails (the index the user's pip configuration names). The tree's build backend is called
     once first (cells/backend_build.py: half of pip's time for DeepSpeed); pip builds what it could not."""
@@ -335,17 +327,7 @@ def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, job: _Buil
         said.append(text)
         _note(log, text)
 
-    built = backend_wheel(
-        python,
-        source,
-        dest,
-        timeout=job.timeout,
-        note=note,
-        jail=job.jail,
-        folder=job.folder,
-        environ=job.environ,
-        readable=[*job.readable],
-    )
+    built = backend_wheel(python, source, dest, note=note, place=job)
     if built is not None:
         return built, ""
     why = ""
@@ -368,7 +350,7 @@ def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, job: _Buil
 
 
 def _run_pip(
-    argv: list[str], what: str, log: Path, job: _Build, *, index: bool
+    argv: list[str], what: str, log: Path, job: BuildPlace, *, index: bool
 ) -> subprocess.CompletedProcess[str] | str:
     """``pip wheel`` without ops (``DS_BUILD_OPS=0``: they compile just in time) in the build's jail (``index``: with
     the network and the user's index configuration), said in ``log`` with its time and exit; why it could not run,
@@ -392,7 +374,7 @@ def _run_pip(
     return done
 
 
-def _pip_wheel(python: str, name: str, version: str, dest: Path, log: Path, job: _Build) -> Path | None:
+def _pip_wheel(python: str, name: str, version: str, dest: Path, log: Path, job: BuildPlace) -> Path | None:
     argv = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-binary", name, f"{name}=={version}"]
     argv += ["--wheel-dir", str(dest), "--disable-pip-version-check"]
     done = _run_pip(argv, f"a wheel of {name} {version}", log, job, index=True)

@@ -414,16 +414,7 @@ class _WheelCache:
         return wheel
 
     def _commit(self, root: Path, name: str, repo: Path, sha: str) -> Path:
-        wheel, why = built_wheels.build_commit(
-            root,
-            name,
-            repo,
-            sha,
-            python=self.base.executable,
-            python_version=self.base.version,
-            log=self.log,
-            jail=self.jail,
-        )
+        wheel, why = built_wheels.build_commit(root, name, repo, sha, self._how())
         if wheel is None:
             raise EnvBuildError(why)
         return wheel
@@ -433,14 +424,12 @@ class _WheelCache:
         if self.root is None:
             return None
         built_wheels.WHEELS.prune(self.root)
-        return built_wheels.build(
-            self.root,
-            name,
-            spec,
-            python=self.base.executable,
-            python_version=self.base.version,
-            log=self.log,
-            jail=self.jail,
+        return built_wheels.build(self.root, name, spec, self._how())
+
+    def _how(self) -> built_wheels.BuildWith:
+        """How this cell's kept wheels are built: the base's pip, the cell's build log, its jail."""
+        return built_wheels.BuildWith(
+            python=self.base.executable, python_version=self.base.version, log=self.log, jail=self.jail
         )
 
 

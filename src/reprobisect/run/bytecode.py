@@ -34,7 +34,7 @@ from pathlib import Path
 from reprobisect.cells.envs import BYTECODE_MARKER, CellEnv
 from reprobisect.cells.shared_cache import SharedCache
 from reprobisect.errors import ToolError
-from reprobisect.run.runner import cell_environ
+from reprobisect.run.child_env import cell_environ
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.files import write_atomic
 from reprobisect.util.python_source import parse_python

@@ -10,15 +10,27 @@ reports about itself (versions, GPU, platform) is a claim, and the record says s
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from reprobisect.model.record import StepTime
+from reprobisect.model.signature import EVENT_MARK
 from reprobisect.run.phases import ChildClock
-from reprobisect.run.runner import EVENT_MARK, parse_event
 
-__all__ = ["ExitReport", "RankReport", "RunEvents", "read_events"]
+__all__ = [
+    "EVENT_MARK",
+    "MAX_EVENT_LINE",
+    "ExitReport",
+    "RankReport",
+    "RunEvents",
+    "parse_event",
+    "parse_events",
+    "read_events",
+]
+
+MAX_EVENT_LINE = 64 * 1024  # no honest event line is longer; longer ones are ignored, never parsed
 
 _MAX_TEXT = 200  # a version, a GPU name, a platform string
 _MAX_CONFIG_KEYS = 64
@@ -308,3 +320,37 @@ def read_events(log: str) -> RunEvents:
         lines=frozenset(ran) if ran is not None else None,
         clock=clock,
     )
+
+
+def parse_events(log: str) -> Iterator[dict[str, object]]:
+    """The ``@@repro {json}`` lines a repro or the bootstrap printed, in order; malformed ones are skipped, and so
+    is a line with the marker anywhere but at its start (the run quoting one, not reporting)."""
+    for line in log.splitlines():
+        if line.startswith(EVENT_MARK) and (event := parse_event(line.removeprefix(EVENT_MARK))) is not None:
+            yield event
+
+
+def parse_event(payload: str) -> dict[str, object] | None:
+    """One event line's JSON object, or None: a line longer than ``MAX_EVENT_LINE``, JSON that is not an
+    object, nested too deep to parse, or holding NaN or infinities. The run printed it: it can be anything."""
+    if len(payload) > MAX_EVENT_LINE:
+        return None
+    try:
+        event = json.loads(payload, parse_constant=_no_constant, parse_float=_finite)
+    except (ValueError, RecursionError):
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _finite(text: str) -> float:
+    """A JSON number that fits a float: ``1e999`` overflows to an infinity, refused like ``Infinity``."""
+    value = float(text)
+    if not math.isfinite(value):
+        msg = f"{text[:20]} is not a finite number"
+        raise ValueError(msg)
+    return value
+
+
+def _no_constant(name: str) -> object:
+    msg = f"{name} is not a JSON number"
+    raise ValueError(msg)

@@ -27,6 +27,7 @@ from reprobisect.model.record import Record, StepTime, warm_up_steps
 from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.store import Store
 from reprobisect.run.bytecode import PREFIX_ENV, prefix_environ
+from reprobisect.run.child_env import cell_environ
 from reprobisect.run.events import RunEvents, read_events
 from reprobisect.run.measured import (
     Measured,
@@ -35,15 +36,15 @@ from reprobisect.run.measured import (
     checked_versions,
     measured_environment,
     measured_memory,
+    tmp_full,
 )
 from reprobisect.run.phases import PROFILE_ENV, HarnessClock, describe_phases, run_phases
 from reprobisect.run.ports import free_port
 from reprobisect.run.ranks import failed_rank as failed_rank_of
 from reprobisect.run.ranks import keep_rank_logs
 from reprobisect.run.resources import run_resources
-from reprobisect.run.runner import ChildResult, ChildSpec, cell_environ, run_child
+from reprobisect.run.runner import ChildResult, ChildSpec, run_child
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
-from reprobisect.util.bwrap import TMP_SIZE_ENV, size_text
 from reprobisect.util.redact import register_secret_env
 
 __all__ = [
@@ -385,23 +386,6 @@ def _read(spec: RunSpec, ended: _EndedRun) -> _RunReading:
     )
     steps = read_events(judged).steps if failed_rank else events.steps
     return _RunReading(events=events, failed_rank=failed_rank, verdict=verdict, steps=steps)
-
-
-_TMP_SLACK = 1 << 20  # less than this left: a write of a usual buffer fails with ENOSPC
-
-
-def tmp_full(result: ChildResult) -> str | None:
-    """Why a run may have failed that is not in its log: the sandbox's private /tmp was full as it ended (every
-    write there failed with ENOSPC), said with its size and how to change it; None when it was not, or unconfined."""
-    if result.tmp_space is None:
-        return None
-    free, size = result.tmp_space
-    if free > max(_TMP_SLACK, size // 100):
-        return None
-    return (
-        f"the sandbox's private /tmp (a tmpfs of {size_text(size)}) was full when the run ended: its writes there "
-        f"failed with ENOSPC (No space left on device); {TMP_SIZE_ENV} sets the size"
-    )
 
 
 def _record_config(

@@ -27,6 +27,7 @@ from reprobisect.model.record import StepTime
 from reprobisect.run.events import ExitReport
 from reprobisect.run.runner import ChildResult
 from reprobisect.run.watch import machine_gpus
+from reprobisect.util.bwrap import TMP_SIZE_ENV, size_text
 from reprobisect.util.cmd import run_tool
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "machine_gpus",
     "measured_environment",
     "measured_memory",
+    "tmp_full",
 ]
 
 _INTERPRETER = "import json, platform; print(json.dumps([platform.python_version(), platform.platform()]))"
@@ -211,3 +213,20 @@ def _same(claimed: str, installed: str) -> bool:
     """A claim agrees with the metadata, or adds only a local build label the metadata leaves out: an index's
     CUDA torch says ``2.14.1+cu130`` when imported and ``2.14.1`` in its metadata."""
     return claimed == installed or ("+" not in installed and claimed.split("+", 1)[0] == installed)
+
+
+_TMP_SLACK = 1 << 20  # less than this left: a write of a usual buffer fails with ENOSPC
+
+
+def tmp_full(result: ChildResult) -> str | None:
+    """Why a run may have failed that is not in its log: the sandbox's private /tmp was full as it ended (every
+    write there failed with ENOSPC), said with its size and how to change it; None when it was not, or unconfined."""
+    if result.tmp_space is None:
+        return None
+    free, size = result.tmp_space
+    if free > max(_TMP_SLACK, size // 100):
+        return None
+    return (
+        f"the sandbox's private /tmp (a tmpfs of {size_text(size)}) was full when the run ended: its writes there "
+        f"failed with ENOSPC (No space left on device); {TMP_SIZE_ENV} sets the size"
+    )

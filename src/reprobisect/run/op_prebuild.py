@@ -28,7 +28,7 @@ from reprobisect.cells.envs import CellEnv
 from reprobisect.cells.op_builds import cache_root
 from reprobisect.errors import ToolError
 from reprobisect.run.bytecode import prefix_environ
-from reprobisect.run.runner import cell_environ
+from reprobisect.run.child_env import cell_environ
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.files import write_atomic
 

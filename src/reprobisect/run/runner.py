@@ -10,107 +10,30 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import math
 import os
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from reprobisect.cells.envs import CellEnv
 from reprobisect.errors import StorageError
 from reprobisect.model.signature import EVENT_MARK
 from reprobisect.run.affinity import PinAtFirstStep
+from reprobisect.run.events import MAX_EVENT_LINE
 from reprobisect.run.oom import KillCause, OomWatch
 from reprobisect.run.watch import RunWatch, peak_rss
 from reprobisect.util.clock import utc_now
-from reprobisect.util.redact import URL_CREDENTIALS, StreamRedactor, secret_name
+from reprobisect.util.redact import StreamRedactor
 from reprobisect.util.stop import POLL_SECONDS, stop_requested
 
-__all__ = [
-    "EVENT_MARK",
-    "MAX_EVENT_LINE",
-    "STATUS_FD",
-    "ChildResult",
-    "ChildSpec",
-    "cell_environ",
-    "parse_event",
-    "parse_events",
-    "run_child",
-    "scrubbed_environ",
-]
+__all__ = ["STATUS_FD", "ChildResult", "ChildSpec", "run_child"]
 
-MAX_EVENT_LINE = 64 * 1024  # no honest event line is longer; longer ones are ignored, never parsed
 _KEPT_EVENT_BYTES = 2 * 2**20  # event lines kept from a capped log's dropped middle, at most
 _SIGNAL_EXIT_BASE = 128  # bubblewrap (and a shell) report "killed by signal N" as exit status 128 + N
 STATUS_FD = "REPROBISECT_STATUS_FD"  # names the waiter's status pipe (run/child/waiter.py)
-
-_PASSED_NAMES = frozenset(
-    {
-        "PATH",
-        "HOME",
-        "USER",
-        "LOGNAME",
-        "LANG",
-        "TERM",
-        "TZ",
-        "TMPDIR",
-        "SHELL",
-        "LD_LIBRARY_PATH",
-        "CUDA_HOME",
-        "CUDA_PATH",
-        "CC",
-        "CXX",
-        "OMP_NUM_THREADS",
-        "SSL_CERT_FILE",
-        "REQUESTS_CA_BUNDLE",
-        "XDG_CACHE_HOME",
-        "CUDA_VISIBLE_DEVICES",
-        "PYTHONDONTWRITEBYTECODE",  # no child writes byte code into the user's interpreter (run/bytecode.py)
-    }
-)
-_PASSED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH_", "DS_", "MKL_", "KMP_", "TRITON_", "NVSHMEM_")
-
-
-def scrubbed_environ(environ: Mapping[str, str], *, allow: Sequence[str] = ()) -> dict[str, str]:
-    """The part of ``environ`` a repro child may see.
-
-    Only names a build or a GPU run needs pass (PATH, locale, CUDA/NCCL/torch/DeepSpeed settings), and
-    credentials never pass unless named in ``allow``: repros are often scripts pasted from issues.
-    """
-    allowed = set(allow)
-    kept = {}
-    for name, value in environ.items():
-        if name in allowed:
-            kept[name] = value
-            continue
-        if _secret_looking(name, value):
-            continue
-        if name in _PASSED_NAMES or name.startswith(_PASSED_PREFIXES):
-            kept[name] = value
-    return kept
-
-
-def cell_environ(env: CellEnv, environ: Mapping[str, str], *, allow: Sequence[str] = ()) -> dict[str, str]:
-    """What every child the harness starts in a cell begins with: the scrubbed environment (``allow`` as for
-    ``scrubbed_environ``), the cell first on PATH and as the active venv, its op folder, unbuffered output."""
-    child = scrubbed_environ(environ, allow=allow)
-    child |= {
-        "PATH": f"{env.path / 'bin'}{os.pathsep}{child.get('PATH', os.defpath)}",
-        "VIRTUAL_ENV": str(env.path),
-        "TORCH_EXTENSIONS_DIR": str(env.torch_extensions),  # ops the shared cache does not serve
-        "PYTHONUNBUFFERED": "1",
-    }
-    return child
-
-
-def _secret_looking(name: str, value: str) -> bool:
-    """A secret's name (``util.redact.secret_name``: the one rule the redactor shares, also under an allowed prefix:
-    ``DS_HUB_PASSWD``, ``NVIDIA_NGC_APIKEY``), or credentials in a URL."""
-    return secret_name(name) or bool(URL_CREDENTIALS.search(value))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -470,37 +393,3 @@ def _wait(reaper: _Reaper, spec: ChildSpec, start: float) -> None:
                 spec.heartbeat(now - start)
             continue
         return
-
-
-def parse_events(log: str) -> Iterator[dict[str, object]]:
-    """The ``@@repro {json}`` lines a repro or the bootstrap printed, in order; malformed ones are skipped, and so
-    is a line with the marker anywhere but at its start (the run quoting one, not reporting)."""
-    for line in log.splitlines():
-        if line.startswith(EVENT_MARK) and (event := parse_event(line.removeprefix(EVENT_MARK))) is not None:
-            yield event
-
-
-def parse_event(payload: str) -> dict[str, object] | None:
-    """One event line's JSON object, or None: a line longer than ``MAX_EVENT_LINE``, JSON that is not an
-    object, nested too deep to parse, or holding NaN or infinities. The run printed it: it can be anything."""
-    if len(payload) > MAX_EVENT_LINE:
-        return None
-    try:
-        event = json.loads(payload, parse_constant=_no_constant, parse_float=_finite)
-    except (ValueError, RecursionError):
-        return None
-    return event if isinstance(event, dict) else None
-
-
-def _finite(text: str) -> float:
-    """A JSON number that fits a float: ``1e999`` overflows to an infinity, refused like ``Infinity``."""
-    value = float(text)
-    if not math.isfinite(value):
-        msg = f"{text[:20]} is not a finite number"
-        raise ValueError(msg)
-    return value
-
-
-def _no_constant(name: str) -> object:
-    msg = f"{name} is not a JSON number"
-    raise ValueError(msg)
