@@ -25,10 +25,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.requires_tool(*DEEPSPEED_OPS)]
 
 LONG = ROOT / "tests" / "resources" / "scripts" / "minimize" / "gan_bf16_long.py"
 BAD, GOOD = "deepspeed==0.16.5", "deepspeed==0.16.4"
-# tokens, original / best: the issue's bar. The hand-made minimum of this script is 42 lines, 470 tokens (4.9x); the
-# machine's is 455 (an identity and a default argument fewer). On 2 cores, --jobs 2, 455 comes after about 3.5 minutes
-# (reports/cpu/2026-12-05-minimize); this test took 154 s in a whole-suite run here.
-SHRUNK = 5.0
+# tokens, original / best. The hand-made minimum of this script is 42 lines, 470 tokens (4.9x); the machine's was 455
+# until issue #54: the minimized script must run as plain python, so the lines that set torchrun's variables and
+# MASTER_PORT stay, and the machine's minimum is 523 tokens (4.38x; reports/cpu/2026-12-07-plain-python, 305 s on 2
+# cores, --jobs 2, shared with other work). 4.0 comes after about 4 minutes there.
+SHRUNK = 4.0
 DEADLINE = 900.0  # seconds of minimizing before the test gives up waiting for SHRUNK
 
 
@@ -113,5 +114,24 @@ def test_the_long_script_shrinks_then_ctrl_c_keeps_the_best_and_leaves_no_run(
     for gone in ("def main", "def train", "def check_d_step", "args.", "cfg.", "for step", "LOG.", "save_grid"):
         assert gone not in minimized, (gone, minimized)
     assert "engine_G.backward(" in minimized and "engine_D.step()" in minimized
+    assert "os.environ.setdefault(name, value)" in minimized and "MASTER_PORT" in minimized  # plain python needs them
+    assert summary["plain_python"] == "env DS_ACCELERATOR=cpu python minimized.py"
+    # issue #54: as a person runs it, plain python with only what the result names, it still tells them apart
+    plain = {release: _plain_python(minimized, envs_dir, release, tmp_path) for release in ("0.16.5", "0.16.4")}
+    assert plain["0.16.5"].returncode != 0 and "D's step used more than D's own gradient" in plain["0.16.5"].stdout
+    assert plain["0.16.4"].returncode == 0, plain["0.16.4"].stdout[-3000:]
     left = subprocess.run(["pgrep", "-f", str(folder)], capture_output=True, text=True, check=False)
     assert left.stdout.strip() == "", f"runs left behind: {left.stdout}"
+
+
+def _plain_python(text: str, envs: Path, release: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``text`` run as ``env -i PATH=… HOME=… DS_ACCELERATOR=cpu python minimized.py`` in the cell of ``release``."""
+    [cell] = [p for p in envs.iterdir() if p.name.endswith(f"deepspeed-{release}_lightning-2.6.6")]
+    folder = tmp_path / f"plain-{release}"
+    folder.mkdir()
+    (folder / "minimized.py").write_text(text)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(folder), "DS_ACCELERATOR": "cpu"}
+    cmd = [str(cell / "bin" / "python"), "minimized.py"]
+    return subprocess.run(
+        cmd, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False
+    )

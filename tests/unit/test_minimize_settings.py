@@ -55,6 +55,16 @@ def test_only_the_sites_that_ran_are_required() -> None:
     assert len(required_sites(PREAMBLE, None)) == 6  # untraced: all of them
 
 
+def test_a_site_the_harness_s_own_variable_skipped_is_required() -> None:
+    """Inside the harness MASTER_PORT is set, so `if "MASTER_PORT" not in os.environ:` never ran its body; as plain
+    python it must: the site under an `if` that ran and reads the environment is required all the same."""
+    ran = set(range(1, 22)) - {9, 10, 11, 14}  # the if's test (line 8) ran, its body did not
+    required = required_sites(PREAMBLE, ran)
+    assert "os.environ['MASTER_PORT'] = str(s.getsockname()[1])" in required
+    assert "os.environ['UNUSED'] = '1'" not in required  # never_called is no environment test
+    assert "os.environ['MASTER_PORT'] = str(s.getsockname()[1])" not in required_sites(PREAMBLE, ran - {8})
+
+
 def test_a_candidate_that_drops_a_site_is_refused_unrun_and_one_that_moves_it_is_not() -> None:
     required = required_sites(PREAMBLE, None)
     dropped = PREAMBLE.replace('    os.environ.setdefault("DS_ACCELERATOR", "cpu")\n', "").replace(

@@ -204,15 +204,20 @@ class _Minimization:
         verdict = self.tester.known(text)
         return failure_lines(self.folder, verdict, self.tester.cells.filename) if verdict is not None else ()
 
+    def setting_lines(self, text: str) -> tuple[int, ...]:
+        """The lines of ``text`` that set the environment as the original did (``settings``: every candidate keeps
+        them, so no pass need try removing them)."""
+        return tuple(site.line for site in sites(text) if site.code in self.tester.sites)
+
     def slice_lines(self, text: str) -> tuple[int, ...]:
-        """What the failure's slice of ``text`` starts from: the failing lines, and the lines that set the
-        environment as the original did (``settings``: every candidate keeps them, so the slice must too)."""
-        setting = (site.line for site in sites(text) if site.code in self.tester.sites)
-        return (*self.failing_lines(text), *setting)
+        """What the failure's slice of ``text`` starts from: the failing lines and the setting lines."""
+        return (*self.failing_lines(text), *self.setting_lines(text))
 
     def pinned_in(self, script: Script, text: str) -> frozenset[int]:
-        """The statements of ``script`` (parsed from ``text``) on the failure's path, never tried removed."""
-        return script.enclosing(self.failing_lines(text)) if self.request.keep_traceback else frozenset()
+        """The statements of ``script`` (parsed from ``text``) never tried removed: those on the failure's path
+        (unless ``--try-traceback-lines``) and those around the setting lines."""
+        failing = self.failing_lines(text) if self.request.keep_traceback else ()
+        return script.enclosing((*failing, *self.setting_lines(text)))
 
 
 def _search_or_stop(
@@ -239,6 +244,7 @@ def _rounds(search: _Minimization, script: Script, source: str, pinned: frozense
     search.tester.sites = required_sites(source, ran)  # before any candidate, and before the reducer forks
     if search.tester.sites:
         search.echo(f"  kept: {_settings_said(source, search.tester.sites)}")
+        pinned = pinned | script.enclosing(search.setting_lines(source))  # never cut as "never ran" either
     judged, given = search.judged_text, given_options(search.request.script_args)
 
     def judged_start(removed: frozenset[int]) -> bool:  # the flattened script is the next step's first candidate

@@ -39,19 +39,52 @@ class Site:
 @functools.lru_cache(maxsize=1024)
 def sites(source: str) -> tuple[Site, ...]:
     """Every place ``source`` sets an environment variable, in line order (none when it does not parse)."""
-    try:
-        found = [site for node in ast.walk(parse_python(source)) if (site := _site(node)) is not None]
-    except PARSE_FAILURES:
-        return ()
-    return tuple(sorted(found, key=lambda site: site.line))
+    return tuple(site for site, _ in _located(source))
 
 
 def required_sites(source: str, ran: Iterable[int] | None) -> dict[str, int]:
-    """The sites of the original a candidate must keep, as code → how many: those on a line that ran (every site
-    when ``ran`` is None: the original was not traced)."""
+    """The sites of the original a candidate must keep, as code → how many: those on a line that ran, and those
+    inside an ``if`` that ran and reads the environment (``if "MASTER_PORT" not in os.environ:``: inside the harness,
+    which sets that variable, its body never runs; as plain ``python`` it must). Every site when ``ran`` is None
+    (the original was not traced)."""
     executed = None if ran is None else set(ran)
-    kept = [s.code for s in sites(source) if executed is None or s.line in executed]
+    kept = [
+        site.code
+        for site, guards in _located(source)
+        if executed is None or site.line in executed or any(guard in executed for guard in guards)
+    ]
     return dict(collections.Counter(kept))
+
+
+@functools.lru_cache(maxsize=256)
+def _located(source: str) -> tuple[tuple[Site, tuple[int, ...]], ...]:
+    """Each site in line order, with the lines of the ``if`` statements around it whose test reads the
+    environment (none when ``source`` does not parse)."""
+    try:
+        tree = parse_python(source)
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        found = [(site, _env_guards(node, parents)) for node in ast.walk(tree) if (site := _site(node)) is not None]
+    except PARSE_FAILURES:
+        return ()
+    return tuple(sorted(found, key=lambda pair: pair[0].line))
+
+
+def _env_guards(node: ast.AST, parents: Mapping[ast.AST, ast.AST]) -> tuple[int, ...]:
+    guards = []
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and _reads_environment(node.test):
+            guards.append(node.lineno)
+    return tuple(guards)
+
+
+def _reads_environment(test: ast.expr) -> bool:
+    """Whether an ``if`` test looks at the environment: ``os.environ`` / ``environ`` or ``os.getenv`` in it."""
+    return any(
+        _is_environ(n) or (isinstance(n, ast.Attribute) and n.attr == "getenv" and _is_name(n.value, "os"))
+        for n in ast.walk(test)
+        if isinstance(n, ast.expr)
+    )
 
 
 def lost_sites(source: str, required: Mapping[str, int]) -> list[str]:
