@@ -138,12 +138,13 @@ def _add(root: Path, files: list[Path]) -> tuple[int, int]:
 
 def pack_folder(folder: Path, *, check: bool = False) -> list[str]:
     """Pack every records root of ``folder``; one line per root that changed (with ``check``: per file that
-    would move, and nothing changes)."""
+    would move, and nothing changes). Every root's files are listed first, so that a link or special file anywhere
+    stops the whole folder before anything moved."""
     lines: list[str] = []
     linked = linked_files(folder)
     every = roots(folder)
-    for root in every:
-        rest = loose_rest(root, every, linked)
+    plan = [(root, loose_rest(root, every, linked)) for root in every]  # a link anywhere: refused before any move
+    for root, rest in plan:
         bulk = any((root / tree).is_dir() for tree in _BULK) or any(p.is_file() for p in root.glob("*.log"))
         if check:
             lines += [f"{path}: would move into {root / ARCHIVE}" for path in rest]
