@@ -35,6 +35,7 @@ _HOW_TO_GET = {
     "git": "your system's package manager, e.g. apt-get install git",
     "patch": "your system's package manager, e.g. apt-get install patch",
     "nvidia-smi": "the NVIDIA driver",
+    "ds_report": "deepspeed (it comes with the package)",
 }
 
 
