@@ -1,4 +1,5 @@
-"""Every relative link in the README, CONTRIBUTING, CHANGELOG and docs/ points at a file and heading that exist.
+"""Every relative link in the README, CONTRIBUTING, CHANGELOG, docs/ and the evidence READMEs points at a file and
+heading that exist.
 
 The manual lives in docs/, one page per subject, linked from the README: a renamed heading or a moved file must
 fail here, not on GitHub in front of a reader.
@@ -14,6 +15,7 @@ import pytest
 from tests.docs.markdown import DOCS, README, ROOT, anchors, links, pages, slug, split_fences
 
 PAGES = pages()
+EVIDENCE = sorted((ROOT / "reports").glob("**/README.md"))  # each evidence folder's, and the index
 # The README is the front door: a manual's worth of text belongs in docs/ (issue #29).
 README_MAX_BYTES = 12_000
 
@@ -24,6 +26,18 @@ def _relative(page: Path) -> str:
 
 @pytest.mark.parametrize("page", PAGES, ids=_relative)
 def test_every_relative_link_resolves(page: Path) -> None:
+    broken = _broken_links(page)
+    assert not broken, "\n".join(broken)
+
+
+@pytest.mark.parametrize("page", EVIDENCE, ids=_relative)
+def test_every_link_of_an_evidence_readme_resolves(page: Path) -> None:
+    """A file packed into an archive (tools/pack_evidence.py) must not leave a README linking to it (issue #53)."""
+    broken = _broken_links(page)
+    assert not broken, "\n".join(broken) + "\n(a packed file: name the archive and its member instead of linking)"
+
+
+def _broken_links(page: Path) -> list[str]:
     broken = []
     for line, target in links(page.read_text(encoding="utf-8")):
         if ":" in target.split("/")[0]:  # https:, mailto: — not ours to check offline
@@ -37,7 +51,7 @@ def test_every_relative_link_resolves(page: Path) -> None:
             broken.append(f"{where}: no such file")
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text(encoding="utf-8")):
             broken.append(f"{where}: no heading with anchor #{anchor} in {_relative(dest)}")
-    assert not broken, "\n".join(broken)
+    return broken
 
 
 def test_every_docs_page_is_linked_from_the_readme() -> None:

@@ -75,3 +75,33 @@ def test_run_logged_appends_the_command_and_its_output_and_names_the_log_on_fail
     assert str(failed.value).endswith("\nboom")  # the log's last lines
     text = log.read_text()
     assert text.startswith("$ ") and "first\n" in text and text.rstrip().endswith("boom")
+
+
+@pytest.mark.parametrize("program", ["uv", "git", "some-tool"])
+def test_a_tool_missing_from_path_is_named_with_how_to_get_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, program: str
+) -> None:
+    """`reprobisect wheelhouse` without uv on PATH said only "cannot start (No such file or directory)" (#53)."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no program is found
+    with pytest.raises(EnvBuildError) as caught:
+        run_tool([program, "--version"], what="building the wheelhouse", timeout=10, error=EnvBuildError)
+    message = str(caught.value)
+    assert message.startswith(f"building the wheelhouse: {program!r}: not found on PATH; install it with ")
+    assert "No such file" not in message and "\n" not in message
+    assert ("pip install uv" in message) == (program == "uv")
+    with pytest.raises(ToolError, match=f"{program!r}: not found on PATH; install it with"):
+        run_logged([program], log=tmp_path / "build.log", what="a build", timeout=10)
+
+
+def test_a_missing_program_given_by_path_is_no_such_program(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match=r"'/nowhere/bin/uv': no such program; install it with pip install uv"):
+        run_tool(["/nowhere/bin/uv", "sync"], what="syncing", timeout=10)
+
+
+def test_a_missing_working_folder_is_not_taken_for_a_missing_program(tmp_path: Path) -> None:
+    """Popen's FileNotFoundError names the folder then: the message must not blame the tool."""
+    with pytest.raises(ToolError) as caught:
+        run_tool([PY, "-c", "pass"], what="probing", timeout=10, cwd=tmp_path / "gone")
+    assert "cannot start (No such file or directory)" in str(caught.value) and "not found on PATH" not in str(
+        caught.value
+    )

@@ -25,9 +25,32 @@ from reprobisect.util.files import write_atomic
 from reprobisect.util.redact import redact_bytes, secret_values
 from reprobisect.util.stop import POLL_SECONDS, stop_requested
 
-__all__ = ["TAIL_LINES", "output_tail", "run_logged", "run_tool"]
+__all__ = ["TAIL_LINES", "cannot_start", "output_tail", "run_logged", "run_tool"]
 
 TAIL_LINES = 20
+# How to get a tool the harness starts, for the one line that says it is missing (the rest: "install it").
+_HOW_TO_GET = {
+    "uv": "pip install uv",
+    "nox": "pip install nox",
+    "git": "your system's package manager, e.g. apt-get install git",
+    "patch": "your system's package manager, e.g. apt-get install patch",
+    "nvidia-smi": "the NVIDIA driver",
+    "ds_report": "deepspeed (it comes with the package)",
+}
+
+
+def cannot_start(what: str, cmd: Sequence[str], exc: OSError) -> str:
+    """The message for a tool that did not start. Where the program itself is missing (FileNotFoundError naming
+    it, not the working folder) the message names the program and how to get it, because "No such file or
+    directory" alone left a user guessing which file (``reprobisect wheelhouse`` without uv on PATH)."""
+    program = cmd[0] if cmd else ""
+    if isinstance(exc, FileNotFoundError) and program and exc.filename == program:
+        name = Path(program).name
+        where = "no such program" if os.sep in program else "not found on PATH"
+        how = _HOW_TO_GET.get(name, f"the package that provides {name!r:.80}")
+        return f"{what}: {program!r:.120}: {where}; install it with {how}"
+    shown = shlex.join(cmd) if len(shlex.join(cmd)) <= 300 else shlex.join(cmd)[:297] + "..."
+    return f"{what}: `{shown}` cannot start ({exc.strerror or exc})"
 
 
 def output_tail(text: str | bytes | None, lines: int = TAIL_LINES) -> str:
@@ -73,8 +96,7 @@ def run_tool(
         msg = f"{what}: `{shown}` did not finish in {timeout:g} s" + (f"; it printed:\n{tail}" if tail else "")
         raise error(msg) from exc
     except OSError as exc:
-        msg = f"{what}: `{shown}` cannot start ({exc.strerror or exc})"
-        raise error(msg) from exc
+        raise error(cannot_start(what, cmd, exc)) from exc
     if check and done.returncode != 0:
         tail = output_tail(done.stderr) or output_tail(done.stdout)
         msg = f"{what}: `{shown}` exited with status {done.returncode}" + (f":\n{tail}" if tail else "")
@@ -110,8 +132,7 @@ def run_logged(
             msg = f"{what} did not finish in {timeout:g} s; see {log}"
             raise error(msg) from exc
         except OSError as exc:
-            msg = f"{what}: `{shlex.join(cmd)[:300]}` cannot start ({exc.strerror or exc})"
-            raise error(msg) from exc
+            raise error(cannot_start(what, cmd, exc)) from exc
         finally:
             _redact_log(log)
     if process.returncode != 0:
