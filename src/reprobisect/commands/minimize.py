@@ -33,6 +33,7 @@ from reprobisect.config.load import check_pin, load_config
 from reprobisect.config.scripts import env_settings
 from reprobisect.errors import INTERRUPTED_EXIT, ConfigError
 from reprobisect.minimize.request import Budget, MinimizeRequest
+from reprobisect.util.bounds import BUDGET_RUNS, BUDGET_SECONDS, cut
 
 if TYPE_CHECKING:
     from reprobisect.minimize.request import MinimizeResult
@@ -128,8 +129,12 @@ def parse_budget(values: Sequence[str]) -> Budget:
         number, unit = float(match.group(1)), (match.group(2) or "s").lower()
         if unit.startswith("run"):
             runs = int(number)
+            if not BUDGET_RUNS.holds(runs):
+                raise ConfigError(BUDGET_RUNS.refusal(f"--budget {cut(value)}:", runs))
         else:
             seconds = number * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
+            if not BUDGET_SECONDS.holds(seconds):
+                raise ConfigError(BUDGET_SECONDS.refusal(f"--budget {cut(value)}:", seconds))
     return Budget(seconds=seconds, runs=runs)
 
 

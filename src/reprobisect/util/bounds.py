@@ -72,3 +72,5 @@ REPEATS = Bound(1, 100)  # runs of each unit (--repeat)
 TIMING_REPEATS = Bound(2, 100)  # a timing search's runs a version (--min-repeats, --max-repeats)
 JOBS = Bound(1, 256)  # runs or probes at a time
 CELLS = Bound(1, 1_000_000)  # --max-cells
+BUDGET_SECONDS = Bound(0, 30 * 24 * 3600, whole=False, above=True, unit="seconds")  # a minimization: up to 30 days
+BUDGET_RUNS = Bound(1, 10_000_000)  # a minimization's runs
