@@ -423,3 +423,25 @@ def test_a_slurm_job_redacts_what_its_node_writes_and_prints(
     monkeypatch.setattr(slurm, "run_matrix", run_matrix)
     slurm.run_cell_job(payload, "c")
     assert CANARY not in capsys.readouterr().out and CANARY not in (tmp_path / "record.json").read_text()
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["triage", "x.py", "--evn", "HF_TOKEN=hf_mistyped_0001"],
+        ["triage", "x.py", "--fix-evn", "f=DB_PASSWORD=hf_mistyped_0001"],
+        ["triage", "x.py", "--evn=HF_TOKEN=hf_mistyped_0001"],
+    ],
+)
+def test_a_refused_word_is_quoted_by_argparse_without_its_secret(
+    words: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse quotes a word it refuses before the options are read: the values of NAME=VALUE words of a
+    secret's name are hidden before it parses (issue #50: a mistyped --env printed the token)."""
+    from reprobisect.commands.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(words)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments" in err and "hf_mistyped_0001" not in err and "***" in err

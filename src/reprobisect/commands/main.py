@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from reprobisect.commands.options import Subparsers, register_option_secrets
+from reprobisect.commands.options import Subparsers, register_argv_secrets, register_option_secrets
 from reprobisect.errors import INTERRUPTED_EXIT, HarnessError
 from reprobisect.util.console import neutral_terminal, redacted_terminal
 
@@ -108,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     with redacted_terminal(), neutral_terminal():  # every line printed from here on: redacted, then made inert
         try:
+            register_argv_secrets(sys.argv[1:] if argv is None else argv)  # before argparse may quote a word
             args = _parse(argv)
             register_option_secrets(args)  # before anything runs, prints or writes
             return _run(args)

@@ -213,6 +213,18 @@ def register_option_secrets(args: argparse.Namespace) -> None:
         _register_setting(item.partition("=")[2])
 
 
+def register_argv_secrets(words: Sequence[str]) -> None:
+    """Before the command line is parsed: hide the value of every ``NAME=VALUE`` word (``--env``'s, ``--fix-env``'s
+    ``FIX=NAME=VALUE``, ``--env=NAME=VALUE``) whose name is a secret's. argparse quotes a word it refuses
+    ("unrecognized arguments: --evn HF_TOKEN=…"), and it does so before ``register_option_secrets`` could run."""
+    for word in words:
+        if word == "--":
+            return  # the script's own arguments: never ours to read
+        item = word.split("=", 1)[1] if word.startswith("--") and "=" in word else word
+        _register_setting(item)
+        _register_setting(item.partition("=")[2])  # FIX=NAME=VALUE
+
+
 def _register_setting(item: str) -> None:
     name, sep, value = item.partition("=")
     if sep and secret_name(name.strip()):
