@@ -9,12 +9,13 @@ line and the index, and are neutralised too.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reprobisect.util.neutral import md_document, md_safe, printable
 
-__all__ = ["GLYPHS", "LEGEND", "grid_markdown", "grid_picture", "grid_terminal"]
+__all__ = ["GLYPHS", "LEGEND", "edge_words", "grid_markdown", "grid_picture", "grid_terminal"]
 
 # measured cells get the strong glyph, inferred ones the light one: the region is drawn, the cells run stand out
 GLYPHS = {
@@ -64,6 +65,16 @@ def _narrow(data: Mapping[str, Any], rows: Sequence[str], cols: Sequence[str], l
     return [*lines, LEGEND]
 
 
+def edge_words(data: Mapping[str, Any], edge: Mapping[str, Any]) -> str:
+    """``deepspeed 0.16.0 → 0.16.4 starts failing at lightning 2.5.0``: the edge's two versions oldest first (the
+    order of the grid's axis), and which way the outcome changes across it."""
+    versions = [str(v) for v in (data["rows"] if edge["axis"] == data["row_axis"] else data["cols"])]
+    passing, failing = str(edge["passing"]), str(edge["failing"])
+    older_passes = passing in versions and failing in versions and versions.index(passing) < versions.index(failing)
+    low, high, change = (passing, failing, "starts failing") if older_passes else (failing, passing, "stops failing")
+    return f"{edge['axis']} {low} → {high} {change} at {edge['at_axis']} {edge['at']}"
+
+
 def said(value: object) -> str:
     """A value of the answer, safe to print."""
     return printable(str(value))
@@ -87,11 +98,12 @@ def grid_terminal(data: Mapping[str, Any], *, width: int = WIDTH) -> list[str]:
     if data.get("fallback"):
         lines.append(f"  fallback: {said(data['fallback'])}")
     for edge in [e for e in data["edges"] if e["measured"]][:10]:
-        lines.append(
-            f"  edge: {said(edge['axis'])} {said(edge['passing'])} → {said(edge['failing'])} at "
-            f"{said(edge['at_axis'])} {said(edge['at'])} (both cells run)"
-        )
-    return [line[:width] for line in lines] + grid_picture(data, width=width)
+        lines.append(f"  edge: {said(edge_words(data, edge))} (both cells run)")
+    skipped = sum(1 for row in data["grid"] for cell in row if cell.get("state") == "skipped")
+    if skipped:
+        lines.append(f"  {skipped} cells skipped (no verdict; in no rule)")
+    wrapped = [part for line in lines for part in textwrap.wrap(line, width, subsequent_indent="      ")]
+    return wrapped + grid_picture(data, width=width)
 
 
 def _cell_text(cell: Mapping[str, Any]) -> str:
@@ -122,8 +134,7 @@ def _edges(data: Mapping[str, Any]) -> list[str]:
     lines = [f"Edges proven by cells run ({len(proven)} of {len(data['edges'])}; the others are inferred):"]
     for edge in proven[:20]:
         lines.append(
-            f"- {md_safe(str(edge['axis']))} {md_safe(str(edge['passing']))} → {md_safe(str(edge['failing']))} at "
-            f"{md_safe(str(edge['at_axis']))} {md_safe(str(edge['at']))}: ({_cell_text(edge['passing_cell'])}) passes, "
+            f"- {md_safe(edge_words(data, edge))}: ({_cell_text(edge['passing_cell'])}) passes, "
             f"({_cell_text(edge['failing_cell'])}) fails"
         )
     if len(proven) > 20:
@@ -146,12 +157,13 @@ def grid_markdown(data: Mapping[str, Any], *, name: str = "", rerun: str = "") -
     lines = [f"### The answer: {md_safe(str(data['repro']))} ({md_safe(str(data['form']))}) across {axes}", ""]
     lines += _headline(data)
     held = ", ".join(f"{md_safe(str(k))} {md_safe(str(v))}" for k, v in data["cell"].items())
+    verdict = "held" if data["assumption_held"] else "broken"
     lines += [
         f"**{data['cells_run']} of {data['cells_in_grid']} cells run** ({data['waves']} waves; the rest inferred), "
         f"searched along {md_safe(str(data['searched_along']))}; other axes held: {held or 'none'}.",
         "",
         f"Assumed: {md_safe(str(data['assumption']))}.",
-        f"Checked: **{'held' if data['assumption_held'] else 'broken'}** — {md_safe(str(data['checked']))}.",
+        f"Checked: **{verdict}** {md_safe(str(data['checked']).removeprefix(verdict).lstrip())}.",
     ]
     if data.get("fallback"):
         lines.append(f"Fallback: {md_safe(str(data['fallback']))}.")
