@@ -2,9 +2,10 @@
 0.14.1". Pure.
 
 A rule is a rectangle of the grid, said per axis in the versions present: ``< v`` where it stops before ``v`` (the
-first version past it), ``≥ v`` where it starts at ``v``, both where it does neither, ``= v`` for one version, and
-no clause for an axis it spans whole (a span touching an end of its axis is always said open: ``≥ v``). The rules together cover exactly the failing cells, never a cell that is not
-one (a passing, skipped or not-run cell lies in no rule), so a reader can check each rule against the grid:
+first version past it), ``≥ v`` where it starts at ``v``, both where it does neither, ``= v`` for one version in
+the middle, and no clause for an axis it spans whole (a span touching an end of its axis is always said open). The
+rules together cover exactly the failing cells, never a cell that is not one (a passing, skipped or not-run cell
+lies in no rule), so a reader can check each rule against the grid:
 
 * a staircase (failures monotone along each axis) becomes one rule per step, each open towards the failing corner
   ("fails where lightning < 2.4.0 and deepspeed ≥ 0.14.1, or where lightning < 2.2.0 and deepspeed ≥ 0.13.0"):
