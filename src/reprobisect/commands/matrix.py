@@ -56,6 +56,7 @@ __all__ = [
     "run_and_summarize",
     "run_from_args",
     "setup_arguments",
+    "summarize_runs",
 ]
 
 
@@ -264,6 +265,14 @@ def run_and_summarize(
     or what the caller knows better: ``corpus`` runs ``triage`` for each entry, and its own argv would re-run the
     corpus command)."""
     records = run_matrix(config, request, ctx, cells=cells)
+    return records, summarize_runs(records, ctx, out, title=title, summary=summary, command=command)
+
+
+def summarize_runs(
+    records: list[Record], ctx: RunContext, out: Path, *, title: str, summary: str, command: str
+) -> Path:
+    """Print the table of ``records`` (and what the engine says) and write the Markdown summary under ``out``;
+    returns its path (a grid search runs its waves itself, then summarizes them as a matrix run is)."""
     print_runs(records)
     for line in engine_summary(ctx.executor):
         print(line)
@@ -271,4 +280,4 @@ def run_and_summarize(
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, markdown_summary(records, title=title, command=command), what="the summary")
     print(f"\nRecords: {out / 'records'}  Summary: {path}")
-    return records, path
+    return path

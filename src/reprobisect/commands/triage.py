@@ -22,6 +22,9 @@ from typing import Any
 from reprobisect.bisect import history
 from reprobisect.bisect.answer import Answer, answer_markdown, sweep_answers
 from reprobisect.bisect.culprits import find_culprits
+from reprobisect.bisect.grid import grid_search
+from reprobisect.bisect.grid_answer import grid_report, grid_slug
+from reprobisect.bisect.grid_probes import GridPlan, GridProbes, grid_plan
 from reprobisect.bisect.probes import BisectRequest, run_bisect, transition_dict
 from reprobisect.bisect.slowdown_answer import slowdown_markdown
 from reprobisect.bisect.timed import ambiguous_versions
@@ -32,14 +35,18 @@ from reprobisect.commands.matrix import (
     axis_values,
     matrix_request,
     run_and_summarize,
+    summarize_runs,
 )
 from reprobisect.commands.options import CommonOptions, Subparsers, add_common, prepare, run_context
 from reprobisect.commands.script_options import ScriptOptions, add_script_options, source_options, with_script
 from reprobisect.config.load import Config, load_config
 from reprobisect.errors import AMBIGUOUS_EXIT, BisectInconclusiveError, ConfigError
 from reprobisect.minimize.sections import sections_under
+from reprobisect.model.record import Record
 from reprobisect.model.slowdown import SlowdownRule
+from reprobisect.report.grid_view import grid_markdown, grid_terminal
 from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.util.files import write_atomic
 from reprobisect.util.invocation import rerun_head, rerun_words
 from reprobisect.util.neutral import command_line
@@ -72,6 +79,12 @@ def setup_arguments(subparsers: Subparsers) -> None:
         action="store_true",
         help="as --git, with a clone of the package's known repository the harness makes (network allowing)",
     )
+    parser.add_argument(
+        "--full-grid",
+        action="store_true",
+        help="with ranges on two packages: run every cell of their grid instead of searching it for the boundary "
+        "of the failing region",
+    )
     add_timing(parser, compare_with=False)
     add_common(parser)
     parser.set_defaults(run=run_from_args, script_args=())
@@ -86,6 +99,7 @@ class TriageOptions:
     git: Path | None = None
     culprits: bool = False
     timing: TimingOptions = dataclasses.field(default_factory=TimingOptions)  # --slower-than: the first release's
+    full_grid: bool = False  # two ranges: every cell (the matrix as before), not the grid search
     common: CommonOptions
 
     @classmethod
@@ -98,6 +112,7 @@ class TriageOptions:
             git=args.git,
             culprits=args.culprits,
             timing=TimingOptions.from_args(args, compare_with=False),
+            full_grid=args.full_grid,
             common=common,
         )
 
@@ -109,6 +124,7 @@ class Triaged:
 
     answers: list[tuple[Answer, list[dict[str, Any]]]]
     timed: list[tuple[Answer, dict[str, Any] | None, list[dict[str, Any]]]]
+    grids: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # two ranges: each form's grid answer
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -143,20 +159,80 @@ def triage_answers(options: TriageOptions, *, rerun: str) -> Triaged:
     request = matrix_request(options.run, common, made, base_axes=base_axes)
     title = config.repro(made[0]).title if len(made) == 1 else f"{len(made)} test selections"
     ctx = run_context(common, options.run.engine.engine())
-    records, summary = run_and_summarize(
-        config, request, ctx, common.out, title=title, summary=f"summary-{made[0]}.md", command=rerun
-    )
+    plan = None if options.full_grid or not _two_ranges(request) else grid_plan(config, request, ctx)
+    grids: list[tuple[dict[str, Any], Path]] = []
+    if plan is not None:
+        _refuse_beside_a_grid(options, rule)
+        records, grids = _grid_answers(config, request, ctx, plan)
+        summary = summarize_runs(records, ctx, common.out, title=title, summary=f"summary-{made[0]}.md", command=rerun)
+    else:
+        records, summary = run_and_summarize(
+            config, request, ctx, common.out, title=title, summary=f"summary-{made[0]}.md", command=rerun
+        )
     found = [(answer, _culprits(config, answer, options, ctx)) for answer in sweep_answers(records)]
     hint = "" if options.git is not None or options.culprits else _HINT
-    sections = [answer_markdown(a, c, rerun=rerun, culprit_hint=hint) for a, c in found]
+    sections = [grid_markdown(report, name=path.name, rerun=rerun) for report, path in grids]
+    sections += [answer_markdown(a, c, rerun=rerun, culprit_hint=hint) for a, c in found]
     timed = [(a, *_timed(config, a, rule, options, ctx, (hint, rerun))) for a, _ in found] if rule is not None else []
     sections += [section for _, section, _, _ in timed]
     sections += sections_under([common.out], names=made)  # a minimization of this script, made before
     if sections:
         text = "\n".join(sections)
-        print("\n" + text)
+        print("\n" + "\n".join(sections[len(grids) :]))  # a grid's answer is printed in plain words, below
         write_atomic(summary, summary.read_text(encoding="utf-8") + "\n" + text, what="the summary")
-    return Triaged(answers=found, timed=[(a, report, culprits) for a, _, report, culprits in timed])
+    for report, _ in grids:
+        print("\n" + "\n".join(grid_terminal(report)))
+    return Triaged(
+        answers=found,
+        timed=[(a, report, culprits) for a, _, report, culprits in timed],
+        grids=[report for report, _ in grids],
+    )
+
+
+def _two_ranges(request: MatrixRequest) -> bool:
+    """Whether at least two axes are asked several values (a list, a range, a glob): only then can the matrix be a
+    grid, and only then is it planned once more to see (planning asks the index, and may ask torch for CUDA)."""
+    several = [
+        axis
+        for axis, values in request.axes.items()
+        if len(values) > 1 or any(v.startswith(("<", ">", "=", "!", "~")) or "*" in v for v in values)
+    ]
+    return len(several) >= 2
+
+
+def _refuse_beside_a_grid(options: TriageOptions, rule: SlowdownRule | None) -> None:
+    """What a grid search does not answer yet, refused before anything runs."""
+    if rule is not None:
+        msg = "--slower-than times one package's releases; with ranges on two packages give one range or --full-grid"
+        raise ConfigError(msg)
+    if options.git is not None or options.culprits:
+        msg = (
+            "--git/--culprits bisect one package's commits; with ranges on two packages (a grid search) the commits "
+            "behind each edge are not searched yet: give one range, or drop --git/--culprits"
+        )
+        raise ConfigError(msg)
+
+
+def _grid_answers(
+    config: Config, request: MatrixRequest, ctx: RunContext, plan: GridPlan
+) -> tuple[list[Record], list[tuple[dict[str, Any], Path]]]:
+    """Each form's grid search (bisect/grid.py), its answer written as ``grid-<slug>.json`` beside the records;
+    returns every record its waves made or reused, and each answer with its path."""
+    records: list[Record] = []
+    answers = []
+    for form in plan.forms:
+        probes = GridProbes(config=config, request=request, ctx=ctx, plan=plan, form=form)
+        ctx.echo(
+            f"Searching the {len(plan.rows)} × {len(plan.cols)} grid of {plan.row_axis} × {plan.col_axis} for where "
+            f"{plan.repro} ({form}) fails, instead of running all {plan.size} cells (--full-grid runs them all)"
+        )
+        result = grid_search(plan.row_axis, plan.rows, plan.col_axis, plan.cols, probes, log=ctx.echo)
+        report = grid_report(result, repro=plan.repro, form=form, held=plan.held, records=probes.records)
+        path = ctx.store.root / f"grid-{grid_slug(plan.repro, form, plan.row_axis, plan.col_axis)}.json"
+        write_atomic(path, json.dumps(report, indent=2), what="the grid search's result")
+        records += probes.records
+        answers.append((report, path))
+    return records, answers
 
 
 _HINT = "the commit: add --git CLONE (a clone of the package's repository) or --culprits"

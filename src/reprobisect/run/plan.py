@@ -31,6 +31,7 @@ __all__ = [
     "Unit",
     "cell_ids",
     "listed_cells",
+    "named_cell",
     "plan_cells",
     "plan_matrix",
     "to_cell",
@@ -161,7 +162,7 @@ def to_cell(planned: PlannedCell, base: BaseInterpreter) -> tuple[Cell | None, B
     return cell, interpreter, None
 
 
-def _named_cell(planned: PlannedCell, base: BaseInterpreter) -> Cell:
+def named_cell(planned: PlannedCell, base: BaseInterpreter) -> Cell:
     """The cell a planned combination is called by, whether or not this machine can build it."""
     return to_cell(planned, base)[0] or _placeholder(planned, base)
 
@@ -241,7 +242,7 @@ def plan_matrix(config: Config, request: MatrixRequest, ctx: RunContext, *, cell
     index = IndexCache(ctx.envs_dir / "index-cache.json", base.executable)
     planned = plan_cells(config, request, base, index)
     if cells:
-        planned = [p for p in planned if _named_cell(p, base).id in cells]
+        planned = [p for p in planned if named_cell(p, base).id in cells]
         if not planned:
             msg = f"--cell {', '.join(cells)}: no such cell; list them with --list"
             raise NothingToDoError(msg)

@@ -1,0 +1,190 @@
+"""A grid search's answer for people: the picture (rows × columns, one glyph a cell) for the terminal, and the
+issue-ready Markdown section with the rules, each region's signatures, the cells run against the grid, the
+assumption and its check, the edges with the cells that prove them, and the grid as a table.
+
+It reads the answer as plain data (``grid-<slug>.json``, made by bisect/grid_answer.py), never the search. Every
+text a run produced (a signature) is neutralised for its reader; versions and axis names come from the command
+line and the index, and are neutralised too.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reprobisect.util.neutral import md_document, md_safe, printable
+
+__all__ = ["GLYPHS", "LEGEND", "edge_words", "grid_markdown", "grid_picture", "grid_terminal"]
+
+# measured cells get the strong glyph, inferred ones the light one: the region is drawn, the cells run stand out
+GLYPHS = {
+    ("fails", "measured"): "✗",
+    ("passes", "measured"): "✓",
+    ("fails", "inferred"): "x",
+    ("passes", "inferred"): "·",
+    ("skipped", "skipped"): "?",
+    ("not run", "not run"): " ",
+}
+LEGEND = "✗ fails (run) · ✓ passes (run) · x fails (inferred) · · passes (inferred) · ? skipped · blank: not run"
+WIDTH = 120
+
+
+def _glyph(cell: Mapping[str, Any]) -> str:
+    return GLYPHS.get((str(cell.get("state")), str(cell.get("how"))), "!")
+
+
+def grid_picture(data: Mapping[str, Any], *, width: int = WIDTH) -> list[str]:
+    """The grid for a terminal, at most ``width`` columns: rows labelled with their versions, each column as wide as
+    its version when they fit (else one character, the versions listed below), one glyph a cell."""
+    rows = [printable(str(r)) for r in data["rows"]]
+    cols = [printable(str(c)) for c in data["cols"]]
+    grid = data["grid"]
+    label = max(len(r) for r in rows) + 1
+    cell_width = max(len(c) for c in cols) + 1
+    if label + cell_width * len(cols) > width:
+        return _narrow(data, rows, cols, label, width)
+    head = f"{printable(str(data['row_axis']))} ↓ {printable(str(data['col_axis']))} →"
+    lines = [head, " " * label + "".join(c.rjust(cell_width) for c in cols)]
+    for row, cells in zip(rows, grid, strict=True):
+        lines.append(row.ljust(label) + "".join(_glyph(cell).rjust(cell_width) for cell in cells))
+    return [*lines, LEGEND]
+
+
+def _narrow(data: Mapping[str, Any], rows: Sequence[str], cols: Sequence[str], label: int, width: int) -> list[str]:
+    """Too many columns for their versions: one character a column, in blocks that fit ``width``, each column
+    numbered and the numbers' versions listed."""
+    per_block = max(1, width - label - 1)
+    lines = [f"{printable(str(data['row_axis']))} ↓ {printable(str(data['col_axis']))} → (columns numbered below)"]
+    for start in range(0, len(cols), per_block):
+        block = range(start, min(len(cols), start + per_block))
+        lines.append(" " * label + "".join(str(i % 10) for i in block))
+        for row, cells in zip(rows, data["grid"], strict=True):
+            lines.append(row.ljust(label) + "".join(_glyph(cells[i]) for i in block))
+    lines.append("columns: " + ", ".join(f"{i}={c}" for i, c in enumerate(cols)))
+    return [*lines, LEGEND]
+
+
+def edge_words(data: Mapping[str, Any], edge: Mapping[str, Any]) -> str:
+    """``deepspeed 0.16.0 → 0.16.4 starts failing at lightning 2.5.0``: the edge's two versions oldest first (the
+    order of the grid's axis), and which way the outcome changes across it."""
+    versions = [str(v) for v in (data["rows"] if edge["axis"] == data["row_axis"] else data["cols"])]
+    passing, failing = str(edge["passing"]), str(edge["failing"])
+    older_passes = passing in versions and failing in versions and versions.index(passing) < versions.index(failing)
+    low, high, change = (passing, failing, "starts failing") if older_passes else (failing, passing, "stops failing")
+    return f"{edge['axis']} {low} → {high} {change} at {edge['at_axis']} {edge['at']}"
+
+
+def said(value: object) -> str:
+    """A value of the answer, safe to print."""
+    return printable(str(value))
+
+
+def grid_terminal(data: Mapping[str, Any], *, width: int = WIDTH) -> list[str]:
+    """The answer for a terminal, in plain words: the rules with their signatures, the cells run against the grid,
+    the assumption and its check, the edges proven by cells run, then the picture."""
+    lines = [
+        f"Grid: {said(data['repro'])} ({said(data['form'])}) across {said(data['row_axis'])} × {said(data['col_axis'])}"
+    ]
+    for region in data["regions"]:
+        lines.append(f"  {said(region['rule'])}  ({region['cells']} cells, {region['cells_run']} run)")
+        for signature in region["signatures"]:
+            text = said(signature.get("text") or "")[:200]
+            lines.append(f"    {said(signature.get('outcome'))} {said(signature.get('id') or 'no signature')}: {text}")
+    if not data["regions"]:
+        lines.append("  no cell fails")
+    lines.append(f"  {data['cells_run']} of {data['cells_in_grid']} cells run in {data['waves']} waves")
+    lines += [f"  assumed: {said(data['assumption'])}", f"  checked: {said(data['checked'])}"]
+    if data.get("fallback"):
+        lines.append(f"  fallback: {said(data['fallback'])}")
+    for edge in [e for e in data["edges"] if e["measured"]][:10]:
+        lines.append(f"  edge: {said(edge_words(data, edge))} (both cells run)")
+    skipped = sum(1 for row in data["grid"] for cell in row if cell.get("state") == "skipped")
+    if skipped:
+        lines.append(f"  {skipped} cells skipped (no verdict; in no rule)")
+    wrapped = [part for line in lines for part in textwrap.wrap(line, width, subsequent_indent="      ")]
+    return wrapped + grid_picture(data, width=width)
+
+
+def _cell_text(cell: Mapping[str, Any]) -> str:
+    return ", ".join(f"{md_safe(str(k))} {md_safe(str(v))}" for k, v in cell.items())
+
+
+def _headline(data: Mapping[str, Any]) -> list[str]:
+    """The rules, each with its signatures; or that nothing fails."""
+    regions = data["regions"]
+    if not regions:
+        return [f"Not affected: no cell of the {data['cells_in_grid']} fails (of those run and inferred).", ""]
+    lines = []
+    for region in regions:
+        run = f"{region['cells']} cells, {region['cells_run']} run, {region['edges_proven']} edges proven"
+        lines.append(f"- **{md_safe(str(region['rule']))}** ({run})")
+        for signature in region["signatures"]:
+            sid = md_safe(str(signature.get("id") or "no signature"))
+            text = md_safe(str(signature.get("text") or ""))[:300]
+            lines.append(
+                f"  - {md_safe(str(signature.get('outcome')))} `{sid}` in {signature['cells']} cells run: {text}"
+            )
+    return [*lines, ""]
+
+
+def _edges(data: Mapping[str, Any]) -> list[str]:
+    """The edges proven by two neighbouring cells run; the count of those inferred."""
+    proven = [e for e in data["edges"] if e["measured"]]
+    lines = [f"Edges proven by cells run ({len(proven)} of {len(data['edges'])}; the others are inferred):"]
+    for edge in proven[:20]:
+        lines.append(
+            f"- {md_safe(edge_words(data, edge))}: ({_cell_text(edge['passing_cell'])}) passes, "
+            f"({_cell_text(edge['failing_cell'])}) fails"
+        )
+    if len(proven) > 20:
+        lines.append(f"- … {len(proven) - 20} more in the JSON")
+    return [*lines, ""]
+
+
+def _table(data: Mapping[str, Any]) -> list[str]:
+    cols = [md_safe(str(c)) for c in data["cols"]]
+    corner = f"{md_safe(str(data['row_axis']))} \\\\ {md_safe(str(data['col_axis']))}"
+    lines = [f"| {corner} | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for row, cells in zip(data["rows"], data["grid"], strict=True):
+        lines.append(f"| {md_safe(str(row))} | " + " | ".join(_glyph(c) for c in cells) + " |")
+    return [*lines, "", LEGEND, ""]
+
+
+def grid_markdown(data: Mapping[str, Any], *, name: str = "", rerun: str = "") -> str:
+    """The issue-ready section of a grid search (``name``: its JSON file; ``rerun``: the command that re-runs it)."""
+    axes = f"{md_safe(str(data['row_axis']))} × {md_safe(str(data['col_axis']))}"
+    lines = [f"### The answer: {md_safe(str(data['repro']))} ({md_safe(str(data['form']))}) across {axes}", ""]
+    lines += _headline(data)
+    held = ", ".join(f"{md_safe(str(k))} {md_safe(str(v))}" for k, v in data["cell"].items())
+    verdict = "held" if data["assumption_held"] else "broken"
+    lines += [
+        f"**{data['cells_run']} of {data['cells_in_grid']} cells run** ({data['waves']} waves; the rest inferred), "
+        f"searched along {md_safe(str(data['searched_along']))}; other axes held: {held or 'none'}.",
+        "",
+        f"Assumed: {md_safe(str(data['assumption']))}.",
+        f"Checked: **{verdict}** {md_safe(str(data['checked']).removeprefix(verdict).lstrip())}.",
+    ]
+    if data.get("fallback"):
+        lines.append(f"Fallback: {md_safe(str(data['fallback']))}.")
+    lines += ["", *(_edges(data) if data["edges"] else [])]
+    skipped = [
+        (row, col, cell)
+        for row, cells in zip(data["rows"], data["grid"], strict=True)
+        for col, cell in zip(data["cols"], cells, strict=True)
+        if cell["state"] == "skipped"
+    ]
+    if skipped:
+        lines.append(f"Skipped (no verdict, in no rule): {len(skipped)} cells")
+        lines += [
+            f"- {md_safe(str(r))} × {md_safe(str(c))}: {md_safe(str(cell.get('why')))}" for r, c, cell in skipped[:10]
+        ]
+        lines.append("")
+    for fix, (passed, judged) in data.get("fixes", {}).items():
+        lines.append(f"- fix `{md_safe(str(fix))}`: passes on {passed} of {judged} failing cells run")
+    lines += _table(data)
+    if name:
+        lines.append(f"Every cell's state, with the cells each inference rests on: `{md_safe(name)}`.")
+    if rerun:
+        lines += ["", "Re-run (records are reused):", "", "```", rerun, "```"]
+    return md_document("\n".join([*lines, ""]))
