@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reprobisect.bisect.grid import Edge, GridResult, Position
+from reprobisect.bisect.grid_result import Edge, GridResult, Position
 from reprobisect.bisect.rules import Rule, rules_for
 from reprobisect.model.record import Record
 
