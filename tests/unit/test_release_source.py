@@ -129,3 +129,18 @@ def test_a_tag_moved_to_an_unrelated_commit_is_named_not_trusted(repo, tmp_path:
         rs.search_ends(clone, ("v0.9", "v1.0"), ("0.9", "1.0"), "pkg", envs)
     message = str(info.value)
     assert message.startswith("1.0: its tag v1.0 is commit " + unrelated[:12]) and "not trusted" in message
+
+
+def test_the_file_a_build_writes_into_the_package_never_makes_a_tag_untrusted(repo, tmp_path: Path) -> None:
+    """DeepSpeed's setup.py writes git_version_info_installed.py (version, git hash, built ops) at every build: a
+    clone replayed from the sdists commits the sdist's copy, the cell holds the build's. Compared, every tag of such
+    a clone was 'not the release's code' and every culprit search refused (CI on 2026-12-07)."""
+    clone, shas = repo
+    _commit(clone, {"src/pkg/git_version_info_installed.py": "git_hash = 'sdist'\n"}, "the sdist's copy (#6)")
+    git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "tag", "v2.0"], check=True)
+    envs = tmp_path / "envs"
+    files = {"__init__.py": "v = 0\n", "core.py": "a = 3\n", "extra.py": "b = 1\n"}
+    _cell(envs, "c2", "2.0", {**files, "git_version_info_installed.py": "git_hash = 'built here'\n"})
+    found = rs.release_source(clone, "v2.0", "pkg", "2.0", envs)
+    assert not found.untrusted and not found.moved and found.differing == 0

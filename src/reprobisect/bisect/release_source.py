@@ -73,9 +73,16 @@ def blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
+# Files a package's build writes into the package itself, whose contents say where and when it was built: never the
+# same in a clone's tree (a replay of the sdists commits the sdist's copy) and in what a cell installed, so they say
+# nothing of which commit a release is. DeepSpeed's setup.py writes its version, git hash and the ops it built here.
+_BUILT_FILES = frozenset({"git_version_info_installed.py"})
+
+
 def installed_files(envs_dir: Path, package: str, version: str) -> dict[str, str] | None:
     """The blob ids of the ``.py`` files of ``package`` as a cell here installed ``package==version``, keyed by
-    their path below the package's import folder; None when no cell here pins that release."""
+    their path below the package's import folder, the files its build writes (``_BUILT_FILES``) left out; None
+    when no cell here pins that release."""
     name = canonicalize_name(package)
     for manifest in sorted(envs_dir.glob("*/reprobisect-cell.json")):
         try:
@@ -86,7 +93,11 @@ def installed_files(envs_dir: Path, package: str, version: str) -> dict[str, str
         if pins.get(name) != version:
             continue
         for top in sorted(manifest.parent.glob(f"lib/python*/site-packages/{name.replace('-', '_')}")):
-            files = {p.relative_to(top).as_posix(): blob_id(p.read_bytes()) for p in top.rglob("*.py") if p.is_file()}
+            files = {
+                p.relative_to(top).as_posix(): blob_id(p.read_bytes())
+                for p in top.rglob("*.py")
+                if p.is_file() and p.relative_to(top).as_posix() not in _BUILT_FILES
+            }
             if files:
                 return files
     return None
