@@ -11,6 +11,7 @@ tests print a line when they start and every 15 s while they run (tests/slow_hea
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
@@ -195,3 +197,14 @@ def _signal_handlers_restored() -> Iterator[None]:
     for sig, handler in saved.items():
         if handler is not None:
             signal.signal(sig, handler)
+
+
+def tool_module(name: str) -> ModuleType:
+    """``tools/NAME.py`` imported as a module (the tools are scripts, not a package): its functions under test.
+    Registered in ``sys.modules`` first, as dataclasses and pickling in a tool need."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

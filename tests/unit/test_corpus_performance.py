@@ -6,11 +6,9 @@ slower ranges and pull requests; the hand tool reads step times from the instrum
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ from reprobisect.commands.triage import Triaged
 from reprobisect.corpus.truth import parse_truth
 from reprobisect.corpus.truth_model import Truth
 from reprobisect.errors import ConfigError
-from tests.conftest import ROOT
+from tests.conftest import tool_module
 
 RELEASES = ["0.18.4", "0.18.5", "0.18.6", "0.18.7"]
 STEPS = {
@@ -161,12 +159,7 @@ def test_the_timing_searchs_ranges_and_pull_requests_are_scored(monkeypatch, tmp
 
 
 def _corpus_truth() -> Any:
-    spec = importlib.util.spec_from_file_location("corpus_truth", ROOT / "tools" / "corpus_truth.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["corpus_truth"] = module
-    spec.loader.exec_module(module)
-    return module
+    return tool_module("corpus_truth")
 
 
 def test_the_hand_tool_reads_the_median_step_after_the_warm_up() -> None:

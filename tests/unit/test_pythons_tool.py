@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import tool_module
 
 
-def _tool() -> object:
-    spec = importlib.util.spec_from_file_location("pythons_tool", ROOT / "tools" / "pythons.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _tool() -> ModuleType:
+    return tool_module("pythons")
 
 
 def _fake(folder: Path, name: str, output: str, status: int = 0) -> None:

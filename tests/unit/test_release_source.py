@@ -135,7 +135,7 @@ def test_the_file_a_build_writes_into_the_package_never_makes_a_tag_untrusted(re
     """DeepSpeed's setup.py writes git_version_info_installed.py (version, git hash, built ops) at every build: a
     clone replayed from the sdists commits the sdist's copy, the cell holds the build's. Compared, every tag of such
     a clone was 'not the release's code' and every culprit search refused (CI on 2026-12-07)."""
-    clone, shas = repo
+    clone, _ = repo
     _commit(clone, {"src/pkg/git_version_info_installed.py": "git_hash = 'sdist'\n"}, "the sdist's copy (#6)")
     git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "tag", "v2.0"], check=True)

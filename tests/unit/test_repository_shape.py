@@ -6,16 +6,16 @@ and the summaries, not each log."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 from collections import Counter
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).parents[2]
+from tests.conftest import ROOT, tool_module
+
 MAX_TRACKED = 1500
 MAX_PER_FOLDER = 300  # a folder under reports/cpu or reports/gpu, its subfolders counted in
 HOW = "pack the folder: python tools/pack_evidence.py FOLDER (README, scripts and small summaries stay loose)"
@@ -24,11 +24,7 @@ EVIDENCE_PARENTS = ("reports/cpu", "reports/gpu")  # their subfolders are eviden
 
 def load_tool() -> ModuleType:
     """tools/pack_evidence.py, which is no package: its rule of what stays loose is the one checked here."""
-    spec = importlib.util.spec_from_file_location("pack_evidence", ROOT / "tools" / "pack_evidence.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tool_module("pack_evidence")
 
 
 def evidence_folder(name: str) -> str | None:

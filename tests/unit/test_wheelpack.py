@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import tarfile
 import zipfile
@@ -10,12 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import tool_module
 
-_spec = importlib.util.spec_from_file_location("wheelpack", ROOT / "tools" / "wheelpack.py")
-assert _spec is not None and _spec.loader is not None
-wheelpack = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(wheelpack)
+wheelpack = tool_module("wheelpack")
 
 
 def _wheel(folder: Path, name: str, files: dict[str, bytes]) -> Path:
