@@ -143,6 +143,10 @@ def extract_data(archive: tarfile.TarFile, dest: Path) -> None:
             raise ValueError(f"{archive.name}: member {member.name!r} would be written outside {dest}")
         if not (member.isfile() or member.isdir()):
             raise ValueError(f"{archive.name}: member {member.name!r} is not a plain file or folder")
+        # as the filter does: the files are ours, not the archive's user's (as root, tarfile would chown them to
+        # the packer's uid, and git then refuses the clone made of them: "detected dubious ownership")
+        member.uid, member.gid, member.uname, member.gname = os.getuid(), os.getgid(), "", ""
+        member.mode &= 0o755
     archive.extractall(dest, members=members)  # every member checked above
 
 
