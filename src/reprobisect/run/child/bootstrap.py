@@ -129,7 +129,7 @@ def _report_lines(ran):
     sys.settrace(None)
     threading.settrace(None)
     sys.stdout.flush()
-    print(MARK + json.dumps({"event": "lines", "ranges": _ranges(ran)}), flush=True)
+    print("\n" + MARK + json.dumps({"event": "lines", "ranges": _ranges(ran)}), flush=True)
 
 
 def _report(profile=None):
@@ -146,7 +146,7 @@ def _report(profile=None):
     except Exception as exc:
         payload["gpu_error"] = repr(exc)
     sys.stdout.flush()
-    print(MARK + json.dumps(payload), flush=True)
+    print("\n" + MARK + json.dumps(payload), flush=True)  # a line of its own, whatever the script left open
     if profile is not None:
         profile.print_event()
 

@@ -17,7 +17,7 @@ MARK = "@@repro "
 
 
 def _say(**fields):
-    print(MARK + json.dumps({"event": "prebuild", **fields}), flush=True)
+    print("\n" + MARK + json.dumps({"event": "prebuild", **fields}), flush=True)
 
 
 def main():

@@ -110,7 +110,7 @@ def main():
         first = None
     codes = [p.returncode for p in procs]
     event = {"event": "ranks", "nproc": nproc, "exit_codes": codes, "first_failed": first}
-    print(EVENT_MARK + json.dumps(event), flush=True)
+    print("\n" + EVENT_MARK + json.dumps(event), flush=True)
     if first is not None:
         _exit_as(codes[first])
     sys.exit(0 if all(c == 0 for c in codes) else 130)

@@ -150,7 +150,7 @@ def op_key(name, sources, options):
 
 def _event(**fields):
     sys.stdout.flush()
-    print(MARK + json.dumps({"event": "op", **fields}), flush=True)
+    print("\n" + MARK + json.dumps({"event": "op", **fields}), flush=True)
 
 
 def _import_built(name, folder):

@@ -103,4 +103,4 @@ class Profile:
             "report": round(max(0.0, now - report_started), 4),
             "reported": now,
         }
-        print(MARK + json.dumps(payload), flush=True)
+        print("\n" + MARK + json.dumps(payload), flush=True)

@@ -27,7 +27,7 @@ class NoTestRan(Exception):
 def _event(**fields):
     import json
 
-    print(EVENT_MARK + json.dumps(fields), flush=True)
+    print("\n" + EVENT_MARK + json.dumps(fields), flush=True)  # on a line of its own: pytest's may be open
 
 
 class CollectionError(Exception):
