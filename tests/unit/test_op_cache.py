@@ -120,7 +120,8 @@ def test_the_first_call_builds_the_next_one_loads(tmp_path: Path, monkeypatch: p
     key = op_cache.op_key("shm_comm", one_sources, one_options)
     assert load(**two_options) == f"loaded shm_comm from shm_comm-{key}"
     assert len(builds.read_text().splitlines()) == 1
-    events = [json.loads(line.partition("@@repro ")[2]) for line in capsys.readouterr().out.splitlines()]
+    out = capsys.readouterr().out.splitlines()
+    events = [json.loads(line.partition("@@repro ")[2]) for line in out if line.startswith("@@repro ")]
     assert [(e["event"], e["built"]) for e in events] == [("op", True), ("op", False)]
 
 
