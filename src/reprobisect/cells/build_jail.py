@@ -83,7 +83,12 @@ def install_environ(environ: Mapping[str, str]) -> dict[str, str]:
     variables with the index configuration, and HOME, where uv and pip keep their cache and configuration. Such an
     install runs outside the sandbox (it writes the cell) and may build a package's sdist itself; cleared, that
     build cannot read a token the user exported for something else."""
-    return build_environ(environ, index=True) | ({"HOME": environ["HOME"]} if "HOME" in environ else {})
+    return _with_home(build_environ(environ, index=True), environ)
+
+
+def _with_home(env: dict[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the user's HOME, for what runs unconfined: uv's and pip's caches and configuration live there."""
+    return env | ({"HOME": environ["HOME"]} if "HOME" in environ else {})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -129,7 +134,7 @@ class BuildJail:
         env = build_environ(environ, index=index)
         sandbox = self._sandbox()
         if sandbox is None:
-            return list(argv), {**env, **({"HOME": environ["HOME"]} if "HOME" in environ else {})}
+            return list(argv), _with_home(env, environ)
         home = environ.get("HOME", "/")
         env |= {"HOME": home if home not in ("", "/") else PRIVATE_HOME, "TMPDIR": PRIVATE_TMP}
         shown = [*_interpreter(python), *readable, *(_index_files(environ) if index else ())]

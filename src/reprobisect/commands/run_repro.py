@@ -30,6 +30,7 @@ from reprobisect.report.summary import markdown_summary
 from reprobisect.report.terminal import next_step
 from reprobisect.run.reproduce import ReproRequest, reproduce
 from reprobisect.util.files import write_atomic
+from reprobisect.util.invocation import followed_by
 from reprobisect.util.neutral import command_line
 from reprobisect.util.shell import shown_setting
 
@@ -119,8 +120,7 @@ def _reproduce_command(options: RunReproOptions) -> str:
     ):
         for value in values:
             extra += [option, shown_setting(value, fix=True) if option == "--fix-env" else value]
-    head = repro_head(options.repro)
-    return command_line([*head, *extra] if extra or head[-1] != "--" else head[:-1])
+    return command_line(followed_by(repro_head(options.repro), extra))
 
 
 def run_from_args(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["CELLS_VARIABLE", "default_cells_dir", "rerun_head", "rerun_words", "under_nox"]
+__all__ = ["CELLS_VARIABLE", "default_cells_dir", "followed_by", "rerun_head", "rerun_words", "under_nox"]
 
 CELLS_VARIABLE = "REPROBISECT_ENVS"
 
@@ -36,8 +36,13 @@ def rerun_words(
 ) -> list[str]:
     """``rerun_head`` and ``args``, without a dangling ``--`` where there are none. Quote them with
     ``util.neutral.command_line``."""
-    head = rerun_head(session, command, environ)
-    return [*head, *args] if args or head[-1] != "--" else head[:-1]
+    return followed_by(rerun_head(session, command, environ), args)
+
+
+def followed_by(head: Sequence[str], args: Sequence[str]) -> list[str]:
+    """``head`` (words arguments may follow, perhaps ending in nox's ``--``) and ``args``, without a dangling
+    ``--`` where there are none."""
+    return [*head, *args] if args or not head or head[-1] != "--" else list(head[:-1])
 
 
 def default_cells_dir(environ: Mapping[str, str] | None = None) -> Path:
