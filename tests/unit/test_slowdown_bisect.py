@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import random
 import types
@@ -17,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reprobisect.bisect import probes
+from reprobisect.bisect.timed import timed_slots
 from reprobisect.commands import bisect as command
 from reprobisect.config.load import load_config
 from reprobisect.errors import BisectInconclusiveError, ConfigError
@@ -76,7 +78,7 @@ def _bisect(
         axis="deepspeed",
         good=RELEASES[0],
         bad=RELEASES[-1],
-        backend="cpu",
+        backend=changes.pop("backend", "cpu"),
         slowdown=changes.pop("rule", SlowdownRule(threshold=0.10)),
         **changes,
     )
@@ -177,7 +179,7 @@ def test_the_timing_picture_lists_every_probe_in_version_order(monkeypatch, tmp_
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
-        (["--slower-than", "10", "--jobs", "2"], "one probe at a time"),
+        (["--slower-than", "10", "--jobs", "2", "--backend", "cpu"], "one run at a time"),
         (["--slower-than", "10", "--any-failure"], "contradicts --signature, --any-failure"),
         # --slower-than 0 and --min-repeats 1 are refused by the parser itself (tests/unit/test_bounds.py)
         (["--slower-than", "10", "--min-repeats", "5", "--max-repeats", "3"], "at least 2 runs"),
@@ -294,3 +296,93 @@ def test_no_version_is_run_beyond_the_budget_and_the_good_end_never_slower(level
     results = [timed.probe(v) for v in versions]
     assert results[0].slower is False
     assert all(count <= rule.max_repeats for count in asked.values())
+
+
+@pytest.mark.parametrize(
+    ("jobs", "backend", "gpus", "slots", "words"),
+    [
+        (1, "cuda", 8, 1, ""),
+        (4, "cpu", 0, 1, "on the CPU, runs side by side share caches"),
+        (4, "cuda", 1, 1, "1 GPU here"),
+        (4, "cuda", 0, 1, "0 GPUs here"),
+        (4, "cuda", 8, 4, "4 at a time, each on a GPU and cores of its own"),
+        (8, "cuda", 2, 2, "2 at a time, each on a GPU and cores of its own (--jobs 8, 2 GPUs)"),
+    ],
+)
+def test_a_versions_timed_runs_go_side_by_side_only_one_per_gpu(jobs, backend, gpus, slots, words) -> None:
+    assert timed_slots(jobs, backend, gpus) == (slots, timed_slots(jobs, backend, gpus)[1])
+    found, why = timed_slots(jobs, backend, gpus)
+    assert found == slots and words in why and (why == "") == (words == "")
+
+
+@given(jobs=st.integers(1, 300), gpus=st.integers(0, 64), backend=st.sampled_from(["cpu", "cuda"]))
+def test_never_more_timed_runs_at_once_than_gpus_nor_than_jobs(jobs: int, gpus: int, backend: str) -> None:
+    slots, _ = timed_slots(jobs, backend, gpus)
+    assert 1 <= slots <= jobs
+    assert slots == 1 or (backend == "cuda" and slots <= gpus)
+
+
+def test_on_four_gpus_a_versions_runs_go_four_at_a_time_and_stay_comparable(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(probes, "gpu_count", lambda: 4)
+    four = {**ALIKE, "jobs": 4, "gpus_visible": 1}
+    rule = SlowdownRule(threshold=0.10, min_repeats=3, max_repeats=12)
+    noisy = {"0.18.5": NOISY, "0.18.6": 3.0, "0.18.7": 3.0, "0.18.8": 3.0, "0.18.9": 3.0}
+    _, report, requests = _bisect(
+        monkeypatch,
+        tmp_path,
+        noisy,
+        jobs=4,
+        rule=rule,
+        resources=dict.fromkeys(RELEASES, four),
+        backend="cuda",
+        all_transitions=True,
+        probe_all_up_to=len(RELEASES),
+    )
+    assert {r.jobs for r in requests} == {4}  # every matrix run of the search: one run per GPU, 4 at a time
+    asked = sorted({r.repeat for r in requests})
+    assert asked[0] == 3 and all(b - a == 4 or b == 12 for a, b in itertools.pairwise(asked))  # four more at once
+    assert report["comparable"]
+
+
+def test_on_the_cpu_jobs_leave_a_timing_search_one_run_at_a_time_and_say_why(monkeypatch, tmp_path) -> None:
+    said: list[str] = []
+    monkeypatch.setattr(probes, "gpu_count", lambda: 8)
+    monkeypatch.setattr(probes, "releases_between", lambda *a, **k: RELEASES)
+    requests: list[Any] = []
+    monkeypatch.setattr(probes, "run_matrix", _fake_records(SLOW_FROM_5, requests))
+    request = probes.BisectRequest(
+        repro="gan",
+        axis="deepspeed",
+        good=RELEASES[0],
+        bad=RELEASES[-1],
+        backend="cpu",
+        jobs=4,
+        slowdown=SlowdownRule(threshold=0.10),
+    )
+    ctx = RunContext(
+        base=types.SimpleNamespace(executable="python3", torch="2.13.0"),
+        store=Store(tmp_path / "out"),
+        envs_dir=tmp_path / "cells",
+        environ={},
+        echo=said.append,
+    )
+    probes.run_bisect(load_config(ROOT / "matrix.yaml"), request, ctx)
+    assert {r.jobs for r in requests} == {1}
+    assert any("--jobs 4: a timing search runs one run at a time here (on the CPU" in line for line in said)
+
+
+@pytest.mark.parametrize(
+    ("jobs", "backend", "gpus", "expected"), [(4, "cuda", 2, 2), (4, "cpu", 8, 1), (1, "cuda", 8, 1)]
+)
+def test_a_triage_sweep_beside_a_timing_search_runs_as_the_search_will(
+    monkeypatch, tmp_path, jobs, backend, gpus, expected
+):
+    monkeypatch.setattr(probes, "gpu_count", lambda: gpus)
+    ctx = RunContext(
+        base=types.SimpleNamespace(executable="python3", torch="2.13.0"),
+        store=Store(tmp_path / "out"),
+        envs_dir=tmp_path / "cells",
+        environ={},
+        echo=lambda _: None,
+    )
+    assert probes.timing_jobs(jobs, backend, ctx) == expected

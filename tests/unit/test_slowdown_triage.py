@@ -97,8 +97,8 @@ def _options(*extra: str) -> triage.TriageOptions:
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
-        (["--slower-than", "10", "--jobs", "2"], "one probe at a time"),
-        (["--slower-than", "10", "--repeat", "3"], "--min-repeats/--max-repeats"),
+        (["--slower-than", "10", "--jobs", "2", "--backend", "cpu"], "one run at a time"),
+        (["--slower-than", "10", "--repeat", "3"], "--min-repeats and --max-repeats"),
         (["--slower-than", "10", "--max-repeats", "2", "--min-repeats", "3"], "max"),
     ],
 )

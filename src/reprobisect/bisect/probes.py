@@ -23,7 +23,7 @@ from reprobisect.bisect.search import (
     first_bad,
     first_sample,
 )
-from reprobisect.bisect.timed import TimedProbes
+from reprobisect.bisect.timed import TimedProbes, timed_slots
 from reprobisect.cells.build_jail import BuildJail
 from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
@@ -36,6 +36,7 @@ from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
+from reprobisect.run.units import gpu_count
 from reprobisect.util.files import write_atomic
 
 __all__ = [
@@ -156,16 +157,14 @@ def run_bisect(
 ) -> tuple[BisectResult, dict[str, Any], Path]:
     """Search, write ``<out>/bisect-<id>.json`` under the context's store and return the result, the report and
     its path. The probes run quietly: the search prints its own lines."""
-    base, echo = ctx.base, ctx.echo
+    echo = ctx.echo
     repo = request.git.resolve() if request.git is not None else None
     versions = _versions(request, ctx, repo)
     repro = config.repro(request.repro)
     form = request.form or _default_form(list(repro.forms), request.backend)
     held = {**config.default_cell, **request.pins}
     held.pop(request.axis, None)
-    backend = request.backend
-    if backend == "auto":  # asked once here, not by every probe (each ask imports torch: seconds on a small CPU)
-        backend = "cuda" if base.torch and detect_cuda(Path(base.executable)) else "cpu"
+    backend = resolved_backend(request.backend, ctx)
     runs = _MatrixProbes(
         config=config, request=request, ctx=ctx, repro=repro.name, form=form, held=held, backend=backend, repo=repo
     )
@@ -178,10 +177,7 @@ def run_bisect(
     )
     short = [v[:12] for v in versions] if request.git else versions
     full = dict(zip(short, versions, strict=True))
-    timed = None
-    if request.slowdown is not None:
-        reference = short[-1] if request.compare_with == "bad" else short[0]
-        timed = TimedProbes(request.slowdown, reference, lambda v, n: runs.records([full[v]], n)[0], probe_result)
+    timed = _timed_probes(request, runs, short, full) if request.slowdown is not None else None
     probe = timed.probe if timed is not None else (lambda v: runs.probes([full[v]])[0])
     many = None if timed is not None else (lambda chosen: runs.probes([full[v] for v in chosen]))
     if request.all_transitions:
@@ -211,6 +207,37 @@ def run_bisect(
     return result, report, path
 
 
+def resolved_backend(backend: str, ctx: RunContext) -> Literal["cuda", "cpu"]:
+    """``auto`` made ``cuda`` or ``cpu`` for the base interpreter: asked once per search, not by every probe (each
+    ask imports torch: seconds on a small CPU)."""
+    if backend == "auto":
+        return "cuda" if ctx.base.torch and detect_cuda(Path(ctx.base.executable)) else "cpu"
+    return "cuda" if backend == "cuda" else "cpu"
+
+
+def timing_jobs(jobs: int, backend: str, ctx: RunContext) -> int:
+    """How many runs a timing search lets go side by side on this machine (``timed_slots``): what a sweep whose
+    records the search reuses must run at too, or its records and the search's would differ in how they ran."""
+    if jobs <= 1:
+        return 1
+    resolved = resolved_backend(backend, ctx)
+    return timed_slots(jobs, resolved, gpu_count() if resolved == "cuda" else 0)[0]
+
+
+def _timed_probes(
+    request: BisectRequest, runs: _MatrixProbes, short: Sequence[str], full: Mapping[str, str]
+) -> TimedProbes:
+    """A timing search's probe, its runs side by side where each gets a GPU of its own (``timed_slots``)."""
+    assert request.slowdown is not None  # only a timing search has a rule
+    gpus = gpu_count() if runs.backend == "cuda" and request.jobs > 1 else 0
+    runs.timed_jobs, why = timed_slots(request.jobs, runs.backend, gpus)
+    if why:
+        runs.ctx.echo(why)
+    reference = short[-1] if request.compare_with == "bad" else short[0]
+    run = lambda version, n: runs.records([full[version]], n)[0]  # noqa: E731 - one line, read where it is used
+    return TimedProbes(request.slowdown, reference, run, probe_result, step=runs.timed_jobs)
+
+
 @dataclasses.dataclass(kw_only=True)
 class _MatrixProbes:
     """Probes as matrix runs: the axis holding the versions asked, every other axis held; one matrix run per ask."""
@@ -225,6 +252,7 @@ class _MatrixProbes:
     repo: Path | None
     stats: RunStats = dataclasses.field(default_factory=RunStats)
     asked: set[str] = dataclasses.field(default_factory=set)  # versions run before: --fresh only their first time
+    timed_jobs: int = 1  # a timing search's runs of one version at a time (bisect/timed.py ``timed_slots``)
     # a commit search's two tagged ends and the releases they are (BisectRequest.end_releases): probed as releases
     ends: dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -251,7 +279,7 @@ class _MatrixProbes:
             timeout=request.timeout,
             use_includes=False,
             confinement=request.confinement,
-            jobs=max(1, min(request.jobs, len(chosen))),
+            jobs=self.timed_jobs if request.slowdown is not None else max(1, min(request.jobs, len(chosen))),
         )
         try:
             records = run_matrix(self.config, matrix, self.ctx.quiet(), stats=self.stats)

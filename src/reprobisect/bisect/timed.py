@@ -2,11 +2,12 @@
 model (``model/slowdown.py``) gives a verdict or the repeat budget is spent.
 
 A version is probed with the rule's minimum of repeats; while its interval straddles the limit, one more run of it
-and, while the good end has fewer, one more of the good end too: both sides' noise is in the interval, and the good
-end's extra runs, taken between the candidates', also catch a machine that changed speed during the search. A
-version still ambiguous at ``max_repeats`` is skipped, like ``git bisect``'s 125, and listed with its interval; one
-whose runs failed or timed nothing is skipped as unmeasured. The reference (the good end, or with ``compare_with
-"bad"`` the bad end, to find where a slowdown went) is "not slower" by definition.
+(one per GPU where runs go side by side: ``timed_slots``) and, while the good end has fewer, as many of the good
+end: both sides' noise is in the interval, and the good end's extra runs, taken between the candidates', also catch
+a machine that changed speed during the search. A version still ambiguous at ``max_repeats`` is skipped, like ``git
+bisect``'s 125, and listed with its interval; one whose runs failed or timed nothing is skipped as unmeasured. The
+reference (the good end, or with ``compare_with "bad"`` the bad end, to find where a slowdown went) is "not slower"
+by definition.
 """
 
 from __future__ import annotations
@@ -29,7 +30,26 @@ from reprobisect.model.slowdown import (
     refused_steps,
 )
 
-__all__ = ["TimedProbes", "ambiguous_versions", "timed_result"]
+__all__ = ["TimedProbes", "ambiguous_versions", "timed_result", "timed_slots"]
+
+
+def timed_slots(jobs: int, backend: str, gpus: int) -> tuple[int, str]:
+    """How many of one version's timed runs may go side by side, and the line that says why (empty for one run at
+    a time without ``--jobs``). Runs stay fair only where each has a machine part of its own: a GPU each (the job
+    slots of ``run/units.py`` give each its GPU and its own cores), at most one run per GPU. On the CPU, or on one
+    GPU, runs side by side share caches, memory bandwidth or the GPU and slow each other unevenly: one at a time,
+    whatever ``--jobs`` says (a timing search's commit probe took about 105 s on an H100, one at a time, #52)."""
+    if jobs <= 1:
+        return 1, ""
+    if backend != "cuda":
+        why = "on the CPU, runs side by side share caches and memory bandwidth and slow each other unevenly"
+        return 1, f"--jobs {jobs}: a timing search runs one run at a time here ({why})"
+    if gpus < 2:
+        why = f"{gpus} GPU{'s' if gpus != 1 else ''} here, and runs sharing a GPU slow each other unevenly"
+        return 1, f"--jobs {jobs}: a timing search runs one run at a time here ({why})"
+    slots = min(jobs, gpus)
+    capped = f" (--jobs {jobs}, {gpus} GPUs)" if jobs > gpus else ""
+    return slots, f"A version's timed runs go {slots} at a time, each on a GPU and cores of its own{capped}"
 
 
 def timed_result(base: ProbeResult, verdict: SlowdownVerdict, differences: Sequence[str] = ()) -> ProbeResult:
@@ -57,7 +77,8 @@ def ambiguous_versions(report: Mapping[str, Any]) -> list[str]:
 
 class TimedProbes:
     """The probe of a timing search. ``run(version, repeats)`` returns the records of a version's first
-    ``repeats`` runs (earlier ones reused); ``fold(version, records)`` their outcome as a probe."""
+    ``repeats`` runs (earlier ones reused); ``fold(version, records)`` their outcome as a probe; ``step`` the runs
+    added at once while a version is ambiguous (``timed_slots``: the runs that go side by side)."""
 
     def __init__(
         self,
@@ -65,9 +86,11 @@ class TimedProbes:
         reference: str,
         run: Callable[[str, int], list[Record]],
         fold: Callable[[str, Sequence[Record]], ProbeResult],
+        step: int = 1,
     ) -> None:
         self.rule, self.reference = rule, reference
         self._run, self._fold = run, fold
+        self.step = max(1, step)  # runs added to each side of a version still ambiguous: the runs that go at once
         self.records: dict[str, list[Record]] = {}  # every version's records as last used, for the fairness check
 
     def _records(self, version: str, repeats: int) -> list[Record]:
@@ -83,7 +106,7 @@ class TimedProbes:
         candidate = reference if version == self.reference else self._records(version, repeats)
         verdict = compare_timings(reference, candidate, self.rule)
         while version != self.reference and verdict.verdict == AMBIGUOUS and repeats < self.rule.max_repeats:
-            repeats += 1
+            repeats = min(self.rule.max_repeats, repeats + self.step)
             candidate = self._records(version, repeats)
             reference = self._records(self.reference, repeats)
             verdict = compare_timings(reference, candidate, self.rule)

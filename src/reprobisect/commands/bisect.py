@@ -259,17 +259,26 @@ def _slowdown(options: BisectOptions) -> SlowdownRule | None:
     if options.any_failure or options.signature or options.target_outcome:
         msg = "--slower-than is the target of the search: it contradicts --signature, --any-failure, --target-outcome"
         raise ConfigError(msg)
-    refuse_beside_others(options.jobs, options.repeat)
+    refuse_beside_others(options.jobs, options.repeat, options.backend)
     return timing_rule(timing)
 
 
-def refuse_beside_others(jobs: int, repeat: int) -> None:
-    """A timing search runs alone: ``--jobs`` and ``--repeat`` above 1 are refused, saying why."""
-    if jobs > 1 or repeat > 1:
+def refuse_beside_others(jobs: int, repeat: int, backend: str) -> None:
+    """What a timing search refuses, saying why: ``--repeat`` above 1 (it takes its repeats from
+    ``--min-repeats``/``--max-repeats``) and ``--jobs`` above 1 on ``--backend cpu`` (runs side by side share caches
+    and memory bandwidth). Elsewhere ``--jobs`` is how many of a version's runs may go side by side, one per GPU
+    (``bisect/timed.py`` ``timed_slots`` decides, once the backend and the GPUs are known, and says so)."""
+    if repeat > 1:
         msg = (
-            f"--slower-than with --jobs {jobs} --repeat {repeat}: a timing search runs one probe at a time (runs side "
-            "by side share caches and memory bandwidth and slow each other unevenly) and takes its repeats from "
-            "--min-repeats/--max-repeats; leave --jobs and --repeat at 1"
+            f"--slower-than with --repeat {repeat}: a timing search takes its repeats from --min-repeats and "
+            "--max-repeats; leave --repeat at 1"
+        )
+        raise ConfigError(msg)
+    if jobs > 1 and backend == "cpu":
+        msg = (
+            f"--slower-than with --jobs {jobs} --backend cpu: a timing search on the CPU runs one run at a time (runs "
+            "side by side share caches and memory bandwidth and slow each other unevenly); leave --jobs at 1, or on "
+            "a host with several GPUs use --backend cuda: a version's runs then go one per GPU"
         )
         raise ConfigError(msg)
 

@@ -25,7 +25,7 @@ from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.grid import grid_search
 from reprobisect.bisect.grid_answer import grid_report, grid_slug
 from reprobisect.bisect.grid_probes import GridPlan, GridProbes, grid_plan
-from reprobisect.bisect.probes import BisectRequest, run_bisect, transition_dict
+from reprobisect.bisect.probes import BisectRequest, run_bisect, timing_jobs, transition_dict
 from reprobisect.bisect.slowdown_answer import slowdown_markdown
 from reprobisect.bisect.timed import ambiguous_versions
 from reprobisect.commands.bisect import TimingOptions, add_timing, refuse_beside_others, timing_rule
@@ -151,14 +151,17 @@ def triage_answers(options: TriageOptions, *, rerun: str) -> Triaged:
         raise ConfigError(msg)
     rule = timing_rule(options.timing)
     if rule is not None:
-        refuse_beside_others(options.run.jobs, options.run.repeat)
+        refuse_beside_others(options.run.jobs, options.run.repeat, options.run.backend)
     config, made = with_script(
         config, script, timeout=options.run.timeout, repros=(), rerun=tuple(rerun_head("triage", ["triage"]))
     )
     base_axes = {axis: axis_values(value) for axis, value in config.default_cell.items()}
+    ctx = run_context(common, options.run.engine.engine())
+    if rule is not None and options.run.jobs > 1:  # the sweep runs as the timing search that reuses its records will
+        run = dataclasses.replace(options.run, jobs=timing_jobs(options.run.jobs, options.run.backend, ctx))
+        options = dataclasses.replace(options, run=run)
     request = matrix_request(options.run, common, made, base_axes=base_axes)
     title = config.repro(made[0]).title if len(made) == 1 else f"{len(made)} test selections"
-    ctx = run_context(common, options.run.engine.engine())
     plan = None if options.full_grid or not _two_ranges(request) else grid_plan(config, request, ctx)
     grids: list[tuple[dict[str, Any], Path]] = []
     if plan is not None:
