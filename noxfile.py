@@ -24,7 +24,7 @@ def _cell_ids() -> list[str]:
     """Cell ids of matrix.yaml for `nox -l` (needs pyyaml beside nox; without it no cell sessions are listed)."""
     sys.path.insert(0, str(Path(__file__).parent / "src"))
     try:
-        from reprobisect.run.plan import cell_ids
+        from reprobisect.run.matrix_plan import cell_ids
 
         return cell_ids("matrix.yaml", BASE_PYTHON)
     except Exception:

@@ -10,8 +10,8 @@ import io
 import time
 
 from reprobisect.model.classify import classify
+from reprobisect.run.child_process import EVENT_MARK, _CappedLog
 from reprobisect.run.events import read_events
-from reprobisect.run.runner import EVENT_MARK, _CappedLog
 
 MIB = 2**20
 HEAD = "Traceback (most recent call last):\n"

@@ -20,7 +20,7 @@ from reprobisect.cells.envs import ensure_env
 from reprobisect.cells.pinning import resolve_cell
 from reprobisect.config.load import load_config
 from reprobisect.model.store import Store
-from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.one_run import RunSpec, execute
 from reprobisect.run.sandbox import Confinement
 
 

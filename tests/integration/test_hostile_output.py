@@ -20,7 +20,7 @@ from reprobisect.report.frame import load_records, records_frame
 from reprobisect.report.markdown import environment_line
 from reprobisect.report.summary import markdown_summary
 from reprobisect.report.terminal import runs_table, signature_legend
-from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.one_run import RunSpec, execute
 from reprobisect.run.sandbox import Confinement, find_bwrap
 from tests.conftest import make_repro
 

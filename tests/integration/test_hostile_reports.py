@@ -28,7 +28,7 @@ from reprobisect.report.frame import load_records, records_frame
 from reprobisect.report.summary import markdown_summary
 from reprobisect.report.terminal import runs_table, signature_legend
 from reprobisect.report.views import ReportData
-from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.one_run import RunSpec, execute
 from reprobisect.util.files import write_atomic
 from tests.conftest import make_repro, night_news
 

@@ -14,7 +14,7 @@ from reprobisect.cells.envs import CellEnv
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.store import Store
-from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.one_run import RunSpec, execute
 from tests.conftest import make_repro
 
 
@@ -254,7 +254,7 @@ sys.path.insert(0, {str(Path(__file__).parents[2])!r})
 from pathlib import Path
 from reprobisect.model.cell import Cell
 from reprobisect.cells.envs import CellEnv
-from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.one_run import RunSpec, execute
 from reprobisect.model.store import Store
 from tests.conftest import make_repro
 path = Path({str(tmp_path)!r}) / "cell"
@@ -298,7 +298,7 @@ for script, args in (("passes.py", ()), ("sleeps_with_grandchild.py", ({str(tmp_
 @pytest.mark.chaos
 @pytest.mark.parametrize("secret", ["GITHUB_TOKEN", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_SERVICE_PASSWORD"])
 def test_child_environment_has_no_credentials(plain_env: CellEnv, tmp_path: Path, secret: str) -> None:
-    from reprobisect.run.execute import child_environ
+    from reprobisect.run.one_run import child_environ
 
     repro = make_repro("passes.py")
     spec = RunSpec(repro=repro, form=repro.forms["cpu-deepspeed"], fix=repro.fixes["none"], env=plain_env)

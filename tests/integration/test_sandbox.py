@@ -42,7 +42,7 @@ sys.path.insert(0, {root!r})
 from tests.conftest import make_repro
 from reprobisect.model.cell import Cell
 from reprobisect.cells.envs import CellEnv
-from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.one_run import RunSpec, execute
 from reprobisect.run.sandbox import Confinement
 from reprobisect.model.store import Store
 cfg = json.loads(sys.argv[1])

@@ -25,7 +25,7 @@ from reprobisect.run.bytecode import (
     prefix_environ,
     script_modules,
 )
-from reprobisect.run.execute import RunSpec, child_environ
+from reprobisect.run.one_run import RunSpec, child_environ
 from tests.conftest import make_repro
 
 _NOISY = "import sys\nprint('a package that talks at import time')\nprint('{not json', file=sys.stderr)\n"

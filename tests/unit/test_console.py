@@ -144,7 +144,7 @@ def test_died_at_is_unknown_for_a_script_that_reports_no_steps() -> None:
     """A pasted script reports no steps: its failure died somewhere unknown (``-``), not at a setup it never
     announced; a repro that reports steps and failed before the first one died at setup."""
     from reprobisect.model.outcome import Outcome
-    from reprobisect.run.execute import _failing_step
+    from reprobisect.run.one_run import _failing_step
 
     assert _failing_step(Outcome.OTHER_FAILURE, [], reports_steps=False) is None
     assert _failing_step(Outcome.OTHER_FAILURE, [], reports_steps=True) == "setup"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from reprobisect.run import prepare
+from reprobisect.run import matrix_build as prepare
 from reprobisect.run.op_prebuild import SHM_OP
 from reprobisect.util.console import heartbeat
 

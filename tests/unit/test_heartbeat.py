@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from reprobisect.run.execute import compiling_ops
-from reprobisect.run.runner import ChildSpec, run_child
+from reprobisect.run.child_process import ChildSpec, run_child
+from reprobisect.run.one_run import compiling_ops
 
 
 def test_the_runner_beats_while_the_child_runs_and_not_after(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from reprobisect.run import measured
+from reprobisect.run.child_process import ChildResult
 from reprobisect.run.events import ExitReport
 from reprobisect.run.measured import measured_environment, measured_memory
-from reprobisect.run.runner import ChildResult
 
 PYTHON = Path(sys.executable)
 H200 = {"name": "NVIDIA H200", "cuda": "13.0", "peak_memory_bytes": 2**30, "driver": "1"}

@@ -14,8 +14,8 @@ import pytest
 
 from reprobisect.model.record import Record
 from reprobisect.run import watch
-from reprobisect.run.execute import WAITER
-from reprobisect.run.runner import ChildSpec, run_child
+from reprobisect.run.child_process import ChildSpec, run_child
+from reprobisect.run.one_run import WAITER
 from reprobisect.run.watch import RunWatch, process_tree
 from tests.conftest import ROOT
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reprobisect.run.events import read_events
-from reprobisect.run.execute import BOOTSTRAP
+from reprobisect.run.one_run import BOOTSTRAP
 from reprobisect.run.phases import ChildClock, HarnessClock, describe_phases, run_phases
 
 T0 = 1_800_000_000.0

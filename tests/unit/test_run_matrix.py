@@ -28,14 +28,16 @@ from reprobisect.model.cell import Cell, run_cell
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.store import Store
-from reprobisect.run import plan, prepare, units
+from reprobisect.run import matrix_build as prepare
+from reprobisect.run import matrix_plan as plan
+from reprobisect.run import matrix_units as units
 from reprobisect.run.context import RunContext
-from reprobisect.run.execute import RunSpec
+from reprobisect.run.matrix_plan import listed_cells, plan_cells
 from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import listed_cells, plan_cells
+from reprobisect.run.matrix_units import ProgressLine, job_cpus
+from reprobisect.run.one_run import RunSpec
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.units import ProgressLine, job_cpus
 from reprobisect.util.stop import in_parallel
 from tests.conftest import SCRIPTS
 
@@ -641,7 +643,7 @@ def test_ctrl_c_with_several_jobs_stops_the_running_children_and_starts_no_other
     SIGINT) and the queued third unit never starts."""
     import os
 
-    from reprobisect.run.runner import ChildSpec, run_child
+    from reprobisect.run.child_process import ChildSpec, run_child
 
     started: list[object] = []
 

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from reprobisect.errors import StorageError
 from reprobisect.run.child_env import scrubbed_environ
+from reprobisect.run.child_process import ChildResult, ChildSpec, _CappedLog, run_child
 from reprobisect.run.events import EVENT_MARK, MAX_EVENT_LINE, parse_event, parse_events
-from reprobisect.run.runner import ChildResult, ChildSpec, _CappedLog, run_child
 from reprobisect.util.stop import stoppable_children
 from tests.conftest import SCRIPTS
 
@@ -361,7 +361,7 @@ def test_a_huge_line_without_a_newline_is_dropped_unread_and_costs_no_memory() -
 
 
 def test_event_lines_over_their_budget_are_counted_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("reprobisect.run.runner._KEPT_EVENT_BYTES", 300)
+    monkeypatch.setattr("reprobisect.run.child_process._KEPT_EVENT_BYTES", 300)
     line = (EVENT_MARK + json.dumps({"event": "step", "pad": "p" * 60})).encode() + b"\n"
     log, capped = _fed([line * 20, b"t" * 500], 0, 400)
     assert capped.kept_bytes <= 300 and capped.dropped_events == 20 - len(capped.kept_events) > 0

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from reprobisect.config.expand import CompatibilityRule
 from reprobisect.config.load import Config, load_config
 from reprobisect.config.script_imports import MAX_SCRIPT_BYTES, imported_modules, rules_for_scripts
+from reprobisect.run.matrix_plan import plan_cells
 from reprobisect.run.matrix_request import MatrixRequest
-from reprobisect.run.plan import plan_cells
 from reprobisect.run.sandbox import Confinement
 from tests.unit.test_run_matrix import BASE, FakeIndex
 

@@ -26,7 +26,7 @@ from reprobisect.commands.options import register_option_secrets
 from reprobisect.config.scripts import CliFixes, cli_fixes
 from reprobisect.report.frame import _rerun_text
 from reprobisect.run.child_env import scrubbed_environ
-from reprobisect.run.runner import ChildSpec, run_child
+from reprobisect.run.child_process import ChildSpec, run_child
 from reprobisect.util.console import redacted_terminal
 from reprobisect.util.files import write_atomic
 from reprobisect.util.redact import (
@@ -325,7 +325,8 @@ def _fake_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from reprobisect.cells.base import BaseInterpreter
     from reprobisect.cells.envs import CellEnv
     from reprobisect.commands import options
-    from reprobisect.run import plan, prepare
+    from reprobisect.run import matrix_build as prepare
+    from reprobisect.run import matrix_plan as plan
 
     def ensure_env(cell: object, base: object, envs_dir: Path, **_: object) -> CellEnv:
         path = envs_dir / "cell"

@@ -44,7 +44,7 @@ def test_step_stats_show_p10_p90_and_how_far_repeats_agree() -> None:
 
 
 def test_each_job_gets_cores_of_its_own_and_the_harness_keeps_one() -> None:
-    from reprobisect.run.units import job_cpus
+    from reprobisect.run.matrix_units import job_cpus
 
     sixteen = list(range(16))
     assert job_cpus(0, 1, 1, sixteen) == (1,)  # core 0 stays the harness's

@@ -40,7 +40,7 @@ from reprobisect.model.repro import Fix
 from reprobisect.report.frame import _rerun_text
 from reprobisect.report.views import reproduce_command
 from reprobisect.run.events import read_events
-from reprobisect.run.execute import LAUNCH, RunSpec, child_environ, inputs_digest
+from reprobisect.run.one_run import LAUNCH, RunSpec, child_environ, inputs_digest
 from reprobisect.run.ranks import failed_rank, keep_rank_logs
 from tests.conftest import ROOT, SCRIPTS
 

@@ -20,9 +20,9 @@ from reprobisect.config.expand import RANKS_AXIS
 from reprobisect.config.load import Config
 from reprobisect.model.record import Record
 from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_plan import named_cell, plan_matrix
 from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import named_cell, plan_matrix
 
 __all__ = ["GridPlan", "GridProbes", "grid_plan"]
 

@@ -34,9 +34,9 @@ from reprobisect.model.verdict import fold_repeats
 from reprobisect.run.context import RunContext
 from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
+from reprobisect.run.matrix_units import gpu_count
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
-from reprobisect.run.units import gpu_count
 from reprobisect.util.files import write_atomic
 
 __all__ = [

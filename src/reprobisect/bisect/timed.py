@@ -35,10 +35,11 @@ __all__ = ["TimedProbes", "ambiguous_versions", "timed_result", "timed_slots"]
 
 def timed_slots(jobs: int, backend: str, gpus: int) -> tuple[int, str]:
     """How many of one version's timed runs may go side by side, and the line that says why (empty for one run at
-    a time without ``--jobs``). Runs stay fair only where each has a machine part of its own: a GPU each (the job
-    slots of ``run/units.py`` give each its GPU and its own cores), at most one run per GPU. On the CPU, or on one
-    GPU, runs side by side share caches, memory bandwidth or the GPU and slow each other unevenly: one at a time,
-    whatever ``--jobs`` says (a timing search's commit probe took about 105 s on an H100, one at a time, #52)."""
+    a time without ``--jobs``). Runs stay fair only where each has a machine part of its own: a GPU each (the
+    job slots of ``run/matrix_units.py`` give each its GPU and its own cores), at most one run per GPU. On the CPU,
+    or on one GPU, runs side by side share caches, memory bandwidth or the GPU and slow each other unevenly: one at
+    a time, whatever ``--jobs`` says (a timing search's commit probe took about 105 s on an H100, one at a time:
+    #52)."""
     if jobs <= 1:
         return 1, ""
     if backend != "cuda":

@@ -35,9 +35,9 @@ from reprobisect.errors import EnvBuildError
 from reprobisect.model.cell import Cell
 from reprobisect.model.store import Store
 from reprobisect.run.bytecode import PREFIX_ENV
+from reprobisect.run.child_process import ChildSpec, run_child
 from reprobisect.run.context import RunContext
-from reprobisect.run.execute import RunSpec, child_environ, execute
-from reprobisect.run.runner import ChildSpec, run_child
+from reprobisect.run.one_run import RunSpec, child_environ, execute
 from reprobisect.run.sandbox import Confinement
 from reprobisect.util.cmd import output_tail, run_tool
 

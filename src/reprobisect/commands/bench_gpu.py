@@ -26,10 +26,10 @@ from reprobisect.config.load import Config
 from reprobisect.model.store import Store
 from reprobisect.run.bytecode import PREFIX_ENV, BytecodeFill, fill_bytecode, prefix_environ, script_modules
 from reprobisect.run.context import RunContext
-from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.matrix_units import job_cpus
+from reprobisect.run.one_run import RunSpec, execute
 from reprobisect.run.phases import PROFILE_ENV
 from reprobisect.run.sandbox import Confinement
-from reprobisect.run.units import job_cpus
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.stop import in_parallel
 

@@ -37,9 +37,9 @@ from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.report.summary import markdown_summary
 from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_plan import listed_cells
 from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import listed_cells
 from reprobisect.util.bounds import CELLS
 from reprobisect.util.files import write_atomic
 from reprobisect.util.invocation import rerun_head, rerun_words

@@ -38,11 +38,11 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
-from reprobisect.run.execute import RunSpec
+from reprobisect.run.matrix_build import unrun_record
+from reprobisect.run.matrix_plan import Unit, listed_cells, plan_matrix, to_cell
 from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.matrix_run import run_matrix
-from reprobisect.run.plan import Unit, listed_cells, plan_matrix, to_cell
-from reprobisect.run.prepare import unrun_record
+from reprobisect.run.one_run import RunSpec
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.echo import Echo
 from reprobisect.util.redact import redact, register_secret, secret_values

@@ -84,7 +84,7 @@ class Record:
     first_step_seconds: float | None = None
     setup_seconds: float | None = None
     env_seconds: float | None = None
-    # measured by the harness, never by the run (run/runner.py, run/watch.py), each with how; None: not measured
+    # measured by the harness, never by the run (run/child_process.py, run/watch.py), each with how; None: not measured
     peak_rss_bytes: int | None = None
     peak_gpu_memory_bytes: int | None = None
     peak_rss_source: str | None = None

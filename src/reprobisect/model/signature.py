@@ -28,7 +28,8 @@ __all__ = [
     "signature_from_log",
 ]
 
-EVENT_MARK = "@@repro "  # starts an event line (run/runner.py): what the bootstrap reports, never a failure's words
+# starts an event line (run/child_process.py): what the bootstrap reports, never a failure's words
+EVENT_MARK = "@@repro "
 PATCH_ERROR = "PatchError"  # an unrun record's signature: its fix's patch does not apply to the cell's release
 LIBRARY_ROOTS = ("torch", "deepspeed", "lightning", "pytorch_lightning", "lightning_fabric")
 INNERMOST_FRAMES = 3

@@ -1,4 +1,4 @@
-"""A matrix run, start to end: plan (``run.plan``) → build (``run.prepare``) → run (``run.units``).
+"""A matrix run, start to end: plan (``run.matrix_plan``) → build (``run.matrix_build``) → run (``run.matrix_units``).
 
 Identical units already on record are reused unless ``fresh`` is asked for, so a second run, a bisection over
 the same releases or a resumed run repeats nothing. Every caller — ``matrix``, one repro's cell, a bisection's
@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from reprobisect.config.load import Config
 from reprobisect.model.record import Record
 from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_build import bound_op_cache, prepare_units, unbuilt_records
+from reprobisect.run.matrix_plan import MatrixPlan, plan_matrix
 from reprobisect.run.matrix_request import MatrixRequest, RunStats
-from reprobisect.run.plan import MatrixPlan, plan_matrix
-from reprobisect.run.prepare import bound_op_cache, prepare_units, unbuilt_records
-from reprobisect.run.units import run_units
+from reprobisect.run.matrix_units import run_units
 from reprobisect.util.console import plural
 from reprobisect.util.echo import Echo
 

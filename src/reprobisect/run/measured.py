@@ -6,7 +6,7 @@ printed by the run's own process, so it is a claim: a repro could make a CPU run
 GPU FAKE H100" in report.md. The record keeps what the harness measured by a process of its own (the cell's
 interpreter run outside the sandbox, ``nvidia-smi``); a claim that differs is kept beside it, labelled, in
 ``config.claimed``, and reports show it as a claim, never as the environment. The same holds for memory: the
-record's peak RSS and GPU memory are the harness's own measurements (``run/runner.py``, ``run/watch.py``); the
+record's peak RSS and GPU memory are the harness's own measurements (``run/child_process.py``, ``run/watch.py``); the
 run's figures stay in ``claimed_memory``, and one above the measurement is named in ``config.claimed``. The
 versions a run says it imported are checked against the cell's own metadata (``checked_versions``).
 """
@@ -24,8 +24,8 @@ from typing import Any
 from reprobisect.cells.envs import CellEnv
 from reprobisect.errors import ToolError
 from reprobisect.model.record import StepTime
+from reprobisect.run.child_process import ChildResult
 from reprobisect.run.events import ExitReport
-from reprobisect.run.runner import ChildResult
 from reprobisect.run.watch import machine_gpus
 from reprobisect.util.bwrap import TMP_SIZE_ENV, size_text
 from reprobisect.util.cmd import run_tool

@@ -2,7 +2,7 @@
 
 A run that compiles an op pays for it inside its own timed run: the CPU comm op took 30 s of a 35 s run on two
 cores, FusedAdam over 75 s on a fresh GPU node, and with eight runs at once seven of them waited on the first
-one's build lock. So while cells are prepared (``run/prepare.py``, in parallel with the other cells' builds) the
+one's build lock. So while cells are prepared (``run/matrix_build.py``, in parallel with the other cells' builds) the
 ops a cell's runs will load are built through DeepSpeed's own builders (``run/child/build_ops.py``), with the
 environment those runs get, into the shared op cache: the runs then only load them.
 

@@ -6,7 +6,7 @@ Each tool runs in a session of its own, so that a timeout or a stop kills everyt
 backends, a compiler), and waits in short slices: a Ctrl-C, or a stop of ``util.stop.stoppable_children`` while
 it waits in a worker thread (a cell build of ``--jobs`` > 1), kills it at once instead of waiting for its end.
 
-Repro runs do not come here: ``run.runner`` owns those (process group, log file, sandbox, live tail)."""
+Repro runs do not come here: ``run.child_process`` owns those (process group, log file, sandbox, live tail)."""
 
 from __future__ import annotations
 

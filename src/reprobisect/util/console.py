@@ -3,7 +3,7 @@ with "…" (``cut``), a count with its noun (``plural``), a heartbeat that keeps
 the terminal itself made inert (``neutral_terminal``): whatever a line holds, no escape sequence reaches it.
 
 They know nothing of records: the table and legend a session ends with are ``report/terminal.py``'s, the progress
-lines of a matrix run ``run/units.py``'s.
+lines of a matrix run ``run/matrix_units.py``'s.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ JSON, the terminal — gets ``***`` in its place. One process-wide list of value
 the options and ``matrix.yaml`` are read, and applied by :func:`redact`, which every file written through
 ``util.files.write_atomic`` and every line on the terminal passes; a run's log is redacted as it streams
 (``StreamRedactor``). What counts as a secret is one rule, ``secret_name``, which the run's environment scrubber
-(``run/runner.py``) shares: a name that looks like a credential, or one named by ``--secret-env``.
+(``run/child_process.py``) shares: a name that looks like a credential, or one named by ``--secret-env``.
 
 A pin such as ``git+https://user:TOKEN@github.com/org/DeepSpeed@main`` must reach git and pip as it is, but
 whatever shows or stores it gets ``https://***@github.com/…``.

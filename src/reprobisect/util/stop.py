@@ -4,7 +4,7 @@ With ``--jobs`` > 1 the runs and the cell builds wait in worker threads, but a K
 ``timeout``'s SIGINT) reaches the main thread only: each worker would go on waiting for its child's own end, up to its
 timeout (seen on the H200: a matrix killed 30 s after its SIGINT; a Ctrl-C during the cell builds went on to build
 every queued cell). Inside ``stoppable_children`` an interrupt sets one flag that every waiting loop — a repro run's
-(``run.runner``) and a tool's (``util.cmd``) — checks between short slices of its wait.
+(``run.child_process``) and a tool's (``util.cmd``) — checks between short slices of its wait.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from reprobisect.model.repro import Fix, Form, Repro
 from reprobisect.model.store import Store
 from reprobisect.run.bytecode import PREFIX_ENV, prefix_environ
 from reprobisect.run.child_env import cell_environ
+from reprobisect.run.child_process import ChildResult, ChildSpec, run_child
 from reprobisect.run.events import RunEvents, read_events
 from reprobisect.run.measured import (
     Measured,
@@ -43,7 +44,6 @@ from reprobisect.run.ports import free_port
 from reprobisect.run.ranks import failed_rank as failed_rank_of
 from reprobisect.run.ranks import keep_rank_logs
 from reprobisect.run.resources import run_resources
-from reprobisect.run.runner import ChildResult, ChildSpec, run_child
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
 from reprobisect.util.redact import register_secret_env
 

@@ -22,10 +22,10 @@ from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.repro import Backend
 from reprobisect.run.context import RunContext
-from reprobisect.run.execute import RunSpec, execute
+from reprobisect.run.matrix_build import Prepared
+from reprobisect.run.matrix_plan import Unit
 from reprobisect.run.matrix_request import MatrixRequest, RunStats
-from reprobisect.run.plan import Unit
-from reprobisect.run.prepare import Prepared
+from reprobisect.run.one_run import RunSpec, execute
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.console import WIDTH, cut, plural
 from reprobisect.util.echo import Echo

@@ -28,8 +28,8 @@ from reprobisect.model.signature import PATCH_ERROR, Signature, normalize_messag
 from reprobisect.model.store import Store
 from reprobisect.run.bytecode import BYTECODE, fill_bytecode, script_modules
 from reprobisect.run.context import RunContext
+from reprobisect.run.matrix_plan import MatrixPlan, Unit
 from reprobisect.run.op_prebuild import SHM_OP, cell_ops, prebuild_ops
-from reprobisect.run.plan import MatrixPlan, Unit
 from reprobisect.run.sandbox import Sandbox
 from reprobisect.util.clock import utc_now
 from reprobisect.util.console import heartbeat
