@@ -12,6 +12,8 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from packaging.version import InvalidVersion, Version
+
 from reprobisect.commands.bisect import TimingOptions, add_timing, timing_rule
 from reprobisect.commands.engine_options import EngineOptions, add_executor, engine_summary
 from reprobisect.commands.options import (
@@ -81,6 +83,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.add_argument("--fail-on-change", action="store_true", help="exit 1 on any change, not only regressions")
     parser.add_argument("--keep-baseline", action="store_true", help="do not advance the baseline")
     parser.add_argument("--repo", default=None, help="DeepSpeed's git repository, for --deepspeed REF")
+    _add_other_side_options(parser)
     _add_clone_options(parser)
     add_repeat(parser, help="runs of each (repro, form, fix): disagreeing is flaky")
     parser.add_argument(
@@ -102,6 +105,20 @@ def setup_arguments(subparsers: Subparsers) -> None:
         },
     )
     parser.set_defaults(run=run_from_args, out=Path("reports/nightly/latest"), script_args=())
+
+
+def _add_other_side_options(parser: argparse.ArgumentParser) -> None:
+    """Whether each regression runs again with newer Lightning releases, to say whose side its fix is on."""
+    parser.add_argument(
+        "--no-other-side",
+        dest="other_side",
+        action="store_false",
+        help="do not run each regression again with the newest Lightning release (and search the first that passes)",
+    )
+    parser.add_argument(
+        "--lightning-up-to",
+        help="the newest Lightning release that check tries (default: the newest on the index)",
+    )
 
 
 def _add_clone_options(parser: argparse.ArgumentParser) -> None:
@@ -176,6 +193,8 @@ class NightlyOptions:
     fail_on_change: bool = False
     keep_baseline: bool = False
     repo: str | None = None
+    other_side: bool = True  # --no-other-side: False
+    lightning_up_to: str | None = None
     clone: CloneOptions = dataclasses.field(default_factory=CloneOptions)
     repeat: int = 1
     corpus: tuple[str, ...] = ()  # --corpus, split: entries, 'all' or 'none'
@@ -192,6 +211,7 @@ class NightlyOptions:
         repo = checked(args.repo, "--repo")
         baseline_release = checked(args.baseline_release, "--baseline-release")
         up_to = checked(args.up_to, "--up-to")
+        lightning_up_to = checked(args.lightning_up_to, "--lightning-up-to")
         return cls(
             state=args.state,
             backend=args.backend,
@@ -207,6 +227,8 @@ class NightlyOptions:
             fail_on_change=args.fail_on_change,
             keep_baseline=args.keep_baseline,
             repo=repo,
+            other_side=args.other_side,
+            lightning_up_to=lightning_up_to,
             clone=CloneOptions.from_args(args),
             repeat=args.repeat,
             corpus=split(args.corpus),
@@ -300,6 +322,8 @@ def _request(
         repo=options.repo or DEEPSPEED_REPO,
         confinement=options.common.confinement,
         slowdown=timing_rule(options.timing),
+        other_side=options.other_side,
+        lightning_up_to=options.lightning_up_to,
     )
 
 
@@ -317,12 +341,27 @@ def _check_options(options: NightlyOptions) -> None:
     if clone.track == "main" and clone.git is None:
         msg = "--track main follows a clone: give --git CLONE"
         raise ConfigError(msg)
+    _check_lightning_up_to(options)
     if options.baseline_release and (options.deepspeed or options.up_to or (clone.git and clone.track != "releases")):
         msg = (
             "--baseline-release seeds the baseline: it goes without --deepspeed, --up-to and --git "
             "(except with --track releases)"
         )
         raise ConfigError(msg)
+
+
+def _check_lightning_up_to(options: NightlyOptions) -> None:
+    """--lightning-up-to bounds the Lightning check: a release number, and only while the check runs."""
+    if options.lightning_up_to is None:
+        return
+    if not options.other_side:
+        msg = "--lightning-up-to bounds the Lightning releases each regression is run with: not with --no-other-side"
+        raise ConfigError(msg)
+    try:
+        Version(options.lightning_up_to)
+    except InvalidVersion:
+        msg = f"--lightning-up-to {options.lightning_up_to!r}: not a release number; give one such as 2.6.0"
+        raise ConfigError(msg) from None
 
 
 def _with_corpus(

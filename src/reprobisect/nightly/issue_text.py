@@ -15,13 +15,14 @@ import pandas as pd
 
 from reprobisect.nightly.follow_up import Finding
 from reprobisect.nightly.main_text import finding_lines
+from reprobisect.nightly.other_side import OtherSide
 from reprobisect.nightly.slowdowns import Slowdown
 from reprobisect.report.compare import Comparison
 from reprobisect.report.frame import Bisect
 from reprobisect.report.markdown import GITHUB_LIMIT, fit_limit, report_markdown, safe_frame
 from reprobisect.report.verdicts import Key
 from reprobisect.report.views import ReportData, reproduce_command
-from reprobisect.util.neutral import md_document, md_safe
+from reprobisect.util.neutral import md_document, md_safe, printable
 
 __all__ = ["MARKER", "NightNews", "issue_body", "title_of"]
 
@@ -52,6 +53,7 @@ class NightNews:
     repros_not_run: list[str] = dataclasses.field(default_factory=list)  # asked for, not runnable here: why
     findings: list[Finding] = dataclasses.field(default_factory=list)  # with a clone: each regression's answers
     slowdowns: list[Slowdown] = dataclasses.field(default_factory=list)  # --slower-than: each flagged run's search
+    other_sides: list[OtherSide] = dataclasses.field(default_factory=list)  # each regression with newer Lightning
 
     @property
     def is_regression(self) -> bool:
@@ -120,6 +122,7 @@ class NightNews:
             "repros_not_run": self.repros_not_run,
             "regressions": [f.to_json() for f in self.findings],
             "slowdowns": [s.to_json() for s in self.slowdowns],
+            "other_side": [side.to_json() for side in self.other_sides],
             "newest_on_index": self.newest,
             "up_to": self.up_to,
             "advanced_to": self.advanced_to,
@@ -171,6 +174,7 @@ class NightNews:
         for slowdown in self.slowdowns:
             verdict = "SLOWER" if slowdown.confirmed else "cleared by its timing search"
             lines.append(f"  {verdict}: deepspeed {slowdown.release} {slowdown.title_words()}")
+        lines += [printable(f"  which side: {_side_words(side)}") for side in self.other_sides]
         lines.append(f"{self.runs_executed} runs executed, {self.runs_reused} reused from records.")
         if self.advanced_to:
             lines.append(f"The baseline is now deepspeed {self.advanced_to}.")
@@ -213,6 +217,20 @@ def _transitions(bisect: Bisect) -> list[str]:
             f"{after['outcome']} {after.get('signature_id') or ''}".replace("  ", " ").strip()
         )
     return out or ["no transition inside the range (the change did not reproduce on re-run: flaky?)"]
+
+
+def _side_words(side: OtherSide) -> str:
+    """``gan cpu-deepspeed none on deepspeed 0.16.4: fails with lightning ≤ …``: one regression's side."""
+    repro, _, form, fix = side.key
+    return f"{repro} {form} {fix} on deepspeed {side.deepspeed}: {side.sentence()}"
+
+
+def _side_lines(sides: list[OtherSide]) -> list[str]:
+    """The section that says, for each regression, whether a newer Lightning passes: whose fix it is."""
+    if not sides:
+        return []
+    head = "### Lightning or DeepSpeed (each regression run again with newer Lightning releases)"
+    return [head, "", *(md_safe(f"- {_side_words(side)}") for side in sides), ""]
 
 
 def _slowdown_lines(slowdowns: list[Slowdown]) -> list[str]:
@@ -314,6 +332,7 @@ def issue_body(news: NightNews, report: ReportData | None, *, limit: int = GITHU
     if not changes.empty:
         first = changes.sort_values("regression", ascending=False, kind="stable")  # regressions on top
         lines += ["### What changed", "", *_table(first, news.baseline), ""]
+    lines += _side_lines(news.other_sides)
     for finding in news.findings:  # with a clone: the pull request, a minimized script, the fixes that pass
         lines += finding_lines(finding)
     lines += _slowdown_lines(news.slowdowns)

@@ -12,6 +12,7 @@ One night:
 5. Where an outcome changed, bisect between the baseline and that release (``--all-transitions``), so the
    report names the first release with each change even when several came out at once. With ``--slower-than``,
    a run whose step is slower beyond the threshold is searched on timings the same way (nightly/slowdowns.py).
+   Each regression runs again with newer Lightning releases: whose side it is (nightly/other_side.py).
 6. Write the report, an issue-ready Markdown body (``nightly.md``) and ``nightly.json``; advance the
    baseline to the newest release run; exit 1 when a run that passed on the baseline no longer passes (or,
    with ``--slower-than``, is slower with confidence).
@@ -38,6 +39,7 @@ from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.model.store import Store
 from reprobisect.model.verdict import Verdict
 from reprobisect.nightly.issue_text import NightNews, issue_body, title_of
+from reprobisect.nightly.other_side import other_sides
 from reprobisect.nightly.regressions import masked, regressed_keys
 from reprobisect.nightly.release_follow_up import release_findings
 from reprobisect.nightly.slowdowns import flagged_slower, night_slowdowns, screen_limit
@@ -94,6 +96,8 @@ class NightlyRequest:
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
     not_run: tuple[str, ...] = ()  # repros asked for that this machine cannot run, each with why (corpus entries)
     slowdown: SlowdownRule | None = None  # --slower-than: a run slower with confidence is a regression too
+    other_side: bool = True  # each regression run again with newer Lightning releases (nightly/other_side.py)
+    lightning_up_to: str | None = None  # the newest Lightning release that check tries
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -283,6 +287,7 @@ def run_nightly(config: Config, request: NightlyRequest, ctx: RunContext) -> Nig
     news = _compared(news, targets, ran)
     bisects = _bisects(night, news, targets, baseline)
     news = _slowdowns(night, news, targets, baseline)
+    news = dataclasses.replace(news, other_sides=other_sides(night, news.regressed, targets))
     news = _found(night, news, bisects, ran, base_frame)
     report = _report(night, state, [*base_records, *ran.records], bisects, ran.comparisons[targets[-1].name])
     news, after, new_baseline = _advanced(night, state, news, targets[-1], ran)
