@@ -38,7 +38,7 @@ settings.load_profile("shared-cores")
 if TYPE_CHECKING:
     import pandas as pd
 
-    from reprobisect.nightly.issue_text import NightNews
+    from reprobisect.nightly.release_text import NightNews
 
 SCRIPTS = Path(__file__).parent / "resources" / "scripts"
 TRACEBACKS = Path(__file__).parent / "resources" / "tracebacks"
@@ -166,8 +166,8 @@ def night_news(
     before: pd.DataFrame, after: pd.DataFrame, *, baseline: str, release: str, backend: str = "cpu"
 ) -> NightNews:
     """One night that ran ``release`` (frame ``after``) against ``baseline`` (frame ``before``), both masked."""
-    from reprobisect.nightly.issue_text import NightNews
     from reprobisect.nightly.regressions import regressed_keys
+    from reprobisect.nightly.release_text import NightNews
     from reprobisect.report.compare import compare
 
     return NightNews(

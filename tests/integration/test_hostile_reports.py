@@ -21,9 +21,9 @@ from reprobisect.commands.main import main as reprobisect
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import Record
 from reprobisect.model.store import Store
-from reprobisect.nightly.issue_text import MARKER
 from reprobisect.nightly.regressions import masked
-from reprobisect.nightly.run import _write_outputs
+from reprobisect.nightly.release_night import _write_outputs
+from reprobisect.nightly.release_text import MARKER
 from reprobisect.report.frame import load_records, records_frame
 from reprobisect.report.summary import markdown_summary
 from reprobisect.report.terminal import runs_table, signature_legend

@@ -12,8 +12,8 @@ import pytest
 from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
 from reprobisect.model.cell import id_without
-from reprobisect.nightly.issue_text import MARKER, NightNews, issue_body, title_of
 from reprobisect.nightly.regressions import masked, regressed_keys
+from reprobisect.nightly.release_text import MARKER, NightNews, issue_body, title_of
 from reprobisect.nightly.state import NightlyState, load_state, save_state
 from reprobisect.nightly.targets import DEEPSPEED_REPO, new_releases, target_of
 from reprobisect.report.compare import compare

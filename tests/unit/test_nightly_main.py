@@ -17,11 +17,11 @@ from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.model.store import Store
-from reprobisect.nightly.follow_up import BACK_TO_BASELINE, Finding, passing_fixes
+from reprobisect.nightly.main_follow_up import BACK_TO_BASELINE, Finding, passing_fixes
 from reprobisect.nightly.main_night import default_branch, main_commit, run_main_night
 from reprobisect.nightly.main_text import MainNews, main_body, main_title
 from reprobisect.nightly.regressions import flaky_keys, regressed_keys
-from reprobisect.nightly.run import NightlyRequest
+from reprobisect.nightly.release_night import NightlyRequest
 from reprobisect.nightly.state import NightlyState, commit_state, load_state
 from reprobisect.run.context import RunContext
 from tests.conftest import ROOT

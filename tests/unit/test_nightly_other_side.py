@@ -15,8 +15,8 @@ from reprobisect.bisect.search import ProbeResult
 from reprobisect.config.load import load_config
 from reprobisect.errors import ConfigError, EnvBuildError
 from reprobisect.nightly import other_side
-from reprobisect.nightly.issue_text import NightNews, issue_body
 from reprobisect.nightly.other_side import OtherSide, lightning_releases, other_sides, which_side
+from reprobisect.nightly.release_text import NightNews, issue_body
 from reprobisect.nightly.targets import Target
 from reprobisect.run.matrix_request import MatrixRequest, RunStats
 from reprobisect.run.sandbox import Confinement

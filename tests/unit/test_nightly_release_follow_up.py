@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.nightly.follow_up import Finding, MainPair
-from reprobisect.nightly.issue_text import NightNews, title_of
+from reprobisect.nightly.main_follow_up import Finding, MainPair
 from reprobisect.nightly.release_follow_up import release_pair
+from reprobisect.nightly.release_text import NightNews, title_of
 from reprobisect.report.frame import Bisect
 from reprobisect.run.sandbox import Confinement
 
@@ -89,8 +89,8 @@ def test_every_follow_up_of_a_night_is_confined_as_the_night(tmp_path: Path, mon
 
     from reprobisect.config.load import load_config
     from reprobisect.errors import BisectInconclusiveError, NotInterestingError
-    from reprobisect.nightly import follow_up as follow
-    from reprobisect.nightly.follow_up import pair_for
+    from reprobisect.nightly import main_follow_up as follow
+    from reprobisect.nightly.main_follow_up import pair_for
     from tests.conftest import ROOT
 
     night = Confinement(sandbox=False, network="off")

@@ -15,11 +15,11 @@ import pytest
 
 from reprobisect.commands import nightly as command
 from reprobisect.model.slowdown import SlowdownRule
-from reprobisect.nightly import run as night_run
+from reprobisect.nightly import release_night as night_run
 from reprobisect.nightly import slowdowns
-from reprobisect.nightly.issue_text import NightNews, issue_body, title_of
 from reprobisect.nightly.main_text import MainNews, main_body, main_title
 from reprobisect.nightly.regressions import masked
+from reprobisect.nightly.release_text import NightNews, issue_body, title_of
 from reprobisect.report.compare import compare
 from reprobisect.report.frame import Bisect
 from reprobisect.run.sandbox import Confinement

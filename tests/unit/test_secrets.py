@@ -354,7 +354,7 @@ def test_no_secret_reaches_any_file_or_the_terminal_of_a_session(
 ) -> None:
     from reprobisect.commands.main import main
     from reprobisect.nightly.regressions import masked
-    from reprobisect.nightly.run import _write_outputs
+    from reprobisect.nightly.release_night import _write_outputs
     from reprobisect.report.frame import load_records, records_frame
     from reprobisect.report.views import ReportData
     from tests.conftest import night_news

@@ -42,7 +42,7 @@ from reprobisect.util.files import write_atomic
 from reprobisect.util.invocation import rerun_head
 
 if TYPE_CHECKING:  # the night's modules are imported when it runs (see _night)
-    from reprobisect.nightly.run import NightlyRequest
+    from reprobisect.nightly.release_night import NightlyRequest
 
 __all__ = ["EXIT_STATUS_FILE", "CloneOptions", "NightlyOptions", "run_from_args", "setup_arguments"]
 
@@ -251,7 +251,7 @@ def _night(options: NightlyOptions) -> int:
     from reprobisect.bisect import history
     from reprobisect.commands.minimize import parse_budget
     from reprobisect.nightly.main_night import fetch_origin, run_main_night
-    from reprobisect.nightly.run import run_nightly
+    from reprobisect.nightly.release_night import run_nightly
     from reprobisect.nightly.targets import AXIS
 
     _check_options(options)
@@ -295,7 +295,7 @@ def _request(
     budget: float,
 ) -> NightlyRequest:
     """The night as asked for: the options, with the repros it runs and those it cannot, and the clone it follows."""
-    from reprobisect.nightly.run import NightlyRequest  # as in _night
+    from reprobisect.nightly.release_night import NightlyRequest  # as in _night
     from reprobisect.nightly.targets import DEEPSPEED_REPO
 
     return NightlyRequest(

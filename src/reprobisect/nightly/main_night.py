@@ -27,10 +27,10 @@ from reprobisect.errors import FAIL_EXIT, ConfigError
 from reprobisect.model.cell import id_without
 from reprobisect.model.record import Record
 from reprobisect.model.verdict import Verdict
-from reprobisect.nightly.follow_up import Finding, MainPair, follow_up, pair_for, passing_fixes
+from reprobisect.nightly.main_follow_up import Finding, MainPair, follow_up, pair_for, passing_fixes
 from reprobisect.nightly.main_text import MainNews, main_body, main_title
 from reprobisect.nightly.regressions import flaky_keys, masked, regressed_keys
-from reprobisect.nightly.run import Night, NightlyRequest, NightlyResult, check_slice
+from reprobisect.nightly.release_night import Night, NightlyRequest, NightlyResult, check_slice
 from reprobisect.nightly.slowdowns import flagged_slower, main_slowdowns, screen_limit
 from reprobisect.nightly.state import (
     NightlyState,

@@ -3,7 +3,7 @@
 The title names what a maintainer acts on: ``DeepSpeed main: gan fails since 1a2b3c4d5e6f (#7018)``: the repro,
 the first commit with the failure and its pull request. The body then says, for each regression, which commit
 introduced it, the minimized script inline, the fixes that pass tonight and the commands that re-run each step.
-Nothing here runs or reads records: the night's answers (nightly/main_night.py, follow_up.py) come in ``MainNews``.
+Nothing here runs or reads records: the night's answers (nightly/main_night.py, main_follow_up.py) come in ``MainNews``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reprobisect.nightly.follow_up import Finding
+from reprobisect.nightly.main_follow_up import Finding
 from reprobisect.nightly.slowdowns import Slowdown
 from reprobisect.report.markdown import GITHUB_LIMIT, fit_limit
 from reprobisect.report.verdicts import Key

@@ -180,7 +180,7 @@ def _answer(
     )
 
 
-class _NightCheck(Protocol):  # nightly/run.py's Night, as far as this check needs it
+class _NightCheck(Protocol):  # nightly/release_night.py's Night, as far as this check needs it
     config: Any
     request: Any
     ctx: Any

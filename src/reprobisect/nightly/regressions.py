@@ -4,8 +4,8 @@ Two releases' runs differ only in the cell's DeepSpeed pin, so its cell ids diff
 of each id, and the two frames then share their keys (repro, cell, form, fix) for the comparison
 (report/compare.py) and for ``regressed_keys``, the runs that passed on the baseline and do not pass now.
 
-Apart from nightly/run.py, which compares each target with the baseline through these two: which runs are the same
-run and which regressed is read from the records' frames alone, with no run and no state.
+Apart from nightly/release_night.py, which compares each target with the baseline through these two: which runs
+are the same run and which regressed is read from the records' frames alone, with no run and no state.
 """
 
 from __future__ import annotations

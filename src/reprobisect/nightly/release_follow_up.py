@@ -1,5 +1,5 @@
 """What a release night does about each regression when it has a clone of DeepSpeed (``nightly --track releases
---git CLONE``): the three answers the main night gives (nightly/follow_up.py), between the two releases its own
+--git CLONE``): the three answers the main night gives (nightly/main_follow_up.py), between the two releases its own
 release bisection found for the regression.
 
 The release bisection names the adjacent pair (last good release, first bad one); the commits between their tags
@@ -21,7 +21,7 @@ from reprobisect.bisect.release_source import UntrustedTagError, search_ends
 from reprobisect.model.cell import id_without
 from reprobisect.model.record import Record
 from reprobisect.model.verdict import Verdict
-from reprobisect.nightly.follow_up import Finding, follow_up, pair_for, passing_fixes
+from reprobisect.nightly.main_follow_up import Finding, follow_up, pair_for, passing_fixes
 from reprobisect.nightly.targets import AXIS
 from reprobisect.report.frame import Bisect
 from reprobisect.report.verdicts import Key
@@ -50,7 +50,7 @@ def release_findings(
     records: Mapping[str, Sequence[Record]],
     labels: tuple[Mapping[Key, Verdict], Mapping[str, Mapping[Key, Verdict]]],
 ) -> list[Finding]:
-    """One finding per regression with a bisection (``night`` is nightly/run.py's Night: its request names the
+    """One finding per regression with a bisection (``night`` is nightly/release_night.py's Night: its request names the
     clone). ``labels`` are the baseline's verdicts and each release's."""
     found = []
     for release, keys in regressed.items():

@@ -25,7 +25,7 @@ from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.slowdown_answer import slowdown_markdown, slower_ranges
 from reprobisect.model.slowdown import SlowdownRule
-from reprobisect.nightly.follow_up import MainPair, repro_source
+from reprobisect.nightly.main_follow_up import MainPair, repro_source
 from reprobisect.nightly.targets import AXIS
 from reprobisect.report.compare import Comparison
 from reprobisect.report.frame import Bisect
@@ -36,7 +36,7 @@ __all__ = ["Slowdown", "flagged_slower", "main_slowdowns", "night_slowdowns", "s
 SCREEN_WITHOUT_RULE = 1.10  # the comparison's own limit for a step-time change (report/compare.py)
 
 
-class _Night(Protocol):  # nightly/run.py's Night, as far as a slowdown needs it
+class _Night(Protocol):  # nightly/release_night.py's Night, as far as a slowdown needs it
     config: Any
     request: Any
     ctx: Any

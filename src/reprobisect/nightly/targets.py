@@ -5,8 +5,8 @@ A release must be one the configured index lists; anything else that is not a ve
 the commit it names tonight (``git ls-remote``) before it runs: a cell is reused while its pins are unchanged, so a
 moved branch must be a new cell.
 
-Apart from nightly/run.py, which runs the targets: which releases and refs a night covers is decided from the index
-and the command line alone, before anything is built or run.
+Apart from nightly/release_night.py, which runs the targets: which releases and refs a night covers is decided from
+the index and the command line alone, before anything is built or run.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ class MainPair:
 
 
 class NightSettings(Protocol):
-    """What a follow-up takes from the night's request (nightly/run.py's ``NightlyRequest``)."""
+    """What a follow-up takes from the night's request (nightly/release_night.py's ``NightlyRequest``)."""
 
     @property
     def backend(self) -> Any: ...

@@ -38,10 +38,10 @@ from reprobisect.model.record import Record
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.model.store import Store
 from reprobisect.model.verdict import Verdict
-from reprobisect.nightly.issue_text import NightNews, issue_body, title_of
 from reprobisect.nightly.other_side import other_sides
 from reprobisect.nightly.regressions import masked, regressed_keys
 from reprobisect.nightly.release_follow_up import release_findings
+from reprobisect.nightly.release_text import NightNews, issue_body, title_of
 from reprobisect.nightly.slowdowns import flagged_slower, night_slowdowns, screen_limit
 from reprobisect.nightly.state import (
     NightlyState,
@@ -87,7 +87,7 @@ class NightlyRequest:
     repeat: int = 1  # runs of each key a night: repeats that disagree make it flaky, never a regression
     timeout: float | None = None
     git: Path | None = None  # a clone of DeepSpeed: the night follows its --deepspeed REF (main) commit by commit
-    minimize_budget: float = 600.0  # seconds of minimizing each regression of main (nightly/follow_up.py)
+    minimize_budget: float = 600.0  # seconds of minimizing each regression of main (nightly/main_follow_up.py)
     max_releases: int = 3
     max_bisects: int = 3
     fail_on_change: bool = False

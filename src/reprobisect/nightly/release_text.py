@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from reprobisect.nightly.follow_up import Finding
+from reprobisect.nightly.main_follow_up import Finding
 from reprobisect.nightly.main_text import finding_lines
 from reprobisect.nightly.other_side import OtherSide
 from reprobisect.nightly.slowdowns import Slowdown
