@@ -247,7 +247,7 @@ def test_slurm_where_none_is_installed_is_one_line_and_its_code(
 
 @pytest.mark.parametrize("budget", ["99999999999999999999h", "1e30s", "99999999999runs", "0runs", "-5m", "nanm"])
 def test_a_minimization_budget_out_of_bounds_is_one_line(budget: str) -> None:
-    from reprobisect.commands.minimize import parse_budget
+    from reprobisect.minimize.request import parse_budget
 
     with pytest.raises(ConfigError) as caught:
         parse_budget([budget])
@@ -255,7 +255,7 @@ def test_a_minimization_budget_out_of_bounds_is_one_line(budget: str) -> None:
 
 
 def test_a_minimization_budget_in_bounds_is_kept() -> None:
-    from reprobisect.commands.minimize import parse_budget
+    from reprobisect.minimize.request import parse_budget
 
     budget = parse_budget(["720h", "200runs"])
     assert budget.seconds == 720 * 3600 and budget.runs == 200

@@ -15,12 +15,13 @@ from reprobisect.commands.bisect import BisectOptions
 from reprobisect.commands.corpus import CorpusOptions, _triage_argv, refuse_pins
 from reprobisect.commands.engine_options import EngineOptions
 from reprobisect.commands.main import _parse
-from reprobisect.commands.matrix import MatrixOptions, RunOptions
+from reprobisect.commands.matrix import MatrixOptions
 from reprobisect.commands.minimize import MinimizeOptions
 from reprobisect.commands.nightly import NightlyOptions
 from reprobisect.commands.ops import OpsOptions
 from reprobisect.commands.options import CommonOptions, run_context
 from reprobisect.commands.report import ReportOptions
+from reprobisect.commands.run_options import RunOptions
 from reprobisect.commands.run_repro import RunReproOptions
 from reprobisect.commands.script_options import ScriptOptions
 from reprobisect.commands.triage import TriageOptions

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reprobisect.commands import matrix
+from reprobisect.commands import output
 from reprobisect.commands.corpus import _clone_for
 from reprobisect.commands.main import main
 from reprobisect.corpus.scoring import Found, score, signature_agrees
@@ -345,15 +345,15 @@ def test_every_real_entry_loads_and_is_measured() -> None:
 def test_the_summary_of_an_entrys_triage_says_the_triage_that_reruns_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(matrix, "run_matrix", lambda *a, **k: [])
+    monkeypatch.setattr(output, "run_matrix", lambda *a, **k: [])
     monkeypatch.setattr(sys, "argv", ["reprobisect", "corpus", "--entry", "e", "--git", "lightning=/l"])
     ctx = types.SimpleNamespace(executor=None)
     request = types.SimpleNamespace()
     rerun = "reprobisect triage corpus/e/issue.py --lightning 2.5.3,2.5.4 --git /l"
-    _, path = matrix.run_and_summarize(None, request, ctx, tmp_path, title="t", summary="s.md", command=rerun)  # type: ignore[arg-type]
+    _, path = output.run_and_summarize(None, request, ctx, tmp_path, title="t", summary="s.md", command=rerun)  # type: ignore[arg-type]
     assert f"Reproduce: `{rerun}`" in path.read_text()
-    own = matrix.own_command("triage")
-    _, path = matrix.run_and_summarize(None, request, ctx, tmp_path, title="t", summary="s.md", command=own)  # type: ignore[arg-type]
+    own = output.own_command("triage")
+    _, path = output.run_and_summarize(None, request, ctx, tmp_path, title="t", summary="s.md", command=own)  # type: ignore[arg-type]
     assert "Reproduce: `nox -s triage -- --entry e --git lightning=/l`" in path.read_text()  # a command's own argv
 
 

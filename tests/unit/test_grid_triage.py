@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reprobisect.bisect import grid_probes
-from reprobisect.commands import matrix, triage
+from reprobisect.commands import output, triage
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.model.signature import Signature
@@ -84,7 +84,7 @@ def _triage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> tup
     )
     fake = FakeMatrix()
     monkeypatch.setattr(grid_probes, "run_matrix", fake)
-    monkeypatch.setattr(matrix, "run_matrix", fake)
+    monkeypatch.setattr(output, "run_matrix", fake)
     monkeypatch.setattr(triage, "run_context", lambda common, engine: ctx)
     parser = argparse.ArgumentParser()
     triage.setup_arguments(parser.add_subparsers())

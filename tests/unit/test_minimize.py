@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from reprobisect.commands.minimize import parse_budget, parse_cell_pins
+from reprobisect.commands.minimize import parse_cell_pins
 from reprobisect.errors import ConfigError
 from reprobisect.minimize.candidates import CellRun, FailureTarget, judge
 from reprobisect.minimize.groups import setting_groups
 from reprobisect.minimize.passes import starting_point, unwrap_failure_path
 from reprobisect.minimize.reduce import prune_unused, reduce_statements, split_for_jobs
-from reprobisect.minimize.request import Budget
+from reprobisect.minimize.request import Budget, parse_budget
 from reprobisect.minimize.sections import section_markdown
 from reprobisect.minimize.statements import parse_script, size_of, tidy
 from reprobisect.minimize.static import undefined_names, why_not_runnable

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
-import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -32,15 +31,13 @@ from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import check_pin, load_config
 from reprobisect.config.scripts import env_settings
 from reprobisect.errors import INTERRUPTED_EXIT, ConfigError
-from reprobisect.minimize.request import Budget, MinimizeRequest
-from reprobisect.util.bounds import BUDGET_RUNS, BUDGET_SECONDS, cut
+from reprobisect.minimize.request import MinimizeRequest, parse_budget
 
 if TYPE_CHECKING:
     from reprobisect.minimize.request import MinimizeResult
 
 __all__ = [
     "MinimizeOptions",
-    "parse_budget",
     "parse_cell_pins",
     "require_reducers",
     "run_from_args",
@@ -49,8 +46,6 @@ __all__ = [
 
 # What a minimization runs that no other command does (pyproject's dependencies): imported only once it starts.
 _REDUCERS = ("pyflakes", "picire")
-
-_BUDGET = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|runs?)?", re.IGNORECASE)
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -115,27 +110,6 @@ def parse_cell_pins(values: Sequence[str] | None, option: str) -> dict[str, str]
             raise ConfigError(msg)
         found[name] = check_pin(version.strip(), f"{option} {item!r}")
     return found
-
-
-def parse_budget(values: Sequence[str]) -> Budget:
-    """``--budget 10m --budget 200runs`` as a Budget (seconds and runs; the first reached stops)."""
-    seconds: float | None = None
-    runs: int | None = None
-    for value in values:
-        match = _BUDGET.fullmatch(value.strip())
-        if not match or float(match.group(1)) <= 0:
-            msg = f"--budget {value!r}: expected seconds (600, 600s), minutes (10m), hours (1h) or runs (200runs)"
-            raise ConfigError(msg)
-        number, unit = float(match.group(1)), (match.group(2) or "s").lower()
-        if unit.startswith("run"):
-            runs = int(number)
-            if not BUDGET_RUNS.holds(runs):
-                raise ConfigError(BUDGET_RUNS.refusal(f"--budget {cut(value)}:", runs))
-        else:
-            seconds = number * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
-            if not BUDGET_SECONDS.holds(seconds):
-                raise ConfigError(BUDGET_SECONDS.refusal(f"--budget {cut(value)}:", seconds))
-    return Budget(seconds=seconds, runs=runs)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Literal
 
 from packaging.version import InvalidVersion, Version
 
-from reprobisect.commands.bisect import TimingOptions, add_timing, timing_rule
 from reprobisect.commands.engine_options import EngineOptions, add_executor, engine_summary
 from reprobisect.commands.options import (
     CommonOptions,
@@ -33,6 +32,7 @@ from reprobisect.commands.options import (
     split,
 )
 from reprobisect.commands.script_options import ScriptOptions, add_script_options, with_script
+from reprobisect.commands.timing_options import TimingOptions, add_timing, timing_rule
 from reprobisect.config.load import Config, load_config
 from reprobisect.config.scripts import instruments_of
 from reprobisect.corpus.entries import corpus_slice, gpus_here
@@ -249,7 +249,7 @@ def _night(options: NightlyOptions) -> int:
     """Check the options, run the night, return its verdict (0, or 1 on a regression)."""
     # imported here: the night imports the report writer (matplotlib), which no other command's start needs
     from reprobisect.bisect import history
-    from reprobisect.commands.minimize import parse_budget
+    from reprobisect.minimize.request import parse_budget
     from reprobisect.nightly.main_night import fetch_origin, run_main_night
     from reprobisect.nightly.release_night import run_nightly
     from reprobisect.nightly.targets import AXIS

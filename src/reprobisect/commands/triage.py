@@ -28,17 +28,11 @@ from reprobisect.bisect.grid_probes import GridPlan, GridProbes, grid_plan
 from reprobisect.bisect.probes import BisectRequest, run_bisect, timing_jobs, transition_dict
 from reprobisect.bisect.slowdown_answer import slowdown_markdown
 from reprobisect.bisect.timed import ambiguous_versions
-from reprobisect.commands.bisect import TimingOptions, add_timing, refuse_beside_others, timing_rule
-from reprobisect.commands.matrix import (
-    RunOptions,
-    add_run_options,
-    axis_values,
-    matrix_request,
-    run_and_summarize,
-    summarize_runs,
-)
 from reprobisect.commands.options import CommonOptions, Subparsers, add_common, prepare, run_context
+from reprobisect.commands.output import run_and_summarize, summarize_runs
+from reprobisect.commands.run_options import RunOptions, add_run_options, axis_values, matrix_request
 from reprobisect.commands.script_options import ScriptOptions, add_script_options, source_options, with_script
+from reprobisect.commands.timing_options import TimingOptions, add_timing, refuse_beside_others, timing_rule
 from reprobisect.config.load import Config, load_config
 from reprobisect.errors import AMBIGUOUS_EXIT, BisectInconclusiveError, ConfigError
 from reprobisect.minimize.sections import sections_under

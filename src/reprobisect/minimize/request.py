@@ -8,18 +8,21 @@ pipeline, so a machine without them gets an error that names them, not an Import
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from reprobisect.errors import ConfigError
 from reprobisect.run.sandbox import Confinement
+from reprobisect.util.bounds import BUDGET_RUNS, BUDGET_SECONDS, cut
 
 if TYPE_CHECKING:  # the result's types; importing them at run time would import pyflakes
     from reprobisect.minimize.candidates import CandidateVerdict, Cells, FailureTarget
     from reprobisect.minimize.statements import Size
 
-__all__ = ["Budget", "MinimizeRequest", "MinimizeResult"]
+__all__ = ["Budget", "MinimizeRequest", "MinimizeResult", "parse_budget"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,3 +88,27 @@ class MinimizeResult:
     def interrupted(self) -> bool:
         """Stopped by Ctrl-C: the result is the best found so far."""
         return self.stopped.startswith("interrupted")
+
+
+_BUDGET = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|runs?)?", re.IGNORECASE)
+
+
+def parse_budget(values: Sequence[str]) -> Budget:
+    """``--budget 10m --budget 200runs`` as a Budget (seconds and runs; the first reached stops)."""
+    seconds: float | None = None
+    runs: int | None = None
+    for value in values:
+        match = _BUDGET.fullmatch(value.strip())
+        if not match or float(match.group(1)) <= 0:
+            msg = f"--budget {value!r}: expected seconds (600, 600s), minutes (10m), hours (1h) or runs (200runs)"
+            raise ConfigError(msg)
+        number, unit = float(match.group(1)), (match.group(2) or "s").lower()
+        if unit.startswith("run"):
+            runs = int(number)
+            if not BUDGET_RUNS.holds(runs):
+                raise ConfigError(BUDGET_RUNS.refusal(f"--budget {cut(value)}:", runs))
+        else:
+            seconds = number * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
+            if not BUDGET_SECONDS.holds(seconds):
+                raise ConfigError(BUDGET_SECONDS.refusal(f"--budget {cut(value)}:", seconds))
+    return Budget(seconds=seconds, runs=runs)
