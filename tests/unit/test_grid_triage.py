@@ -258,6 +258,14 @@ def test_hostile_words_never_reach_the_page_and_the_picture_fits_a_terminal(word
         "edges": [],
         "grid": [[{"state": "skipped", "how": "skipped", "why": signature}] * cols] * 2,
         "fixes": {word: [1, 2]},
+        "culprits": [
+            {
+                **{"axis": word, "at_axis": word, "at": word, "passing": f"{word}1", "failing": f"{word}2"},
+                **{"edges_at": [word, signature], "direction": word, "rerun": "x", "release_sources": [signature]},
+                "commit": {"sha": signature, "subject": signature, "pull_request": word} if cols % 2 else None,
+                "why": signature,
+            }
+        ],
     }
     text = grid_markdown(data, name=word, rerun="x")
     assert "\x1b" not in text and "<!--" not in text and "\r" not in text

@@ -109,9 +109,9 @@ def grid_terminal(data: Mapping[str, Any], *, width: int = WIDTH) -> list[str]:
 
 
 def _also(culprit: Mapping[str, Any]) -> str:
-    """The other edges one search stands for: `` (searched there; also at 2.5.2, 2.5.3)``."""
+    """The other edges one search stands for: `` (searched there; it answers for lightning 2.5.2, 2.5.3 too)``."""
     others = [str(at) for at in culprit.get("edges_at", [])[1:]]
-    return f" (searched there; the edges at {', '.join(others)} too)" if others else ""
+    return f" (searched there; it answers for {culprit.get('at_axis')} {', '.join(others)} too)" if others else ""
 
 
 def _found(culprit: Mapping[str, Any], *, markdown: bool = False) -> str:
