@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, base_python
+from tests.integration.release_history import build_history
 from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
 from tests.system_tools import DEEPSPEED_OPS
 
@@ -46,3 +47,49 @@ def test_a_bug_between_two_packages_is_one_rule_found_with_fewer_cells_than_the_
     assert RULE in done.stdout
     summary = next(out.glob("summary-*.md")).read_text()
     assert RULE.replace("<", "&lt;") in summary
+
+
+# the files whose commits bring and mend the failure in histories built from the releases' sdists: DeepSpeed's
+# tp_model_init comes with deepspeed/__init__.py, Lightning's exclude_frozen_parameters with Fabric's strategy
+DS_CULPRIT = "deepspeed/__init__.py"
+PL_CULPRIT = "src/lightning/fabric/strategies/deepspeed.py"
+
+
+@pytest.mark.scheduled  # the clones, 14 commit probes (each a wheel built from a commit) and the grid: past CI's budget
+def test_the_commit_behind_each_edge_is_named_from_a_clone_of_each_package(
+    tmp_path: Path,
+    envs_dir: Path,  # noqa: F811
+) -> None:
+    """Issue #51 item 3 on real releases: a clone of each package built from two releases' sdists (one commit per
+    changed file, no GitHub), the grid searched, then each edge's commit: the one edge pair along deepspeed (0.16.0 →
+    0.16.4, brought) and the one along lightning (2.5.2 → 2.5.5, fixed), each one search for all its edges."""
+    deepspeed = build_history(tmp_path / "ds", "deepspeed", "0.16.0", "0.16.4", base_python())
+    lightning = build_history(tmp_path / "pl", "lightning", "2.5.2", "2.5.5", base_python())
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "reprobisect", "triage", str(SCRIPT), *GRID, "--backend", "cpu"]
+    cmd += ["--git", f"deepspeed={deepspeed.repo}", "--git", f"lightning={lightning.repo}"]
+    cmd += ["--out", str(out), "--envs", str(envs_dir), "--base-python", base_python()]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(next(out.glob("grid-*.json")).read_text())
+    assert [region["rule"] for region in report["regions"]] == [RULE]
+    brought, fixed = sorted(report["culprits"], key=lambda c: c["axis"])
+    assert (brought["axis"], brought["passing"], brought["failing"]) == ("deepspeed", "0.16.0", "0.16.4")
+    assert brought["direction"] == "brought" and sorted(brought["edges_at"]) == ["2.5.0", "2.5.2"]
+    assert brought["commit"]["sha"] == deepspeed.sha_of(DS_CULPRIT), (brought, done.stdout[-4000:])
+    assert brought["commit"]["pull_request"].startswith("deepspeedai/DeepSpeed#9")
+    assert brought["last_good_commit"]["sha"] == _parent(deepspeed.repo, deepspeed.sha_of(DS_CULPRIT))
+    assert (fixed["axis"], fixed["passing"], fixed["failing"]) == ("lightning", "2.5.5", "2.5.2")
+    assert fixed["direction"] == "fixed" and sorted(fixed["edges_at"]) == ["0.16.4", "0.16.9", "0.17.0"]
+    assert fixed["commit"]["sha"] == lightning.sha_of(PL_CULPRIT), (fixed, done.stdout[-4000:])
+    assert fixed["commit"]["pull_request"].startswith("Lightning-AI/pytorch-lightning#9")
+    assert fixed["last_good_commit"]["sha"] == _parent(lightning.repo, lightning.sha_of(PL_CULPRIT))
+    assert f"brought by {brought['commit']['sha'][:12]}" in done.stdout
+    assert f"fixed by {fixed['commit']['sha'][:12]}" in done.stdout
+    summary = next(out.glob("summary-*.md")).read_text()
+    assert f"**brought by `{brought['commit']['sha'][:12]}`**" in summary and f"--git {lightning.repo}" in summary
+
+
+def _parent(repo: Path, sha: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), "rev-parse", f"{sha}^"], capture_output=True, text=True, check=True)
+    return done.stdout.strip()

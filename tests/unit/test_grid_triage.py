@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import json
 import re
+import subprocess
 import sys
 import time
 import types
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reprobisect.bisect import grid_probes
+from reprobisect.bisect import edge_culprits, grid_probes
 from reprobisect.commands import output, triage
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
@@ -134,12 +135,92 @@ def test_full_grid_runs_every_cell_as_before(tmp_path, monkeypatch) -> None:
     assert triaged.grids == [] and len(fake.calls) == 1 and fake.calls[0] == ()  # one matrix run, no cell chosen
 
 
+def test_what_a_grid_does_not_answer_yet_is_refused_before_it_runs(tmp_path, monkeypatch) -> None:
+    with pytest.raises(ConfigError, match="--slower-than"):
+        _triage(tmp_path, monkeypatch, "--slower-than", "10")
+
+
+class FakeCulprits:
+    """find_culprits behind each edge: the axis, ends and pins each search got, and a commit for it."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str, str, dict[str, str], Path]] = []
+
+    def __call__(self, config: Any, request: Any, transitions: Sequence[Any], **kw: Any) -> list[dict[str, Any]]:
+        [t] = transitions
+        self.asked.append((request.axis, request.good, request.bad, dict(request.pins), kw["clone"]))
+        kind = "introduced" if t["to"]["outcome"] != "PASS" else "fixed"
+        commit = {"sha": "b" * 40, "subject": f"Touch {request.axis} (#7018)", "pull_request": "acme/x#7018"}
+        return [
+            {**t, "kind": kind, "commit": commit, "why": None, "rerun": f"reprobisect bisect --axis {request.axis}"}
+        ]
+
+
+def _clone(path: Path) -> Path:
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    return path
+
+
+def test_two_clones_name_the_commit_behind_each_edge_in_the_json_summary_and_terminal(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    fake = FakeCulprits()
+    monkeypatch.setattr(edge_culprits, "find_culprits", fake)
+    ds, pl = _clone(tmp_path / "ds"), _clone(tmp_path / "pl")
+    triaged, _, _ = _triage(tmp_path, monkeypatch, "--git", f"deepspeed={ds}", "--git", f"lightning={pl}")
+    [report] = triaged.grids
+    by_axis = {c["axis"]: c for c in report["culprits"]}
+    assert sorted(by_axis) == ["deepspeed", "lightning"] and len(report["culprits"]) == len(fake.asked)
+    assert len(fake.asked) == len({(e["axis"], e["passing"], e["failing"]) for e in report["edges"]})  # one a pair
+    brought = next(c for c in report["culprits"] if (c["passing"], c["failing"]) == ("0.14.0", "0.14.1"))
+    assert brought["direction"] == "brought" and brought["commit"]["pull_request"] == "acme/x#7018"
+    assert ("deepspeed", "0.14.0", "0.14.1", {"lightning": brought["at"]}, ds) in [
+        (a, g, b, {k: v for k, v in pins.items() if k == "lightning"}, c) for a, g, b, pins, c in fake.asked
+    ]
+    fixed = next(c for c in report["culprits"] if (c["passing"], c["failing"]) == ("2.4.0", "2.3.3"))
+    assert fixed["direction"] == "fixed" and fixed["clone"] == str(pl)
+    assert json.loads(next((tmp_path / "out").glob("grid-*.json")).read_text()) == report
+    summary = next((tmp_path / "out").glob("summary-*.md")).read_text()
+    assert "The commit behind each edge" in summary and "**brought by `bbbbbbbbbbbb`** Touch deepspeed" in summary
+    assert "**fixed by `bbbbbbbbbbbb`** Touch lightning (#7018) (acme/x#7018)" in summary
+    assert "reprobisect bisect --axis lightning" in summary  # the re-run of each search
+    printed = capsys.readouterr().out
+    assert "commit: deepspeed 0.14.0 → 0.14.1 starts failing at lightning" in printed
+    assert "brought by bbbbbbbbbbbb Touch deepspeed (#7018) (acme/x#7018)" in printed
+
+
+def test_culprits_beside_two_ranges_clones_each_package_not_named(tmp_path, monkeypatch) -> None:
+    fake = FakeCulprits()
+    monkeypatch.setattr(edge_culprits, "find_culprits", fake)
+    made: list[str] = []
+    monkeypatch.setattr(edge_culprits.history, "clone_known", lambda package, dest: made.append(package) or dest)
+    ds = _clone(tmp_path / "ds")
+    triaged, _, _ = _triage(tmp_path, monkeypatch, "--culprits", "--git", f"deepspeed={ds}")
+    assert made == ["lightning"] and {c["axis"] for c in triaged.grids[0]["culprits"]} == {"deepspeed", "lightning"}
+    assert all(c["commit"] is not None for c in triaged.grids[0]["culprits"])
+
+
+def test_without_clones_the_grid_answer_says_how_to_name_the_commits(tmp_path, monkeypatch) -> None:
+    triaged, _, _ = _triage(tmp_path, monkeypatch)
+    assert "culprits" not in triaged.grids[0]
+    summary = next((tmp_path / "out").glob("summary-*.md")).read_text()
+    assert "add --git deepspeed=CLONE --git lightning=CLONE (or --culprits)" in summary
+
+
 @pytest.mark.parametrize(
-    ("extra", "words"), [(["--slower-than", "10"], "--slower-than"), (["--culprits"], "--git/--culprits")]
+    ("given", "words"),
+    [
+        (lambda t: [str(_clone(t / "ds"))], "say which package each clone is of: --git deepspeed=CLONE"),
+        (lambda t: [f"torch={_clone(t / 'ds')}"], "torch has no clone here"),
+        (lambda t: [f"tinypkg={_clone(t / 'ds')}"], "tinypkg is not an axis this triage varies"),
+        (lambda t: [f"deepspeed={t / 'missing'}"], r"--git deepspeed=\S+missing: no such folder"),
+    ],
 )
-def test_what_a_grid_does_not_answer_yet_is_refused_before_it_runs(tmp_path, monkeypatch, extra, words) -> None:
+def test_clones_beside_two_ranges_are_refused_before_anything_runs(tmp_path, monkeypatch, given, words) -> None:
+    extra = [word for value in given(tmp_path) for word in ("--git", value)]
     with pytest.raises(ConfigError, match=words):
         _triage(tmp_path, monkeypatch, *extra)
+    assert not list((tmp_path / "out").glob("**/*.json"))  # no cell ran, no answer was written
 
 
 _TEXT = st.text(st.characters(codec="utf-8"), max_size=30)
@@ -177,6 +258,14 @@ def test_hostile_words_never_reach_the_page_and_the_picture_fits_a_terminal(word
         "edges": [],
         "grid": [[{"state": "skipped", "how": "skipped", "why": signature}] * cols] * 2,
         "fixes": {word: [1, 2]},
+        "culprits": [
+            {
+                **{"axis": word, "at_axis": word, "at": word, "passing": f"{word}1", "failing": f"{word}2"},
+                **{"edges_at": [word, signature], "direction": word, "rerun": "x", "release_sources": [signature]},
+                "commit": {"sha": signature, "subject": signature, "pull_request": word} if cols % 2 else None,
+                "why": signature,
+            }
+        ],
     }
     text = grid_markdown(data, name=word, rerun="x")
     assert "\x1b" not in text and "<!--" not in text and "\r" not in text

@@ -16,12 +16,14 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from reprobisect.bisect import history
 from reprobisect.bisect.answer import Answer, answer_markdown, sweep_answers
 from reprobisect.bisect.culprits import find_culprits
+from reprobisect.bisect.edge_culprits import EdgeSearch, GridClones, edge_culprits, named_clones, refuse_clones
 from reprobisect.bisect.grid import grid_search
 from reprobisect.bisect.grid_answer import grid_report, grid_slug
 from reprobisect.bisect.grid_probes import GridPlan, GridProbes, grid_plan
@@ -64,14 +66,19 @@ def setup_arguments(subparsers: Subparsers) -> None:
     add_run_options(parser)
     parser.add_argument(
         "--git",
-        type=Path,
+        action="append",
+        default=[],
+        metavar="[PACKAGE=]CLONE",
         help="with a range pin: a whole clone of the package whose releases vary; the commits between the tags of "
-        "each change are bisected for the one that introduced (or fixed) the bug",
+        "each change are bisected for the one that introduced (or fixed) the bug. With ranges on two packages, "
+        "one per package (--git deepspeed=CLONE --git lightning=CLONE): the commit behind each edge of the grid, "
+        "along that package, the other held at the edge's release; a package given none is not searched",
     )
     parser.add_argument(
         "--culprits",
         action="store_true",
-        help="as --git, with a clone of the package's known repository the harness makes (network allowing)",
+        help="as --git, with a clone of the package's known repository the harness makes (network allowing); "
+        "beside two ranges, for each package --git does not name",
     )
     parser.add_argument(
         "--full-grid",
@@ -90,7 +97,8 @@ class TriageOptions:
 
     script: ScriptOptions = dataclasses.field(default_factory=ScriptOptions)
     run: RunOptions = dataclasses.field(default_factory=RunOptions)
-    git: Path | None = None
+    git: Path | None = None  # --git CLONE: the clone of the one package a range varies
+    git_for: Mapping[str, Path] = dataclasses.field(default_factory=dict)  # --git PACKAGE=CLONE, by package
     culprits: bool = False
     timing: TimingOptions = dataclasses.field(default_factory=TimingOptions)  # --slower-than: the first release's
     full_grid: bool = False  # two ranges: every cell (the matrix as before), not the grid search
@@ -100,10 +108,12 @@ class TriageOptions:
     def from_args(cls, args: argparse.Namespace) -> TriageOptions:
         """The command line as parsed."""
         common = CommonOptions.from_args(args)
+        bare, named = named_clones(args.git)
         return cls(
             script=ScriptOptions.from_args(args, script_args=args.script_args),
             run=RunOptions.from_args(args),
-            git=args.git,
+            git=bare,
+            git_for=named,
             culprits=args.culprits,
             timing=TimingOptions.from_args(args, compare_with=False),
             full_grid=args.full_grid,
@@ -156,18 +166,21 @@ def triage_answers(options: TriageOptions, *, rerun: str) -> Triaged:
         options = dataclasses.replace(options, run=run)
     request = matrix_request(options.run, common, made, base_axes=base_axes)
     title = config.repro(made[0]).title if len(made) == 1 else f"{len(made)} test selections"
-    plan = None if options.full_grid or not _two_ranges(request) else grid_plan(config, request, ctx)
+    varying = _varying(request)
+    plan = None if options.full_grid or len(varying) < 2 else grid_plan(config, request, ctx)
+    axes = varying if plan is None else [plan.row_axis, plan.col_axis]
+    refuse_clones(options.git, options.git_for, varying=axes, grid=plan is not None)
     grids: list[tuple[dict[str, Any], Path]] = []
     if plan is not None:
-        _refuse_beside_a_grid(options, rule)
-        records, grids = _grid_answers(config, request, ctx, plan)
+        _refuse_beside_a_grid(rule)
+        records, grids = _grid_answers(config, request, ctx, plan, options)
         summary = summarize_runs(records, ctx, common.out, title=title, summary=f"summary-{made[0]}.md", command=rerun)
     else:
         records, summary = run_and_summarize(
             config, request, ctx, common.out, title=title, summary=f"summary-{made[0]}.md", command=rerun
         )
     found = [(answer, _culprits(config, answer, options, ctx)) for answer in sweep_answers(records)]
-    hint = "" if options.git is not None or options.culprits else _HINT
+    hint = "" if options.git is not None or options.git_for or options.culprits else _HINT
     sections = [grid_markdown(report, name=path.name, rerun=rerun) for report, path in grids]
     sections += [answer_markdown(a, c, rerun=rerun, culprit_hint=hint) for a, c in found]
     timed = [(a, *_timed(config, a, rule, options, ctx, (hint, rerun))) for a, _ in found] if rule is not None else []
@@ -186,35 +199,29 @@ def triage_answers(options: TriageOptions, *, rerun: str) -> Triaged:
     )
 
 
-def _two_ranges(request: MatrixRequest) -> bool:
-    """Whether at least two axes are asked several values (a list, a range, a glob): only then can the matrix be a
-    grid, and only then is it planned once more to see (planning asks the index, and may ask torch for CUDA)."""
-    several = [
+def _varying(request: MatrixRequest) -> list[str]:
+    """The axes asked several values (a list, a range, a glob): with two, the matrix may be a grid, and only then is
+    it planned once more to see (planning asks the index, and may ask torch for CUDA)."""
+    return [
         axis
         for axis, values in request.axes.items()
         if len(values) > 1 or any(v.startswith(("<", ">", "=", "!", "~")) or "*" in v for v in values)
     ]
-    return len(several) >= 2
 
 
-def _refuse_beside_a_grid(options: TriageOptions, rule: SlowdownRule | None) -> None:
+def _refuse_beside_a_grid(rule: SlowdownRule | None) -> None:
     """What a grid search does not answer yet, refused before anything runs."""
     if rule is not None:
         msg = "--slower-than times one package's releases; with ranges on two packages give one range or --full-grid"
         raise ConfigError(msg)
-    if options.git is not None or options.culprits:
-        msg = (
-            "--git/--culprits bisect one package's commits; with ranges on two packages (a grid search) the commits "
-            "behind each edge are not searched yet: give one range, or drop --git/--culprits"
-        )
-        raise ConfigError(msg)
 
 
 def _grid_answers(
-    config: Config, request: MatrixRequest, ctx: RunContext, plan: GridPlan
+    config: Config, request: MatrixRequest, ctx: RunContext, plan: GridPlan, options: TriageOptions
 ) -> tuple[list[Record], list[tuple[dict[str, Any], Path]]]:
-    """Each form's grid search (bisect/grid.py), its answer written as ``grid-<slug>.json`` beside the records;
-    returns every record its waves made or reused, and each answer with its path."""
+    """Each form's grid search (bisect/grid.py), with the commit behind each edge where clones are given or asked
+    for (bisect/edge_culprits.py), its answer written as ``grid-<slug>.json`` beside the records; returns every
+    record its waves made or reused, and each answer with its path."""
     records: list[Record] = []
     answers = []
     for form in plan.forms:
@@ -227,12 +234,38 @@ def _grid_answers(
         report = grid_report(result, repro=plan.repro, form=form, held=plan.held, records=probes.records)
         path = ctx.store.root / f"grid-{grid_slug(plan.repro, form, plan.row_axis, plan.col_axis)}.json"
         write_atomic(path, json.dumps(report, indent=2), what="the grid search's result")
+        search = _edge_search(config, plan, form, probes, options, ctx)
+        if search.clones.asked:  # the grid's answer is written first: the commit searches take longer than it
+            report["culprits"] = edge_culprits(search, report)
+            write_atomic(path, json.dumps(report, indent=2), what="the grid search's result")
         records += probes.records
         answers.append((report, path))
     return records, answers
 
 
 _HINT = "the commit: add --git CLONE (a clone of the package's repository) or --culprits"
+
+
+def _edge_search(
+    config: Config, plan: GridPlan, form: str, probes: GridProbes, options: TriageOptions, ctx: RunContext
+) -> EdgeSearch:
+    """What the commit searches behind one form's grid edges start from: the grid's repro, form and held pins."""
+    clones = GridClones(named=options.git_for, harness=options.culprits, clones_dir=options.common.envs / "clones")
+    request = BisectRequest(
+        repro=plan.repro,
+        form=form,
+        axis=plan.row_axis,  # each edge's search sets its axis, its two releases and the other axis's pin
+        good=plan.rows[0],
+        bad=plan.rows[-1],
+        backend=options.run.backend,
+        pins=plan.held,
+        repeat=options.run.repeat,
+        timeout=options.run.timeout,
+        confinement=options.common.confinement,
+        jobs=options.run.jobs,
+    )
+    source = source_options(None, options.script, options.common)
+    return EdgeSearch(config=config, request=request, ctx=ctx, clones=clones, measure=probes, source=source)
 
 
 def _culprits(config: Config, answer: Answer, options: TriageOptions, ctx: RunContext) -> list[dict[str, Any]]:
@@ -251,10 +284,11 @@ def _commits_behind(
 ) -> list[dict[str, Any]]:
     """The commit behind each release transition of a search over the releases (``request``'s), when a clone is
     given or asked for."""
-    if (options.git is None and not options.culprits) or not transitions:
+    if (options.git is None and request.axis not in options.git_for and not options.culprits) or not transitions:
         return []
-    envs = options.common.envs
-    clone = options.git if options.git is not None else history.clone_known(request.axis, envs / "clones")
+    clone = options.git or options.git_for.get(request.axis)
+    if clone is None:
+        clone = history.clone_known(request.axis, options.common.envs / "clones")
     return find_culprits(
         config,
         request,

@@ -99,11 +99,47 @@ def grid_terminal(data: Mapping[str, Any], *, width: int = WIDTH) -> list[str]:
         lines.append(f"  fallback: {said(data['fallback'])}")
     for edge in [e for e in data["edges"] if e["measured"]][:10]:
         lines.append(f"  edge: {said(edge_words(data, edge))} (both cells run)")
+    for culprit in data.get("culprits", [])[:10]:
+        lines.append(f"  commit: {said(edge_words(data, culprit))}{said(_also(culprit))}: {said(_found(culprit))}")
     skipped = sum(1 for row in data["grid"] for cell in row if cell.get("state") == "skipped")
     if skipped:
         lines.append(f"  {skipped} cells skipped (no verdict; in no rule)")
     wrapped = [part for line in lines for part in textwrap.wrap(line, width, subsequent_indent="      ")]
     return wrapped + grid_picture(data, width=width)
+
+
+def _also(culprit: Mapping[str, Any]) -> str:
+    """The other edges one search stands for: `` (searched there; it answers for lightning 2.5.2, 2.5.3 too)``."""
+    others = [str(at) for at in culprit.get("edges_at", [])[1:]]
+    return f" (searched there; it answers for {culprit.get('at_axis')} {', '.join(others)} too)" if others else ""
+
+
+def _found(culprit: Mapping[str, Any], *, markdown: bool = False) -> str:
+    """``brought by 1a2b3c4d5e6f subject (owner/repo#123)``, or why no commit is named (texts not yet neutralised)."""
+    commit = culprit.get("commit")
+    if not commit:
+        return f"commit unknown — {culprit.get('why')}"
+    by = f"{culprit.get('direction')} by"
+    sha = str(commit.get("sha", ""))[:12]
+    pr = f" ({commit['pull_request']})" if commit.get("pull_request") else ""
+    if markdown:
+        return f"**{by} `{md_safe(sha)}`** {md_safe(str(commit.get('subject')))}{md_safe(pr)}"
+    return f"{by} {sha} {commit.get('subject')}{pr}"
+
+
+def _culprits(data: Mapping[str, Any]) -> list[str]:
+    """The commit behind each edge searched (one search per axis and pair of releases), or the hint that clones
+    would name them."""
+    culprits = data.get("culprits")
+    if culprits is None:
+        axes = " ".join(f"--git {md_safe(str(a))}=CLONE" for a in (data["row_axis"], data["col_axis"]))
+        return [f"The commit behind each edge: add {axes} (or --culprits).", ""] if data["edges"] else []
+    lines = ["The commit behind each edge (one search per package and pair of releases, the other package held):"]
+    for culprit in culprits[:20]:
+        found = _found(culprit, markdown=True) if culprit.get("commit") else md_safe(_found(culprit))
+        sources = "".join(f"; {md_safe(str(note))}" for note in culprit.get("release_sources") or ())
+        lines.append(f"- {md_safe(edge_words(data, culprit) + _also(culprit))}: {found}{sources}")
+    return [*lines, ""]
 
 
 def _cell_text(cell: Mapping[str, Any]) -> str:
@@ -167,7 +203,7 @@ def grid_markdown(data: Mapping[str, Any], *, name: str = "", rerun: str = "") -
     ]
     if data.get("fallback"):
         lines.append(f"Fallback: {md_safe(str(data['fallback']))}.")
-    lines += ["", *(_edges(data) if data["edges"] else [])]
+    lines += ["", *(_edges(data) if data["edges"] else []), *_culprits(data)]
     skipped = [
         (row, col, cell)
         for row, cells in zip(data["rows"], data["grid"], strict=True)
@@ -185,6 +221,8 @@ def grid_markdown(data: Mapping[str, Any], *, name: str = "", rerun: str = "") -
     lines += _table(data)
     if name:
         lines.append(f"Every cell's state, with the cells each inference rests on: `{md_safe(name)}`.")
-    if rerun:
-        lines += ["", "Re-run (records are reused):", "", "```", rerun, "```"]
+    commands = [rerun] if rerun else []
+    commands += [str(c["rerun"]) for c in data.get("culprits", []) if c.get("rerun")]
+    if commands:
+        lines += ["", "Re-run (records are reused):", "", "```", *commands, "```"]
     return md_document("\n".join([*lines, ""]))
