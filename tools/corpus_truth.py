@@ -3,7 +3,7 @@
     python tools/corpus_truth.py corpus/ds-bf16-stray-grad                 # every release truth.toml lists
     python tools/corpus_truth.py corpus/ds-bf16-stray-grad --releases 0.16.4,0.16.5
     python tools/corpus_truth.py corpus/ds-bf16-stray-grad --git CLONE --commit b418cf6c1 --commit b418cf6c1~1
-    python tools/corpus_truth.py corpus/pl-fabric-ds-import          # an interaction entry: every cell of its grid
+    python tools/corpus_truth.py corpus/NAME --partner-releases 0.14.0,0.14.1   # an interaction entry's cells
 
 Why a separate tool, and why it imports nothing of ``reprobisect``: the corpus measures the harness, so its truth
 must not come from the harness. Each release gets a venv of its own made with ``uv venv --system-site-packages``
