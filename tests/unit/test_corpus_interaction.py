@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tarfile
 import tomllib
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -451,8 +452,6 @@ def test_the_hand_tool_measures_every_cell_and_writes_them_below_the_marker(
     assert text.index(MARKER) < text.index("[cells]") and "notes = 'kept'" in text and "[runs]" not in text
     truth = load_truth(folder)
     assert truth.unmeasured() == [] and truth.failing_cells() == FAILING
-    import tarfile
-
     with tarfile.open(folder / "truth-logs.tar.xz") as tar:
         names = tar.getnames()
     assert len(names) == 9 and "cell-lightning-2.5.2-deepspeed-0.16.4.log" in names
