@@ -3,6 +3,7 @@
     python tools/corpus_truth.py corpus/ds-bf16-stray-grad                 # every release truth.toml lists
     python tools/corpus_truth.py corpus/ds-bf16-stray-grad --releases 0.16.4,0.16.5
     python tools/corpus_truth.py corpus/ds-bf16-stray-grad --git CLONE --commit b418cf6c1 --commit b418cf6c1~1
+    python tools/corpus_truth.py corpus/NAME --partner-releases 0.14.0,0.14.1   # an interaction entry's cells
 
 Why a separate tool, and why it imports nothing of ``reprobisect``: the corpus measures the harness, so its truth
 must not come from the harness. Each release gets a venv of its own made with ``uv venv --system-site-packages``
@@ -17,8 +18,13 @@ A performance entry (``[slowdown]`` in truth.toml) is run ``repeats`` times a re
 harness's ``repros/instruments.py`` beside the script (a helper that prints one ``@@repro`` line a step, nothing
 more); each run's median step (its first tenth, at least one step, left out as warm-up) goes to ``step_ms``.
 
-It rewrites only the part of truth.toml below the marker line (``[runs]`` and ``[commits]``, merged with what is
-there), and packs every log into ``truth-logs.tar.xz`` beside it (members replaced by name, fixed mtimes).
+An interaction entry (kind ``interaction``: ``package`` × ``partner``) is measured on every cell of its grid, each
+a venv of its own with the package's release, the partner's release and the other pins (a torch axis is the
+venv's torch, installed as a torch pin is); each cell's row goes to ``[cells]`` as ``"ROW|COLUMN"``. A python axis
+is not measured here (each cell would need its own interpreter): measure such a grid by hand.
+
+It rewrites only the part of truth.toml below the marker line (``[runs]``, ``[commits]`` and ``[cells]``, merged with
+what is there), and packs every log into ``truth-logs.tar.xz`` beside it (members replaced by name, fixed mtimes).
 """
 
 from __future__ import annotations
@@ -152,16 +158,24 @@ def _torch_check(python: Path, pins: dict[str, str]) -> str:
     return f"$ python -c {code!r}\n{got}\n"
 
 
-def _others(pins: dict[str, str], package: str) -> list[str]:
-    return [f"{name}=={value}" for name, value in sorted(pins.items()) if name not in ("torch", "python", package)]
+def _others(pins: dict[str, str], *varied: str) -> list[str]:
+    return [f"{name}=={value}" for name, value in sorted(pins.items()) if name not in ("torch", "python", *varied)]
 
 
-def release_venv(work: Path, truth: dict, release: str) -> tuple[Path, str]:  # type: ignore[type-arg]
-    """The venv of one release with the entry's other pins, and the install's own log."""
-    pins, package = dict(truth.get("pins", {})), truth["package"]
-    wanted = [f"{package}=={release}", *_others(pins, package)]
+def release_venv(work: Path, truth: dict, release: str, partner_release: str | None = None) -> tuple[Path, str]:  # type: ignore[type-arg]
+    """The venv of one release (an interaction entry: one cell, the partner at ``partner_release``) with the entry's
+    other pins, and the install's own log."""
+    pins = dict(truth.get("pins", {}))
+    versions = {truth["package"]: release}
+    if partner_release is not None:
+        versions[truth["partner"]] = partner_release
+    if "python" in versions:
+        raise SystemExit("a python axis is not measured by this tool (each cell needs its own interpreter)")
+    if "torch" in versions:  # a torch axis: the cell's torch is the venv's, installed as a torch pin is
+        pins["torch"] = versions.pop("torch")
+    wanted = [f"{name}=={version}" for name, version in versions.items()] + _others(pins, *versions)
     key = hashlib.sha1(json.dumps([wanted, pins.get("torch")]).encode()).hexdigest()[:10]  # noqa: S324 - a name
-    python = _venv(work, f"{package}-{release}-{key}", pins)
+    python = _venv(work, f"{'-'.join(f'{n}-{v}' for n, v in versions.items()) or 'torch'}-{key}", pins)
     marker = python.parent.parent / "installed.txt"
     if marker.exists():
         return python, marker.read_text()
@@ -273,16 +287,18 @@ def _table(name: str, rows: dict[str, dict]) -> list[str]:  # type: ignore[type-
     return lines
 
 
-def write_measured(truth_file: Path, runs: dict, commits: dict) -> None:  # type: ignore[type-arg]
+def write_measured(truth_file: Path, runs: dict, commits: dict, cells: dict | None = None) -> None:  # type: ignore[type-arg]
     """Merge these rows into the measured part of truth.toml (below MARKER), re-read under a lock so that two
-    measurements of one entry at once (releases and commits) keep each other's rows; the hand-written part stays."""
+    measurements of one entry at once (releases and commits) keep each other's rows; the hand-written part stays.
+    An interaction entry's rows are its ``cells``, keyed ``"ROW|COLUMN"``, in the grid's order."""
     with _locked(truth_file):
         text = truth_file.read_text(encoding="utf-8")
         now = tomllib.loads(text)
         runs = _ordered({**now.get("runs", {}), **runs}, now)
         commits = {**now.get("commits", {}), **commits}
+        cells = _ordered_cells({**now.get("cells", {}), **(cells or {})}, now)
         head = text.split(MARKER)[0].rstrip("\n")
-        lines = [head, "", MARKER, *_table("runs", runs)]
+        lines = [head, "", MARKER, *(_table("cells", cells) if cells else _table("runs", runs))]
         if commits:
             lines += ["", *_table("commits", commits)]
         truth_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -340,6 +356,8 @@ def measure(args: argparse.Namespace) -> int:
     runs: dict[str, dict] = {}  # type: ignore[type-arg]  # this call's rows only: merged into the file when written
     commits: dict[str, dict] = {}  # type: ignore[type-arg]
     logs: dict[str, str] = {}
+    if "interaction" in truth.get("kinds", []):
+        return measure_cells(args, entry, truth)
     jobs = [("release", r) for r in ([] if args.commit and not args.releases else _releases(truth, args.releases))]
     jobs += [("commit", c) for c in args.commit]
     for kind, name in jobs:
@@ -368,6 +386,29 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def measure_cells(args: argparse.Namespace, entry: Path, truth: dict) -> int:  # type: ignore[type-arg]
+    """An interaction entry: every asked cell of its grid once (``--releases`` picks rows, ``--partner-releases``
+    columns); each cell's row written and its log packed the moment it ends."""
+    if args.commit:
+        raise SystemExit("--commit: an interaction entry's [[change]] commits are checked by hand (its 'how')")
+    truth_file, work = entry / "truth.toml", args.work.resolve()
+    columns = {**truth, "releases": truth.get("partner_releases", [])}
+    package, partner = truth["package"], truth["partner"]
+    for row in _releases(truth, args.releases):
+        for col in _releases(columns, args.partner_releases):
+            python, install = release_venv(work, truth, row, col)
+            ext = work / "ext" / f"{package}-{partner}"
+            ext.mkdir(parents=True, exist_ok=True)
+            measured, log = _runs(python, entry, truth, ext)
+            key = f"{row}|{col}"
+            said = f"exit {measured['exit']:>3}  {measured['seconds']:>7.1f} s  {measured['last_line']}"
+            print(f"cell {key:>20}  {said}", flush=True)
+            write_measured(truth_file, {}, {}, {key: measured})
+            with _locked(truth_file):
+                pack_logs(entry, {f"cell-{package}-{row}-{partner}-{col}.log": f"{install}\n{log}"})
+    return 0
+
+
 def _runs(python: Path, entry: Path, truth: dict, ext: Path) -> tuple[dict, str]:  # type: ignore[type-arg]
     """One run (a performance entry: ``repeats`` runs, each one's median step); the row and the log of every run.
     The row keeps the first failing run's exit and line, the runs' mean seconds."""
@@ -384,6 +425,16 @@ def _runs(python: Path, entry: Path, truth: dict, ext: Path) -> tuple[dict, str]
     return row, "".join(logs)
 
 
+def _grid(truth: dict) -> list[str]:  # type: ignore[type-arg]
+    """An interaction entry's cells in order, ``"ROW|COLUMN"``."""
+    return [f"{r}|{c}" for r in map(str, truth["releases"]) for c in map(str, truth.get("partner_releases", []))]
+
+
+def _ordered_cells(cells: dict, truth: dict) -> dict:  # type: ignore[type-arg]
+    order = _grid(truth)
+    return {k: cells[k] for k in sorted(cells, key=lambda k: order.index(k) if k in order else len(order))}
+
+
 def _ordered(runs: dict, truth: dict) -> dict:  # type: ignore[type-arg]
     order = [str(r) for r in truth["releases"]]
     return {r: runs[r] for r in sorted(runs, key=lambda r: order.index(r) if r in order else len(order))}
@@ -393,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("entry", type=Path, help="the entry's folder (corpus/NAME)")
     parser.add_argument("--releases", help="comma-separated releases (default: every one truth.toml lists)")
+    parser.add_argument("--partner-releases", help="an interaction entry: comma-separated releases of its partner")
     parser.add_argument("--commit", action="append", default=[], help="a commit of --git to build and run (repeat)")
     parser.add_argument("--git", type=Path, help="a clone of the package's repository, for --commit")
     parser.add_argument(

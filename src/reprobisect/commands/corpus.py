@@ -3,7 +3,9 @@
 Each entry of ``corpus/`` (an ``issue.py`` and its hand-measured ``truth.toml``, corpus/README.md) is put through
 the very command a maintainer runs — ``triage issue.py --PACKAGE R1,R2,… --git CLONE`` over the releases the truth
 was measured on, with the entry's pins (a performance entry adds ``--instruments --slower-than PERCENT`` and is
-scored on its timing search's slower ranges) — and the answer is scored against the truth (corpus/scoring.py). Entries
+scored on its timing search's slower ranges; an interaction entry gives two ranges, ``--PACKAGE … --PARTNER …``, and
+its grid search's answer is scored, corpus/grid_scoring.py) — and the answer is scored against the truth
+(corpus/scoring.py). Entries
 this machine cannot run (a GPU entry on a CPU, more GPUs than it has) and entries whose truth is not measured yet
 are listed with why. The table goes to ``corpus.md`` and ``corpus.json``; any wrong row exits 1.
 """
@@ -16,13 +18,14 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from reprobisect.bisect.slowdown_answer import slower_ranges
 from reprobisect.commands import triage
 from reprobisect.commands.options import CommonOptions, Subparsers, add_common, add_jobs
 from reprobisect.commands.triage import TriageOptions
 from reprobisect.corpus.entries import entry_folders, gpus_here, why_not_here
+from reprobisect.corpus.grid_scoring import score_grid
 from reprobisect.corpus.scoring import ColumnVerdict, Found, Row, score
 from reprobisect.corpus.table import NotRun, Table, markdown, write_table
 from reprobisect.corpus.truth import load_truth
@@ -72,13 +75,18 @@ def refuse_pins(truths: Sequence[Truth], pins: Mapping[str, str]) -> None:
     truth's. A pin of another package is the machine's (``--lightning system`` on an offline GPU node, for the
     DeepSpeed entries) and goes to those entries' triage as given."""
     for name in pins:
-        clashing = [t.name for t in truths if name == t.package or name in t.pins]
+        clashing = [t.name for t in truths if name in _varied(t) or name in t.pins]
         if clashing:
             msg = (
                 f"--{name}: a corpus entry's versions are its truth's, and {', '.join(clashing)} varies or pins "
                 f"{name}; leave it out, pick other entries with --entry, or run triage on the script to pin it"
             )
             raise ConfigError(msg)
+
+
+def _varied(truth: Truth) -> tuple[str, ...]:
+    """The packages whose releases an entry varies: its package, and an interaction's partner."""
+    return (truth.package, truth.interaction.partner) if truth.interaction else (truth.package,)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -115,9 +123,10 @@ def _gpus(options: CorpusOptions) -> int:
 
 def _why_not(truth: Truth, options: CorpusOptions, gpus: int) -> str | None:
     """Why this entry is not run here, or None."""
-    missing = [r for r in truth.releases if r not in truth.runs]
+    missing = truth.unmeasured()
     if missing:
-        return f"truth not measured for {', '.join(missing)}: python tools/corpus_truth.py {truth.folder}"
+        shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+        return f"truth not measured for {shown}: python tools/corpus_truth.py {truth.folder}"
     return why_not_here(truth, backend=options.backend, gpus=gpus)
 
 
@@ -138,17 +147,32 @@ def _passed(common: CommonOptions) -> list[str]:
 def _triage_argv(truth: Truth, options: CorpusOptions) -> list[str]:
     """The triage command line a maintainer would type for this entry."""
     argv = [str(truth.script), f"--{truth.package}", ",".join(truth.releases)]
+    if truth.interaction is not None:  # the grid's second range: triage searches the grid (bisect/grid.py)
+        argv += [f"--{truth.interaction.partner}", ",".join(truth.interaction.partner_releases)]
     pins = {**options.common.pins, **truth.pins}  # refuse_pins left only the machine's pins of other packages
     argv += [item for name, value in sorted(pins.items()) for item in (f"--{name}", value)]
     argv += ["--backend", "cpu" if truth.backend == "cpu" else "cuda", "--timeout", str(truth.timeout)]
     argv += ["--out", str(options.common.out / truth.name), "--jobs", "1" if truth.slowdown else str(options.jobs)]
     if truth.slowdown is not None:  # a performance entry: its steps timed, the answer a timing search's
         argv += ["--instruments", "--slower-than", f"{truth.slowdown.threshold:g}", "--metric", truth.slowdown.metric]
-    argv += _passed(options.common)
-    if not options.no_culprits:
-        clone = _clone_for(truth.package, options.git)
-        argv += ["--git", str(clone)] if clone is not None else ["--culprits"]
+    argv += _passed(options.common) + _culprit_words(truth, options)
     return argv + (["--debug"] if options.common.debug else [])
+
+
+def _culprit_words(truth: Truth, options: CorpusOptions) -> list[str]:
+    """``--git CLONE`` (or ``--culprits``) where the triage searches commits. An interaction entry's grid searches
+    the commit behind each edge along each of its two packages (bisect/edge_culprits.py): a clone named for a package
+    (``--git lightning=CLONE``) goes to it, and ``--culprits`` has the harness clone the others (a bare ``--git
+    CLONE`` names no package, and triage refuses one beside two ranges)."""
+    if options.no_culprits:
+        return []
+    if truth.interaction is not None:
+        named = {name: path for name, path in _clones(options.git).items() if name is not None}
+        axes = (truth.package, truth.interaction.partner)
+        words = [w for axis in axes if axis in named for w in ("--git", f"{axis}={named[axis]}")]
+        return words + ([] if all(axis in named for axis in axes) else ["--culprits"])
+    clone = _clone_for(truth.package, options.git)
+    return ["--git", str(clone)] if clone is not None else ["--culprits"]
 
 
 def _clones(given: Sequence[str]) -> dict[str | None, Path]:
@@ -189,7 +213,15 @@ def _failed_row(truth: Truth, why: str, seconds: float) -> Row:
     """A triage that did not answer is a wrong row, saying why (never a hidden one)."""
     wrong = ColumnVerdict(ok=False, truth="an answer", found=why[:400])
     return Row(
-        entry=truth.name, ranges=wrong, introduced=wrong, fixed=wrong, changed=wrong, signature=wrong, seconds=seconds
+        entry=truth.name,
+        seconds=seconds,
+        ranges=wrong,
+        introduced=wrong,
+        fixed=wrong,
+        changed=wrong,
+        signature=wrong,
+        rule=wrong,
+        edges=wrong,
     )
 
 
@@ -204,6 +236,8 @@ def run_entry(truth: Truth, options: CorpusOptions) -> Row:
     except HarnessError as exc:
         return _failed_row(truth, f"harness error: {exc}", time.monotonic() - start)
     seconds = time.monotonic() - start
+    if truth.interaction is not None:
+        return _grid_row(truth, triaged.grids, seconds)
     mine = [(a, c) for a, c in triaged.answers if a.axis == truth.package]
     if len(mine) != 1:
         return _failed_row(truth, f"{len(mine)} answers across {truth.package} (one expected)", seconds)
@@ -220,6 +254,16 @@ def run_entry(truth: Truth, options: CorpusOptions) -> Row:
                     for s in truth.affected for k in ("introduced", "fixed")]  # fmt: skip
     found = Found(states=states, affected=affected, culprits=culprits, seconds=seconds)
     return score(truth, found)
+
+
+def _grid_row(truth: Truth, grids: Sequence[Mapping[str, Any]], seconds: float) -> Row:
+    """An interaction entry's row from the one grid search over its two axes (a wrong row if there is none)."""
+    axes = set(_varied(truth))
+    mine = [g for g in grids if {g.get("row_axis"), g.get("col_axis")} == axes]
+    if len(mine) != 1:
+        why = f"{len(mine)} grid answers over {' × '.join(_varied(truth))} (one expected: is the matrix a grid?)"
+        return _failed_row(truth, why, seconds)
+    return score_grid(truth, mine[0], seconds)
 
 
 def run_from_args(args: argparse.Namespace) -> int:

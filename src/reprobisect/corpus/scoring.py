@@ -17,7 +17,7 @@ from typing import Any
 from reprobisect.corpus.truth_model import MESSAGE_PREFIX, Truth
 from reprobisect.model.signature import normalize_message
 
-__all__ = ["ColumnVerdict", "Found", "Row", "score", "signature_agrees"]
+__all__ = ["FAILING", "NOT_APPLICABLE", "ColumnVerdict", "Found", "Row", "prs_verdict", "score", "signature_agrees"]
 
 FAILING = ("REPRODUCED", "OTHER_FAILURE", "CRASH")
 
@@ -56,6 +56,9 @@ class Row:
     signature: ColumnVerdict
     seconds: float
     changed: ColumnVerdict = NOT_APPLICABLE  # the pull requests of signature changes inside a range
+    rule: ColumnVerdict = NOT_APPLICABLE  # an interaction: the harness's rules against the truth's regions
+    edges: ColumnVerdict = NOT_APPLICABLE  # an interaction: the pull requests at the edges ([[change]])
+    cells: str = ""  # an interaction: the cells the harness ran, of the grid's ("5 of 9")
 
     @property
     def exact(self) -> bool:
@@ -65,7 +68,7 @@ class Row:
     @property
     def columns(self) -> tuple[ColumnVerdict, ...]:
         """The verdicts in the table's order."""
-        return (self.ranges, self.introduced, self.fixed, self.changed, self.signature)
+        return (self.ranges, self.rule, self.introduced, self.fixed, self.changed, self.edges, self.signature)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with ``exact`` spelled out."""
@@ -93,7 +96,7 @@ def _pr(culprit: Mapping[str, Any] | None) -> str:
     return str(commit.get("pull_request") or f"{str(commit.get('sha'))[:12]} (no pull request named)")
 
 
-def _prs(pairs: Sequence[tuple[str, Mapping[str, Any] | None]], label: Sequence[str] = ()) -> ColumnVerdict:
+def prs_verdict(pairs: Sequence[tuple[str, Mapping[str, Any] | None]], label: Sequence[str] = ()) -> ColumnVerdict:
     """The truth's pull requests beside the culprits the harness named for the same changes (n/a: none known)."""
     if not pairs:
         return NOT_APPLICABLE
@@ -117,7 +120,7 @@ def _change(truth: Truth, found: Found, end: str) -> ColumnVerdict:
         if change is not None:
             at = ("first", span.first) if end == "introduced" else ("last", span.last)
             pairs.append((change.pr, _culprit(found, end, *at)))
-    return _prs(pairs)
+    return prs_verdict(pairs)
 
 
 def _changed(truth: Truth, found: Found) -> ColumnVerdict:
@@ -125,7 +128,7 @@ def _changed(truth: Truth, found: Found) -> ColumnVerdict:
     the transition into ``at`` (a ``changed`` search: both sides fail, differently)."""
     changes = [change for span in truth.affected for change in span.changed]
     pairs = [(change.pr, _culprit(found, "changed", "first", change.at)) for change in changes]
-    return _prs(pairs, [change.at for change in changes])
+    return prs_verdict(pairs, [change.at for change in changes])
 
 
 def signature_agrees(truth_line: str, outcome: str, found: str | None) -> bool:

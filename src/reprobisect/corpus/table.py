@@ -73,23 +73,33 @@ def markdown(table: Table) -> str:
         "",
         f"`{md_safe(table.command)}`",
         "",
-        "| entry | ranges exact? | introducing PR right? | fixing PR right? | signature changes' PRs right? "
-        "| signature as recorded? | seconds | exact |",
-        "| --- | --- | --- | --- | --- | --- | ---: | --- |",
+        "| entry | ranges exact? | rule exact? | introducing PR right? | fixing PR right? "
+        "| signature changes' PRs right? | edges' PRs right? | signature as recorded? | cells run | seconds | exact |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | ---: | ---: | --- |",
     ]
     for row in table.rows:
         cells = [md_safe(row.entry), *(_mark(v) for v in row.columns)]
-        cells += [f"{row.seconds:.0f}", "yes" if row.exact else "**NO**"]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+        cells += [md_safe(row.cells) or "-", f"{row.seconds:.0f}", "yes" if row.exact else "**NO**"]
+        lines.append("| " + " | ".join(cells) + " |")  # each cell md_safe: its pipes escaped once, not twice
     if table.not_run:
         lines += ["", "Not run:", *(f"- {md_safe(n.entry)}: {md_safe(n.why)}" for n in table.not_run)]
     details = [r for r in table.rows if r.exact]
     if details:
         lines += ["", "Exact rows, what was compared:"]
-        lines += [f"- {md_safe(r.entry)}: {md_safe(r.ranges.truth)}; {md_safe(r.introduced.truth)} → "
-                  f"{md_safe(r.fixed.truth)}" + (f"; changed: {md_safe(r.changed.truth)}" if r.changed.ok else "")
-                  for r in details]  # fmt: skip
+        lines += [_compared(r) for r in details]
     return md_document("\n".join([*lines, ""]))
+
+
+def _compared(row: Row) -> str:
+    """What an exact row was compared on, in one line."""
+    if row.rule.ok is not None:  # an interaction entry: its rules, cell by cell
+        edges = f"; edges: {md_safe(row.edges.truth)}" if row.edges.ok else ""
+        return f"- {md_safe(row.entry)}: {md_safe(row.rule.truth)} ({md_safe(row.cells)} cells run){edges}"
+    changed = f"; changed: {md_safe(row.changed.truth)}" if row.changed.ok else ""
+    return (
+        f"- {md_safe(row.entry)}: {md_safe(row.ranges.truth)}; {md_safe(row.introduced.truth)} → "
+        f"{md_safe(row.fixed.truth)}{changed}"
+    )
 
 
 def write_table(table: Table, out: Path) -> tuple[Path, Path]:

@@ -14,14 +14,19 @@ from reprobisect.errors import ConfigError
 from reprobisect.model.signature import normalize_message
 
 __all__ = [
+    "AXES",
     "BACKENDS",
+    "EFFECTS",
     "KINDS",
     "MARGIN",
     "MESSAGE_PREFIX",
     "PACKAGES",
     "PIN_NAMES",
     "Change",
+    "EdgeChange",
+    "Interaction",
     "MeasuredRelease",
+    "Region",
     "SignatureChange",
     "SlowdownTruth",
     "Span",
@@ -33,7 +38,10 @@ __all__ = [
 
 BACKENDS = ("cpu", "gpu", "gpus")
 PACKAGES = ("deepspeed", "lightning")
+AXES = ("deepspeed", "lightning", "torch", "python")  # an interaction entry's two axes: two of these
+EFFECTS = ("breaks", "fixes")  # an interaction's [[change]]: what the move from `before` to `after` does
 KINDS = (
+    "interaction",
     "wrong-numbers",
     "exception",
     "came-and-went",
@@ -109,6 +117,62 @@ class SlowdownTruth:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Region:
+    """One rectangle of an interaction's failing region, as the rule a person wrote (``rule``) and as the spans of
+    listed releases it names: ``rows`` over ``releases`` (the package's), ``cols`` over ``partner_releases``, both
+    inclusive index pairs."""
+
+    rule: str
+    rows: tuple[int, int]
+    cols: tuple[int, int]
+    signature: str = ""
+
+    def holds(self, row: int, col: int) -> bool:
+        """Whether the rule says the cell (row, col) fails."""
+        return self.rows[0] <= row <= self.rows[1] and self.cols[0] <= col <= self.cols[1]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EdgeChange(Change):
+    """The pull request behind one step of an interaction's edge: along ``package``'s axis from ``before`` to
+    ``after`` (adjacent listed releases), the other axis held at ``at``; ``effect`` says whether the step breaks
+    (before passes, after fails) or fixes (before fails, after passes)."""
+
+    package: str
+    before: str
+    after: str
+    at: str
+    effect: str
+
+    @property
+    def passing(self) -> str:
+        """The release on the passing side of the step."""
+        return self.before if self.effect == "breaks" else self.after
+
+    @property
+    def failing(self) -> str:
+        """The release on the failing side of the step."""
+        return self.after if self.effect == "breaks" else self.before
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Interaction:
+    """What makes an entry an interaction: the grid's column axis (``partner``) and its releases, the regions whose
+    union is the failing cells, the pull requests at the edges, and every cell measured by hand, keyed by
+    (row release, column release)."""
+
+    partner: str
+    partner_releases: tuple[str, ...]
+    regions: tuple[Region, ...]
+    changes: tuple[EdgeChange, ...]
+    cells: Mapping[tuple[str, str], MeasuredRelease]
+
+    def rules(self) -> list[str]:
+        """The regions' rules as written."""
+        return [region.rule for region in self.regions]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Truth:
     """A corpus entry, checked."""
 
@@ -131,6 +195,27 @@ class Truth:
     runs: Mapping[str, MeasuredRelease]
     commits: Mapping[str, MeasuredRelease]
     slowdown: SlowdownTruth | None = None  # a performance entry: its bug is a time, not a failure
+    interaction: Interaction | None = None  # a bug between two packages: its truth is a grid of cells
+
+    def failing_cells(self) -> set[tuple[str, str]]:
+        """An interaction's cells that fail by its regions, as (row release, column release)."""
+        if self.interaction is None:
+            return set()
+        cols = self.interaction.partner_releases
+        return {
+            (row, col)
+            for r, row in enumerate(self.releases)
+            for c, col in enumerate(cols)
+            if any(region.holds(r, c) for region in self.interaction.regions)
+        }
+
+    def unmeasured(self) -> list[str]:
+        """What the hand tool has not measured yet: releases without a run, or an interaction's cells."""
+        if self.interaction is None:
+            return [r for r in self.releases if r not in self.runs]
+        cells = self.interaction.cells
+        grid = [(r, c) for r in self.releases for c in self.interaction.partner_releases]
+        return [f"{r}|{c}" for r, c in grid if (r, c) not in cells]
 
     def span_releases(self) -> list[list[str]]:
         """The affected ranges as lists of the releases they hold."""
@@ -139,6 +224,8 @@ class Truth:
 
 
 def fail(where: str, key: str, value: object, right: str) -> ConfigError:
+    """The one error of a truth: the file, the key (cut to a readable length), the value and what would be right."""
+    key = key if len(key) <= 120 else key[:117] + "..."
     return ConfigError(f"{where}: {key} = {_show(value)}: {right}")
 
 
