@@ -58,6 +58,7 @@ def _corpus(corpus: Path, out: Path, envs: Path) -> subprocess.CompletedProcess[
     return subprocess.run(cmd, capture_output=True, text=True, timeout=2400, check=False, cwd=ROOT)
 
 
+@pytest.mark.scheduled  # 260 s with its six cells built, 680 s without: the corpus's CI share is test_corpus_real
 def test_an_interaction_entry_is_searched_as_a_grid_and_its_rule_scored_exact(
     tmp_path: Path,
     envs_dir: Path,  # noqa: F811
