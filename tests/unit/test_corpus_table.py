@@ -106,7 +106,7 @@ def test_the_code_is_the_checkouts_commit_dirty_when_changed_or_the_installed_ve
 
 
 def test_a_whole_run_appends_to_the_history_and_a_chosen_entry_does_not(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     corpus_dir = tmp_path / "corpus"
     truth = load_truth(_entry(corpus_dir, GOOD, name="entry"))
@@ -126,3 +126,7 @@ def test_a_whole_run_appends_to_the_history_and_a_chosen_entry_does_not(
     assert data["entry_jobs"] == 3 and data["commit"] == point.commit and data["where"]["runs"]["count"] == 5
     page = (out / "corpus.html").read_text()
     assert "Trend over whole runs (1)" in page and "<svg" in page
+    for wrong in ("0", "-1", "nan", "1e9", "two"):  # refused by name before any entry runs
+        with pytest.raises(SystemExit) as refused:
+            main(["corpus", "--corpus", str(corpus_dir), "--out", str(out), "--entry-jobs", wrong])
+        assert refused.value.code == 2 and "--entry-jobs" in capsys.readouterr().err
