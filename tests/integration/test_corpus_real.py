@@ -91,13 +91,14 @@ def test_one_real_entry_is_triaged_and_scored_exact_and_a_wrong_truth_fails(
     assert table["where"] == where, table["where"]  # one entry: the header's sum is its own (kept wheels may be reused)
     assert f"| {where['runs']['count']} / {where['probe runs']['count']} |" in (out / "corpus.md").read_text()
     # a whole run: one line of history, drawn on the page beside corpus.md
-    history = [json.loads(line) for line in (tmp_path / "right" / "history.jsonl").read_text().splitlines()]
-    assert [(h["k"], h["n"], h["commit"]) for h in history] == [(1, 1, table["commit"])]
+    runs = [json.loads(line) for line in (tmp_path / "right" / "history.jsonl").read_text().splitlines()]
+    assert [(r["k"], r["n"], r["commit"]) for r in runs] == [(1, 1, table["commit"])]
     assert "Trend over whole runs (1)" in (out / "corpus.html").read_text()
     # the same triage (its records reused) against a truth naming another pull request: a wrong row, exit 1
     wrong = _corpus(_entry(tmp_path / "wrong", "deepspeedai/DeepSpeed#1"), history.repo, out, envs_dir)
     assert wrong.returncode == 1, wrong.stdout[-4000:]
     assert json.loads((out / "corpus.json").read_text())["headline"] == "0 of 1 exact"
+    assert json.loads((tmp_path / "wrong" / "history.jsonl").read_text())["k"] == 0  # that corpus's own history
 
 
 def _pl_entry(root: Path, pr: str) -> Path:
