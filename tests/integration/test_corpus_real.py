@@ -83,10 +83,22 @@ def test_one_real_entry_is_triaged_and_scored_exact_and_a_wrong_truth_fails(
     [row] = table["rows"]
     assert row["ranges"]["found"] == "0.16.5" and row["introduced"]["found"] == pr and row["fixed"]["ok"] is None
     assert "1 of 1 exact" in (out / "corpus.md").read_text()
+    # the header (issue #52): the code, the date, the wall time and where it went, each entry's runs
+    assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?|reprobisect \S+ \(installed\)", table["commit"]), table["commit"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", table["date"]) and table["wall_seconds"] >= row["seconds"]
+    where = row["where"]
+    assert where["runs"]["count"] >= 2 and where["probe runs"]["count"] >= 1, where  # two releases, a culprit search
+    assert table["where"] == where, table["where"]  # one entry: the header's sum is its own (kept wheels may be reused)
+    assert f"| {where['runs']['count']} / {where['probe runs']['count']} |" in (out / "corpus.md").read_text()
+    # a whole run: one line of history, drawn on the page beside corpus.md
+    runs = [json.loads(line) for line in (tmp_path / "right" / "history.jsonl").read_text().splitlines()]
+    assert [(r["k"], r["n"], r["commit"]) for r in runs] == [(1, 1, table["commit"])]
+    assert "Trend over whole runs (1)" in (out / "corpus.html").read_text()
     # the same triage (its records reused) against a truth naming another pull request: a wrong row, exit 1
     wrong = _corpus(_entry(tmp_path / "wrong", "deepspeedai/DeepSpeed#1"), history.repo, out, envs_dir)
     assert wrong.returncode == 1, wrong.stdout[-4000:]
     assert json.loads((out / "corpus.json").read_text())["headline"] == "0 of 1 exact"
+    assert json.loads((tmp_path / "wrong" / "history.jsonl").read_text())["k"] == 0  # that corpus's own history
 
 
 def _pl_entry(root: Path, pr: str) -> Path:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
+import types
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -138,6 +141,39 @@ def test_heartbeat_speaks_while_the_block_runs_and_stops_after() -> None:
     time.sleep(0.15)
     assert count >= 3 and len(heard) == count
     assert heard[0].startswith("  … building cell x, ")
+
+
+def test_a_heartbeat_asks_a_changing_phase_at_each_beat() -> None:
+    heard: list[str] = []
+    phase = ["building cell x"]
+    with heartbeat(heard.append, lambda: phase[0], every=0.05):
+        time.sleep(0.15)
+        phase[0] = "run 2 of 3"
+        time.sleep(0.2)
+    assert heard[0].startswith("  … building cell x, ") and heard[-1].startswith("  … run 2 of 3, ")
+
+
+def test_bench_gpu_says_each_phase_and_is_never_silent_for_a_beat(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    # on an H100 ``bench --gpu`` printed nothing for 240 s (issue #52)
+    from reprobisect.commands import bench
+
+    def measure(*args: object, say: Callable[[str], None], **kwargs: object) -> str:
+        say("run 1 of 5 alone, through the harness and bare")
+        time.sleep(0.35)
+        return "bench"
+
+    monkeypatch.setattr(bench, "heartbeat", functools.partial(heartbeat, every=0.1))
+    monkeypatch.setattr(bench, "resolve_cell", lambda base, pins: "cell")
+    monkeypatch.setattr(bench, "ensure_env", lambda cell, base, envs: "env")
+    monkeypatch.setattr(bench, "run_gpu_bench", measure)
+    monkeypatch.setattr(bench, "format_gpu_bench", lambda result: f"rows of the {result}")
+    options = types.SimpleNamespace(common=types.SimpleNamespace(pins={}, envs=Path("e")), runs=5, jobs=2)
+    ctx = types.SimpleNamespace(base="base")
+    assert bench._gpu_rows(options, types.SimpleNamespace(default_cell={}), ctx) == 0  # type: ignore[arg-type]
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == "bench --gpu: run 1 of 5 alone, through the harness and bare"
+    assert sum(line.startswith("  … bench --gpu: run 1 of 5 alone") for line in said) >= 2
+    assert said[-1] == "rows of the bench"
 
 
 def test_died_at_is_unknown_for_a_script_that_reports_no_steps() -> None:

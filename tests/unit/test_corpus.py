@@ -23,7 +23,7 @@ from reprobisect.commands import output
 from reprobisect.commands.corpus import _clone_for
 from reprobisect.commands.main import main
 from reprobisect.corpus.scoring import Found, score, signature_agrees
-from reprobisect.corpus.table import NotRun, Table, markdown, write_table
+from reprobisect.corpus.table import Header, NotRun, Ran, Table, markdown, write_table
 from reprobisect.corpus.truth import load_truth, parse_truth
 from reprobisect.corpus.truth_model import Truth
 from reprobisect.errors import ConfigError
@@ -300,8 +300,10 @@ def test_signature_agreement(line: str, outcome: str, found: str | None, agrees:
 
 def test_the_table_says_k_of_n_lists_what_did_not_run_and_shows_wrong_rows(tmp_path: Path) -> None:
     truth = _truth(tmp_path)
-    rows = [score(truth, _found()), score(truth, _found(affected=[]))]
-    table = Table(rows=rows, not_run=[NotRun(entry="gpu-one", why="needs 1 GPU(s)")], command="reprobisect corpus")
+    rows = [Ran(row=score(truth, _found())), Ran(row=score(truth, _found(affected=[])))]
+    header = Header(commit="abc", date="2026-12-07 05:00 UTC", backend="cpu", entry_jobs=1, wall_seconds=30.0)
+    not_run = [NotRun(entry="gpu-one", why="needs 1 GPU(s)")]
+    table = Table(rows=rows, not_run=not_run, command="reprobisect corpus", header=header)
     text = markdown(table)
     assert "1 of 2 exact (1 not run)" in text and "gpu-one: needs 1 GPU(s)" in text and "**NO**: truth" in text
     md, js = write_table(table, tmp_path / "out")

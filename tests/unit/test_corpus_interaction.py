@@ -29,7 +29,7 @@ from reprobisect.commands import corpus
 from reprobisect.commands.triage import Triaged
 from reprobisect.corpus.grid_scoring import edge_culprits, score_grid
 from reprobisect.corpus.interaction import parse_rule
-from reprobisect.corpus.table import Table, markdown
+from reprobisect.corpus.table import Header, Ran, Table, markdown
 from reprobisect.corpus.truth import load_truth, parse_truth
 from reprobisect.corpus.truth_model import Truth
 from reprobisect.errors import ConfigError
@@ -380,9 +380,10 @@ def test_edge_culprits_match_a_change_to_the_step_of_the_same_axis_at_the_same_r
 def test_the_table_shows_the_rule_and_the_cells_run(tmp_path: Path) -> None:
     truth = _truth(tmp_path)
     rows = [score_grid(truth, _answer(), 5.0), score_grid(truth, _answer({("2.5.2", "0.17.0")}), 5.0)]
-    text = markdown(Table(rows=rows, not_run=[], command="reprobisect corpus"))
-    assert "rule exact?" in text and "cells run" in text and "1 of 2 exact" in text
-    assert f"| {rows[0].cells} |" in text and "lightning &lt; 2.5.5 and deepspeed >= 0.16.4" in text
+    header = Header(commit="abc", date="2026-12-07", backend="cpu", entry_jobs=1, wall_seconds=10.0)
+    text = markdown(Table(rows=[Ran(row=r) for r in rows], not_run=[], command="reprobisect corpus", header=header))
+    assert "rule exact?" in text and "edges' PRs right?" in text and "1 of 2 exact" in text
+    assert f"({rows[0].cells} cells) |" in text and "lightning &lt; 2.5.5 and deepspeed >= 0.16.4" in text
     assert "wrong cells: 2.5.2\\|0.16.4" in text and "\\\\|" not in text  # a cell's pipe escaped once: one column
 
 

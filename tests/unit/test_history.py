@@ -4,6 +4,8 @@ clones that cannot serve (shallow, partial, not a clone), on throwaway repositor
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -129,6 +131,27 @@ def test_a_clone_without_network_names_the_option(tmp_path, monkeypatch) -> None
         history.clone_known("tinypkg", tmp_path)
     with pytest.raises(ConfigError, match="no known repository for unknownpkg"):
         history.clone_known("unknownpkg", tmp_path)
+
+
+def test_two_asking_at_once_clone_once_and_the_second_fetches(tmp_path, monkeypatch) -> None:
+    # two corpus entries in processes of their own asking for the harness's clone at once (issue #52)
+    monkeypatch.setitem(history.KNOWN_REPOSITORIES, "tinypkg", "http://127.0.0.1:9/acme/tinypkg")
+    calls: list[str] = []
+
+    def git(argv, **kwargs):
+        calls.append(str(argv[1] if argv[1] != "-C" else argv[3]))
+        if argv[1] == "clone":
+            time.sleep(0.3)  # the other one asks meanwhile
+            (Path(argv[-1]) / ".git").mkdir(parents=True)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(history, "run_tool", git)
+    threads = [threading.Thread(target=history.clone_known, args=("tinypkg", tmp_path)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert calls == ["clone", "fetch"]
 
 
 @pytest.mark.parametrize(

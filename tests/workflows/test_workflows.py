@@ -370,6 +370,9 @@ def test_the_scheduled_workflow_runs_the_whole_corpus_and_the_scheduled_tests(
     assert re.fullmatch(r"\d+ \d+ \* \* [0-6]", triggers(scheduled)["schedule"][0]["cron"])  # weekly
     corpus = step_named(scheduled, "corpus", "nox -s corpus")["run"]
     assert "nox -s corpus" in corpus and "--entry" not in corpus and 'exit "$status"' in corpus
+    # the artefact is the table a maintainer's run writes, with its page and the history this run appended to
+    upload = next(s for j, s in steps(scheduled) if j == "corpus" and "upload-artifact" in s.get("uses", ""))
+    assert upload["with"]["path"].split() == ["reports/corpus", "corpus/history.jsonl"]
     tests = step_named(scheduled, "tests", "nox -s scheduled")["run"]
     assert tests.splitlines()[-2:] == ["bash .ci/setup", "nox -s scheduled"]
     assert "source .ci/setup" in (ROOT / ".ci" / "run").read_text()

@@ -9,6 +9,7 @@ a throwaway ``git clone --shared`` of it (cells/built_wheels.py). Every revision
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import itertools
 import re
 from collections.abc import Mapping
@@ -259,12 +260,22 @@ def clone_known(package: str, dest: Path) -> Path:
         msg = f"no known repository for {package}: pass --git CLONE (a full clone of its repository)"
         raise ConfigError(msg)
     target = dest / canonicalize_name(package)
+    dest.mkdir(parents=True, exist_ok=True)
+    # two entries of ``reprobisect corpus`` (or two harnesses) asking at once: one clones or fetches, the other
+    # waits and then fetches the clone it made; never two ``git clone`` into one folder
+    with (dest / f"{target.name}.flock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _clone_or_fetch(url, target, package)
+    return target
+
+
+def _clone_or_fetch(url: str, target: Path, package: str) -> None:
+    """Clone ``url`` into ``target``, or fetch it there when it is cloned already; a ConfigError naming --git."""
     try:
         if (target / ".git").exists():
             fetch: list[str | Path] = ["git", "-C", target, "fetch", "--quiet", "--tags", "origin"]
             run_tool(fetch, what=f"updating {target}", timeout=1800)
         else:
-            dest.mkdir(parents=True, exist_ok=True)
             run_tool(["git", "clone", "--quiet", "--", url, target], what=f"cloning {url}", timeout=3600)
     except ToolError as exc:
         msg = (
@@ -272,4 +283,3 @@ def clone_known(package: str, dest: Path) -> Path:
             f"--git CLONE, a full clone of {package}'s repository made where there is network"
         )
         raise ConfigError(msg) from exc
-    return target

@@ -51,6 +51,7 @@ from reprobisect.cells.backend_build import BuildPlace, backend_wheel
 from reprobisect.cells.build_jail import BuildJail
 from reprobisect.cells.shared_cache import SharedCache
 from reprobisect.errors import ToolError
+from reprobisect.util import tally
 from reprobisect.util.cmd import output_tail, run_tool
 from reprobisect.util.redact import redact
 
@@ -256,6 +257,7 @@ def build_commit(root: Path, name: str, repo: Path, sha: str, how: BuildWith) ->
             return kept, ""
         if why is not None:
             _note(log, f"kept wheel {kept or root / folder_name}: {why}; removed, built again")
+        start = time.perf_counter()
         with tempfile.TemporaryDirectory(dir=root, prefix=f".build-{folder_name}-") as tmp:
             source = Path(tmp) / "source"
             failed = _checkout(repo, sha, source, log)
@@ -263,6 +265,7 @@ def build_commit(root: Path, name: str, repo: Path, sha: str, how: BuildWith) ->
                 return None, failed
             job = how.place(Path(tmp), _commit_objects(source), _git_configs(repo))
             built, why = _pip_wheel_from(python, source, Path(tmp) / "dist", log, job)
+            tally.add(tally.COMMIT_WHEELS, time.perf_counter() - start)  # built or not, the time was spent
             if built is None:
                 return None, redact(f"commit {sha[:12]} of {repo} does not build: {_error_line(why)}\n{why}")
             why = check_wheel(built, name, None) or ""

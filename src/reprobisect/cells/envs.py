@@ -39,6 +39,7 @@ from reprobisect.cells.resolver import installer
 from reprobisect.config.interpreters import check_interpreter
 from reprobisect.errors import EnvBuildError, ToolError
 from reprobisect.model.cell import MATCH, SYSTEM, Cell
+from reprobisect.util import tally
 from reprobisect.util.cmd import run_logged, run_tool
 from reprobisect.util.files import write_atomic
 
@@ -151,6 +152,7 @@ def _ensure_env_locked(
     marker_data = {"fingerprint": fingerprint, "tree": tree_digest(path), "cell": cell.to_dict()}
     write_atomic(marker, json.dumps(marker_data, indent=2), what="the cell's marker")
     steps["marker"] = time.perf_counter() - sealed
+    tally.add(tally.CELLS, time.perf_counter() - start)
     return CellEnv(cell=cell, path=path, reused=False, build_seconds=time.perf_counter() - start, steps=steps)
 
 

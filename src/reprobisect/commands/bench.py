@@ -20,6 +20,7 @@ from reprobisect.commands.options import Subparsers, add_common, add_jobs, prepa
 from reprobisect.config.load import Config, load_config
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
+from reprobisect.util.console import heartbeat
 
 __all__ = ["run_from_args", "setup_arguments"]
 
@@ -65,9 +66,16 @@ def _bisect_two(config: Config, ctx: RunContext) -> Callable[[Path, Path], int]:
 def _gpu_rows(options: BenchOptions, config: Config, ctx: RunContext) -> int:
     """``--gpu``: the GPU rows alone, in the default cell (or the pinned one) under ``--envs``."""
     common = options.common
-    env = ensure_env(resolve_cell(ctx.base, {**config.default_cell, **common.pins}), ctx.base, common.envs)
-    with tempfile.TemporaryDirectory(prefix="reprobisect-bench-gpu-") as tmp:
-        bench = run_gpu_bench(config, env, Path(tmp), ctx, runs=options.runs, jobs=max(1, options.jobs))
+    phase = ["resolving and building the cell"]
+
+    def say(what: str) -> None:
+        phase[0] = what
+        print(f"bench --gpu: {what}", flush=True)
+
+    with heartbeat(lambda line: print(line, flush=True), lambda: f"bench --gpu: {phase[0]}"):
+        env = ensure_env(resolve_cell(ctx.base, {**config.default_cell, **common.pins}), ctx.base, common.envs)
+        with tempfile.TemporaryDirectory(prefix="reprobisect-bench-gpu-") as tmp:
+            bench = run_gpu_bench(config, env, Path(tmp), ctx, runs=options.runs, jobs=max(1, options.jobs), say=say)
     print()
     print(format_gpu_bench(bench))
     return 0

@@ -17,12 +17,13 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from reprobisect.cells.envs import CellEnv
 from reprobisect.commands.bench_figures import bare_run
 from reprobisect.config.load import Config
+from reprobisect.model.record import Record
 from reprobisect.model.store import Store
 from reprobisect.run.bytecode import PREFIX_ENV, BytecodeFill, fill_bytecode, prefix_environ, script_modules
 from reprobisect.run.context import RunContext
@@ -63,9 +64,19 @@ def _imports(env: CellEnv, environ: Mapping[str, str]) -> dict[str, float]:
     return {name: float(seconds) for name, seconds in json.loads(done.stdout.strip().splitlines()[-1]).items()}
 
 
-def run_gpu_bench(config: Config, env: CellEnv, root: Path, ctx: RunContext, *, runs: int, jobs: int) -> GpuBench:
+def run_gpu_bench(
+    config: Config,
+    env: CellEnv,
+    root: Path,
+    ctx: RunContext,
+    *,
+    runs: int,
+    jobs: int,
+    say: Callable[[str], None] = lambda phase: None,
+) -> GpuBench:
     """Measure (a), (b) and (c) in ``env`` for the GAN's cuda form (fix none), from ``ctx``'s environment; bare and
-    harness runs interleaved, so drift in the machine hits both alike."""
+    harness runs interleaved, so drift in the machine hits both alike. ``say`` hears each phase as it starts (the
+    command's heartbeat repeats the last one: on an H100 the bench was silent for 240 s)."""
     environ = ctx.environ
     repro = config.repro("gan")
     profiled = {**environ, PROFILE_ENV: "1"}
@@ -74,12 +85,15 @@ def run_gpu_bench(config: Config, env: CellEnv, root: Path, ctx: RunContext, *, 
     )
     store, bare_logs = Store(root / "reports"), root / "bare"
     bare_logs.mkdir(parents=True, exist_ok=True)
+    say("compiling the byte code the cell's packages lack")
     filled = fill_bytecode(env, script_modules([spec.script.read_text()]), spec.form.env, environ, ctx.envs_dir)
+    say("timing import torch, deepspeed and the CUDA initialisation")
     imports = _imports(env, {k: v for k, v in environ.items() if k != PREFIX_ENV})
     imports_in_runs = _imports(env, {**environ, **prefix_environ(env)})
     cpus = job_cpus(0, 1, 1, sorted(os.sched_getaffinity(0)))
     harness_alone, bare_alone, records = [], [], []
     for i in range(runs):
+        say(f"run {i + 1} of {runs} alone, through the harness and bare")
         start = time.perf_counter()
         records.append(execute(dataclasses.replace(spec, repeat=i, cpus=cpus), store, environ=profiled))
         harness_alone.append(time.perf_counter() - start)
@@ -92,13 +106,11 @@ def run_gpu_bench(config: Config, env: CellEnv, root: Path, ctx: RunContext, *, 
         execute(one, store, environ=profiled)
         return time.perf_counter() - start
 
+    say(f"{jobs} runs at once through the harness, then {jobs} bare")
     harness_together = in_parallel(together_harness, list(range(jobs)), jobs)
     bare_together = in_parallel(
         lambda slot: bare_run(spec, environ, bare_logs / f"together-{slot}.log"), list(range(jobs)), jobs
     )
-    profiles = [r.config.get("profile", {}) for r in records]
-    names = list(profiles[0]) if profiles else []
-    phases = {name: statistics.median(p.get(name, 0.0) for p in profiles) for name in names}
     return GpuBench(
         what=f"{repro.name} cuda none in {env.cell.id}",
         jobs=jobs,
@@ -109,8 +121,15 @@ def run_gpu_bench(config: Config, env: CellEnv, root: Path, ctx: RunContext, *, 
         harness_alone=harness_alone,
         bare_together=bare_together,
         harness_together=harness_together,
-        phases=phases,
+        phases=_phases(records),
     )
+
+
+def _phases(records: list[Record]) -> dict[str, float]:
+    """The median of each phase over the harness's runs (``--profile``'s clock)."""
+    profiles = [r.config.get("profile", {}) for r in records]
+    names = list(profiles[0]) if profiles else []
+    return {name: statistics.median(p.get(name, 0.0) for p in profiles) for name in names}
 
 
 def _said(filled: BytecodeFill | None) -> str:

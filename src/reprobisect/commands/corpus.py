@@ -7,13 +7,17 @@ scored on its timing search's slower ranges; an interaction entry gives two rang
 its grid search's answer is scored, corpus/grid_scoring.py) — and the answer is scored against the truth
 (corpus/scoring.py). Entries
 this machine cannot run (a GPU entry on a CPU, more GPUs than it has) and entries whose truth is not measured yet
-are listed with why. The table goes to ``corpus.md`` and ``corpus.json``; any wrong row exits 1.
+are listed with why. Entries run side by side (``--entry-jobs``, commands/corpus_jobs.py), each in a process of its
+own, so that one that crashes is a row saying so. The table goes to ``corpus.md``, ``corpus.json`` and
+``corpus.html`` (with the trend of the whole runs, which each whole run appends to ``corpus/history.jsonl``); any
+wrong row exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -22,15 +26,20 @@ from typing import Any, Literal
 
 from reprobisect.bisect.slowdown_answer import slower_ranges
 from reprobisect.commands import triage
-from reprobisect.commands.options import CommonOptions, Subparsers, add_common, add_jobs
+from reprobisect.commands.corpus_jobs import default_entry_jobs, failed_row, run_entries
+from reprobisect.commands.options import CommonOptions, Subparsers, add_common, add_jobs, number_option
 from reprobisect.commands.triage import TriageOptions
 from reprobisect.corpus.entries import entry_folders, gpus_here, why_not_here
 from reprobisect.corpus.grid_scoring import score_grid
-from reprobisect.corpus.scoring import ColumnVerdict, Found, Row, score
-from reprobisect.corpus.table import NotRun, Table, markdown, write_table
+from reprobisect.corpus.page import write_page
+from reprobisect.corpus.provenance import harness_commit, today
+from reprobisect.corpus.run_history import HISTORY, Point, append_point, read_history
+from reprobisect.corpus.scoring import Found, Row, score
+from reprobisect.corpus.table import Header, NotRun, Table, markdown, write_table
 from reprobisect.corpus.truth import load_truth
 from reprobisect.corpus.truth_model import PACKAGES, Truth
 from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError
+from reprobisect.util.bounds import JOBS
 from reprobisect.util.neutral import command_line
 
 __all__ = ["CorpusOptions", "run_from_args", "setup_arguments"]
@@ -66,6 +75,12 @@ def setup_arguments(subparsers: Subparsers) -> None:
         help="score ranges and signatures only; the pull request columns say 'not asked' and count as wrong",
     )
     add_jobs(parser, help="runs at a time within an entry's triage")
+    parser.add_argument(
+        "--entry-jobs",
+        type=number_option("--entry-jobs", JOBS),
+        help="entries at a time, each in its own process on its share of the cores (default: half the cores, at "
+        "most one per entry); a performance entry always runs alone",
+    )
     add_common(parser)
     parser.set_defaults(run=run_from_args, out=Path("reports/corpus"))
 
@@ -100,6 +115,7 @@ class CorpusOptions:
     git: tuple[str, ...] = ()  # [PACKAGE=]CLONE, as given
     no_culprits: bool = False
     jobs: int = 1
+    entry_jobs: int | None = None  # None: default_entry_jobs
     common: CommonOptions
 
     @classmethod
@@ -113,6 +129,7 @@ class CorpusOptions:
             git=tuple(args.git),
             no_culprits=args.no_culprits,
             jobs=args.jobs,
+            entry_jobs=args.entry_jobs,
             common=CommonOptions.from_args(args),
         )
 
@@ -209,22 +226,6 @@ def _parse_triage(argv: list[str]) -> TriageOptions:
     return TriageOptions.from_args(args)
 
 
-def _failed_row(truth: Truth, why: str, seconds: float) -> Row:
-    """A triage that did not answer is a wrong row, saying why (never a hidden one)."""
-    wrong = ColumnVerdict(ok=False, truth="an answer", found=why[:400])
-    return Row(
-        entry=truth.name,
-        seconds=seconds,
-        ranges=wrong,
-        introduced=wrong,
-        fixed=wrong,
-        changed=wrong,
-        signature=wrong,
-        rule=wrong,
-        edges=wrong,
-    )
-
-
 def run_entry(truth: Truth, options: CorpusOptions) -> Row:
     """Triage one entry as a maintainer would, then score the answer."""
     argv = _triage_argv(truth, options)
@@ -234,19 +235,19 @@ def run_entry(truth: Truth, options: CorpusOptions) -> Row:
     try:
         triaged = triage.triage_answers(_parse_triage(argv), rerun=rerun)
     except HarnessError as exc:
-        return _failed_row(truth, f"harness error: {exc}", time.monotonic() - start)
+        return failed_row(truth.name, f"harness error: {exc}", time.monotonic() - start)
     seconds = time.monotonic() - start
     if truth.interaction is not None:
         return _grid_row(truth, triaged.grids, seconds)
     mine = [(a, c) for a, c in triaged.answers if a.axis == truth.package]
     if len(mine) != 1:
-        return _failed_row(truth, f"{len(mine)} answers across {truth.package} (one expected)", seconds)
+        return failed_row(truth.name, f"{len(mine)} answers across {truth.package} (one expected)", seconds)
     answer, culprits = mine[0]
     affected: list[list[str]] = answer.affected
     if truth.slowdown is not None:  # a performance entry: the timing search's slower ranges and its commits
         timed = [(report, c) for a, report, c in triaged.timed if a.axis == truth.package]
         if len(timed) != 1 or timed[0][0] is None:
-            return _failed_row(truth, "no timing search answered (see the summary's 'Slower' section)", seconds)
+            return failed_row(truth.name, "no timing search answered (see the summary's 'Slower' section)", seconds)
         affected, culprits = slower_ranges(timed[0][0]), timed[0][1]
     states = {r: (s.outcome, s.signature) for r, s in answer.states.items()}
     if options.no_culprits:
@@ -262,27 +263,44 @@ def _grid_row(truth: Truth, grids: Sequence[Mapping[str, Any]], seconds: float) 
     mine = [g for g in grids if {g.get("row_axis"), g.get("col_axis")} == axes]
     if len(mine) != 1:
         why = f"{len(mine)} grid answers over {' × '.join(_varied(truth))} (one expected: is the matrix a grid?)"
-        return _failed_row(truth, why, seconds)
+        return failed_row(truth.name, why, seconds)
     return score_grid(truth, mine[0], seconds)
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    """Run the entries, write and print the table; 1 when any row is wrong."""
+    """Run the entries, write and print the table and its page; append the run to the history when it was whole
+    (no ``--entry``); 1 when any row is wrong."""
     options = CorpusOptions.from_args(args)
     _clones(options.git)  # a wrong --git is refused before any entry runs
     truths = [load_truth(folder) for folder in entry_folders(options.corpus, options.entries, asked_by="--entry")]
     refuse_pins(truths, options.common.pins)
     gpus = _gpus(options) if options.backend == "cuda" else 0
-    rows: list[Row] = []
+    commit, date, start = harness_commit(), today(), time.monotonic()  # the code as it was when the run began
+    runnable: list[Truth] = []
     not_run: list[NotRun] = []
     for truth in truths:
         why = _why_not(truth, options, gpus)
-        if why is not None:
+        if why is None:
+            runnable.append(truth)
+        else:
             not_run.append(NotRun(entry=truth.name, why=why))
-            continue
-        rows.append(run_entry(truth, options))
-    table = Table(rows=rows, not_run=not_run, command=command_line(["reprobisect", *sys.argv[1:]]))
-    md, js = write_table(table, options.common.out)
+    jobs = options.entry_jobs or default_entry_jobs(len(runnable))
+    out = options.common.out
+    rows = run_entries(runnable, functools.partial(run_entry, options=options), entry_jobs=jobs, out=out)
+    wall = round(time.monotonic() - start, 1)
+    header = Header(commit=commit, date=date, backend=options.backend, entry_jobs=jobs, wall_seconds=wall)
+    table = Table(rows=rows, not_run=not_run, command=command_line(["reprobisect", *sys.argv[1:]]), header=header)
+    md, js = write_table(table, out)
+    history = options.corpus / HISTORY
+    if not options.entries and rows:  # a whole run: the corpus's number
+        point = Point(date=date, commit=commit, k=table.exact, n=len(rows), wall_seconds=header.wall_seconds,
+                      backend=options.backend)  # fmt: skip
+        try:
+            append_point(history, point)
+        except OSError as exc:  # a link or a folder where the file should be: said, the table stands
+            print(f"{history}: the run was not appended to the history ({exc.strerror or exc}); it must be a plain "
+                  "file the harness can write", file=sys.stderr)  # fmt: skip
+    page = write_page(table, read_history(history), out)
     print("\n" + markdown(table), flush=True)
-    print(f"written: {md} and {js}", flush=True)
-    return FAIL_EXIT if any(not row.exact for row in rows) else 0
+    print(f"written: {md}, {js} and {page}" + (f"; the run appended to {history}" if not options.entries else ""))
+    return FAIL_EXIT if any(not ran.exact for ran in rows) else 0

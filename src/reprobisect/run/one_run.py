@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobisect import __version__
+from reprobisect.cells.built_wheels import git_commit
 from reprobisect.cells.envs import CellEnv
 from reprobisect.cells.op_builds import cache_root, finished
 from reprobisect.model.cell import run_cell
@@ -45,6 +46,7 @@ from reprobisect.run.ranks import failed_rank as failed_rank_of
 from reprobisect.run.ranks import keep_rank_logs
 from reprobisect.run.resources import run_resources
 from reprobisect.run.sandbox import NO_SANDBOX, PRIVATE_HOME, PRIVATE_TMP, Sandbox, git_dirs, link_hops
+from reprobisect.util import tally
 from reprobisect.util.redact import register_secret_env
 
 __all__ = [
@@ -282,6 +284,8 @@ def execute(
         config["profile"] = _profile(spec, began, ended.result, reading.events, echo)
     record = _record(spec, store, ended, reading, checked, config)
     store.write(record)
+    probe = any(git_commit(str(pin)) for pin in spec.env.cell.packages.values())  # a culprit search's commit
+    tally.add_run(record.wall_seconds, record.config.get("ops", []), probe=probe)
     return record
 
 

@@ -29,6 +29,7 @@ from reprobisect.cells.op_builds import cache_root
 from reprobisect.errors import ToolError
 from reprobisect.run.bytecode import prefix_environ
 from reprobisect.run.child_env import cell_environ
+from reprobisect.util import tally
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.files import write_atomic
 
@@ -156,6 +157,7 @@ def _prebuild(env: CellEnv, names: Sequence[str], child: Mapping[str, str], mark
     except ToolError as exc:
         return OpPrebuild(names=tuple(names), seconds=time.perf_counter() - start, reused=False, failure=str(exc))
     seconds = time.perf_counter() - start
+    tally.add(tally.OP_BUILDS, seconds)
     log.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(log, done.stdout + done.stderr, what="the op prebuild's log")
     if done.returncode != 0:

@@ -35,14 +35,17 @@ HEARTBEAT_SECONDS = 15.0
 
 
 @contextlib.contextmanager
-def heartbeat(echo: Callable[[str], None], what: str, every: float = HEARTBEAT_SECONDS) -> Iterator[None]:
-    """While the block runs, say every ``every`` s that ``what`` is still going: no phase is silent for long."""
+def heartbeat(
+    echo: Callable[[str], None], what: str | Callable[[], str], every: float = HEARTBEAT_SECONDS
+) -> Iterator[None]:
+    """While the block runs, say every ``every`` s that ``what`` is still going: no phase is silent for long.
+    ``what`` may be a function, asked at each beat, for a phase whose state changes (the corpus's entries)."""
     done = threading.Event()
     start = time.perf_counter()
 
     def beat() -> None:
         while not done.wait(every):
-            echo(f"  … {what}, {time.perf_counter() - start:.0f} s")
+            echo(f"  … {what() if callable(what) else what}, {time.perf_counter() - start:.0f} s")
 
     thread = threading.Thread(target=beat, daemon=True, name="reprobisect-heartbeat")
     thread.start()
