@@ -10,11 +10,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, base_python
-from tests.integration.release_history import build_history
+from tests.integration.release_history import History, build_history
 from tests.integration.test_real_cells import envs_dir  # noqa: F401 - shared fixture
 from tests.system_tools import DEEPSPEED_OPS
 
@@ -55,7 +56,7 @@ DS_CULPRIT = "deepspeed/__init__.py"
 PL_CULPRIT = "src/lightning/fabric/strategies/deepspeed.py"
 
 
-@pytest.mark.scheduled  # the clones, 14 commit probes (each a wheel built from a commit) and the grid: past CI's budget
+@pytest.mark.scheduled  # 41 min on 2 cores at load 15-21: 8 cells, 42 commit probes (34 past unimportable commits)
 def test_the_commit_behind_each_edge_is_named_from_a_clone_of_each_package(
     tmp_path: Path,
     envs_dir: Path,  # noqa: F811
@@ -76,20 +77,26 @@ def test_the_commit_behind_each_edge_is_named_from_a_clone_of_each_package(
     brought, fixed = sorted(report["culprits"], key=lambda c: c["axis"])
     assert (brought["axis"], brought["passing"], brought["failing"]) == ("deepspeed", "0.16.0", "0.16.4")
     assert brought["direction"] == "brought" and sorted(brought["edges_at"]) == ["2.5.0", "2.5.2"]
-    assert brought["commit"]["sha"] == deepspeed.sha_of(DS_CULPRIT), (brought, done.stdout[-4000:])
+    assert _brackets(deepspeed, brought, DS_CULPRIT), (brought, done.stdout[-4000:])
     assert brought["commit"]["pull_request"].startswith("deepspeedai/DeepSpeed#9")
-    assert brought["last_good_commit"]["sha"] == _parent(deepspeed.repo, deepspeed.sha_of(DS_CULPRIT))
     assert (fixed["axis"], fixed["passing"], fixed["failing"]) == ("lightning", "2.5.5", "2.5.2")
     assert fixed["direction"] == "fixed" and sorted(fixed["edges_at"]) == ["0.16.4", "0.16.9", "0.17.0"]
-    assert fixed["commit"]["sha"] == lightning.sha_of(PL_CULPRIT), (fixed, done.stdout[-4000:])
+    assert _brackets(lightning, fixed, PL_CULPRIT), (fixed, done.stdout[-4000:])
     assert fixed["commit"]["pull_request"].startswith("Lightning-AI/pytorch-lightning#9")
-    assert fixed["last_good_commit"]["sha"] == _parent(lightning.repo, lightning.sha_of(PL_CULPRIT))
     assert f"brought by {brought['commit']['sha'][:12]}" in done.stdout
     assert f"fixed by {fixed['commit']['sha'][:12]}" in done.stdout
     summary = next(out.glob("summary-*.md")).read_text()
     assert f"**brought by `{brought['commit']['sha'][:12]}`**" in summary and f"--git {lightning.repo}" in summary
 
 
-def _parent(repo: Path, sha: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), "rev-parse", f"{sha}^"], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
+def _brackets(history: History, found: dict[str, Any], path: str) -> bool:
+    """The search's answer holds the commit of ``path``: it is the commit named, or lies after the last commit
+    without the change among the commits between them that no probe could judge (an sdist-made history has commits
+    that do not import: ``deepspeed/__init__.py`` imports a module whose own commit comes later), each named as
+    skipped."""
+    order = history.shas
+    first = order.index(found["commit"]["sha"])
+    last_good = found["last_good_commit"]["sha"]
+    last = order.index(last_good) if last_good in order else -1  # -1: the older release's tag
+    between = [sha[:12] for sha in order[last + 1 : first]]
+    return last < order.index(history.sha_of(path)) <= first and found["skipped_between"] == between

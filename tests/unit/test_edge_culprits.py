@@ -26,6 +26,7 @@ from reprobisect.bisect.grid_result import CellState, GridResult
 from reprobisect.bisect.probes import BisectRequest
 from reprobisect.bisect.search import ProbeResult
 from reprobisect.errors import ConfigError
+from reprobisect.report.grid_view import grid_markdown
 
 ROWS = ("0.1", "0.2", "0.3")  # deepspeed
 COLS = ("1.0", "1.1", "1.2")  # lightning
@@ -251,3 +252,19 @@ def test_clones_are_checked_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"--git lightning=CLONE$"):
         refuse_clones(ds, {}, varying=["torch", "lightning"], grid=True)  # torch has no clone to name
     refuse_clones(ds, {}, varying=["deepspeed"], grid=False)  # one range: the bare clone is its package's
+
+
+def test_a_commit_found_past_commits_no_run_could_judge_says_so() -> None:
+    report = _report(MEASURED)
+    commit = {"sha": "c" * 40, "subject": "Add tp_manager.py (#9084)", "pull_request": "acme/ds#9084"}
+    report["culprits"] = [
+        {
+            **chosen_edges(report)[0].describe(),
+            "commit": commit,
+            "last_good_commit": {"sha": "d" * 40},
+            "skipped_between": ["e" * 12] * 22,
+        }
+    ]
+    line = next(line for line in grid_markdown(report).splitlines() if "brought by" in line)
+    assert "**brought by `cccccccccccc`** Add tp_manager.py (#9084) (acme/ds#9084); or one of the 22 commits" in line
+    assert "between dddddddddddd and it, which no run could judge" in line

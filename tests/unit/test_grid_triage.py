@@ -263,6 +263,8 @@ def test_hostile_words_never_reach_the_page_and_the_picture_fits_a_terminal(word
                 **{"axis": word, "at_axis": word, "at": word, "passing": f"{word}1", "failing": f"{word}2"},
                 **{"edges_at": [word, signature], "direction": word, "rerun": "x", "release_sources": [signature]},
                 "commit": {"sha": signature, "subject": signature, "pull_request": word} if cols % 2 else None,
+                "last_good_commit": {"sha": signature},
+                "skipped_between": [word] * (cols % 3),
                 "why": signature,
             }
         ],

@@ -122,6 +122,10 @@ def _found(culprit: Mapping[str, Any], *, markdown: bool = False) -> str:
     by = f"{culprit.get('direction')} by"
     sha = str(commit.get("sha", ""))[:12]
     pr = f" ({commit['pull_request']})" if commit.get("pull_request") else ""
+    skipped = len(culprit.get("skipped_between") or ())
+    if skipped:  # the change lies in those commits or is the one named: the search could not tell
+        last = str((culprit.get("last_good_commit") or {}).get("sha", ""))[:12]
+        pr += f"; or one of the {skipped} commits between {last} and it, which no run could judge"
     if markdown:
         return f"**{by} `{md_safe(sha)}`** {md_safe(str(commit.get('subject')))}{md_safe(pr)}"
     return f"{by} {sha} {commit.get('subject')}{pr}"
