@@ -27,6 +27,7 @@ from reprobisect.bisect.grid_answer import grid_report
 from reprobisect.bisect.search import ProbeResult
 from reprobisect.commands import corpus
 from reprobisect.commands.triage import Triaged
+from reprobisect.corpus.entries import why_not_here
 from reprobisect.corpus.grid_scoring import edge_culprits, score_grid
 from reprobisect.corpus.interaction import parse_rule
 from reprobisect.corpus.table import Header, Ran, Table, markdown
@@ -504,3 +505,28 @@ def test_the_hand_tool_installs_both_axes_releases_and_the_other_pins(
     assert installed[-1] == ["deepspeed==0.16.4", "lightning==2.5.5"] and made[-1][1]["torch"] == "2.13.0"
     with pytest.raises(SystemExit, match="python axis"):
         tool.release_venv(tmp_path, {"package": "deepspeed", "partner": "python", "pins": {}}, "0.16.4", "3.12")
+
+
+# --- packages a cell needs beside the matrix's ([requires]) ----------------------------------------------------------
+
+
+def test_an_entry_that_needs_another_package_pinned_loads_and_is_listed_as_not_run(tmp_path: Path) -> None:
+    truth = _truth(tmp_path, GOOD + '\n[requires]\nnumpy = "1.26.4"\n')
+    assert truth.requires == {"numpy": "1.26.4"}
+    why = why_not_here(truth, backend="cpu", gpus=0)
+    assert why is not None and "numpy==1.26.4" in why and "a cell pins only" in why
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        ('torch = "2.4.0"', "requires.torch"),  # a matrix package: [pins]
+        ('"bad name!" = "1.0"', "a package name other than the matrix's"),
+        ('numpy = "latest"', "an exact version"),
+        ("numpy = 126", "an exact version"),
+        ('numpy = "1.26.4; rm -rf /"', "an exact version"),
+        ('"-e" = "1.0"', "a package name"),
+    ],
+)
+def test_a_hostile_requires_is_refused_naming_the_key(tmp_path: Path, table: str, words: str) -> None:
+    _refused(tmp_path, GOOD + f"\n[requires]\n{table}\n", words)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ _TOP = {
     "schema": int, "title": str, "report": str, "reporter": str, "kinds": list, "package": str, "releases": list,
     "backend": str, "gpus": int, "precision": str, "seconds": (int, float), "timeout": int, "script": str,
     "pins": dict, "affected": list, "runs": dict, "commits": dict, "notes": str, "slowdown": dict,
-    "partner": str, "partner_releases": list, "region": list, "change": list, "cells": dict,
+    "partner": str, "partner_releases": list, "region": list, "change": list, "cells": dict, "requires": dict,
 }  # fmt: skip
 _ONE_PACKAGE_KEYS = ("affected", "runs", "commits", "slowdown")  # an interaction's truth is its grid instead
 _REQUIRED = ("schema", "title", "report", "reporter", "kinds", "package", "releases", "backend", "precision")
@@ -138,6 +139,18 @@ def _pins(table: Mapping[str, Any], varied: Sequence[str], where: str) -> dict[s
     return dict(table)
 
 
+def _requires(table: Mapping[str, Any], where: str) -> dict[str, str]:
+    """Packages besides the matrix's that the entry's cells need at one version (``numpy = "1.26.4"``: DeepSpeed
+    before 0.14.4 does not import with numpy 2), each a distribution name and an exact version."""
+    for name, value in table.items():
+        if name in PIN_NAMES or not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?", name):
+            right = "a package name other than the matrix's (pin those under [pins]), such as numpy"
+            raise fail(where, f"requires.{name[:80]}", value, right)
+        if not isinstance(value, str) or not re.fullmatch(r"[0-9][0-9A-Za-z.+!-]{0,40}", value):
+            raise fail(where, f"requires.{name}", value, "must be an exact version such as '1.26.4'")
+    return dict(table)
+
+
 def _check_header(data: Mapping[str, Any], where: str) -> None:
     check_keys(data, _TOP, where, "")
     missing = [k for k in _REQUIRED if k not in data]
@@ -215,6 +228,7 @@ def parse_truth(data: Mapping[str, Any], folder: Path, *, where: str) -> Truth:
         timeout=int(bounded(data.get("timeout", 900), TIMEOUT, where, "timeout")),
         script=_script(folder, data.get("script", "issue.py"), where),
         pins=_pins(data.get("pins", {}), varied, where),
+        requires=_requires(data.get("requires", {}), where),
         affected=tuple(spans),
         runs=measured(data.get("runs", {}), where, "runs"),
         commits=measured(data.get("commits", {}), where, "commits"),

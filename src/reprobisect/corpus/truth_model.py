@@ -196,6 +196,7 @@ class Truth:
     commits: Mapping[str, MeasuredRelease]
     slowdown: SlowdownTruth | None = None  # a performance entry: its bug is a time, not a failure
     interaction: Interaction | None = None  # a bug between two packages: its truth is a grid of cells
+    requires: Mapping[str, str] = dataclasses.field(default_factory=dict)  # other packages its cells need, by name
 
     def failing_cells(self) -> set[tuple[str, str]]:
         """An interaction's cells that fail by its regions, as (row release, column release)."""
