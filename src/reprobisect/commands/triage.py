@@ -251,19 +251,8 @@ def _edge_search(
 ) -> EdgeSearch:
     """What the commit searches behind one form's grid edges start from: the grid's repro, form and held pins."""
     clones = GridClones(named=options.git_for, harness=options.culprits, clones_dir=options.common.envs / "clones")
-    request = BisectRequest(
-        repro=plan.repro,
-        form=form,
-        axis=plan.row_axis,  # each edge's search sets its axis, its two releases and the other axis's pin
-        good=plan.rows[0],
-        bad=plan.rows[-1],
-        backend=options.run.backend,
-        pins=plan.held,
-        repeat=options.run.repeat,
-        timeout=options.run.timeout,
-        confinement=options.common.confinement,
-        jobs=options.run.jobs,
-    )
+    # each edge's search sets its axis, its two releases and the other axis's pin
+    request = _search_request(options, plan.repro, form, plan.row_axis, (plan.rows[0], plan.rows[-1]), plan.held)
     source = source_options(None, options.script, options.common)
     return EdgeSearch(config=config, request=request, ctx=ctx, clones=clones, measure=probes, source=source)
 
@@ -302,14 +291,22 @@ def _commits_behind(
 
 def _answer_request(answer: Answer, options: TriageOptions) -> BisectRequest:
     """The search over one form's releases, as ``bisect`` would make it."""
+    ends = (answer.releases[0], answer.releases[-1])
+    return _search_request(options, answer.repro, answer.form, answer.axis, ends, answer.pins)
+
+
+def _search_request(
+    options: TriageOptions, repro: str, form: str, axis: str, ends: tuple[str, str], pins: Mapping[str, str]
+) -> BisectRequest:
+    """A search from triage's options: its backend, repeats, timeout, sandbox and jobs, the rest as given."""
     return BisectRequest(
-        repro=answer.repro,
-        form=answer.form,
-        axis=answer.axis,
-        good=answer.releases[0],
-        bad=answer.releases[-1],
+        repro=repro,
+        form=form,
+        axis=axis,
+        good=ends[0],
+        bad=ends[1],
         backend=options.run.backend,
-        pins=answer.pins,
+        pins=dict(pins),
         repeat=options.run.repeat,
         timeout=options.run.timeout,
         confinement=options.common.confinement,
