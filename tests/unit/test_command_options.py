@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.commands.bench_figures import BenchOptions
+from reprobisect.commands.bench import BenchOptions
 from reprobisect.commands.bisect import BisectOptions
 from reprobisect.commands.corpus import CorpusOptions, _triage_argv, refuse_pins
 from reprobisect.commands.engine_options import EngineOptions

@@ -100,7 +100,7 @@ def test_without_the_switch_the_bootstrap_prints_no_profile(tmp_path: Path) -> N
 
 
 def test_the_gpu_bench_rows_give_the_ratios_the_goals_are_stated_in() -> None:
-    from reprobisect.commands.bench_gpu import GpuBench, format_gpu_bench
+    from reprobisect.bench.gpu import GpuBench, format_gpu_bench
 
     bench = GpuBench(
         what="gan cuda none in torch-2.11.0_deepspeed-0.19.8",

@@ -10,19 +10,54 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from reprobisect.bench.figures import BenchRequest, format_bench, run_bench
+from reprobisect.bench.gpu import format_gpu_bench, run_gpu_bench
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.envs import ensure_env
 from reprobisect.cells.pinning import resolve_cell
-from reprobisect.commands.bench_figures import BenchOptions, format_bench, run_bench
-from reprobisect.commands.bench_gpu import format_gpu_bench, run_gpu_bench
-from reprobisect.commands.options import Subparsers, add_common, add_jobs, prepare
+from reprobisect.commands.options import CommonOptions, Subparsers, add_common, add_jobs, prepare
 from reprobisect.config.load import Config, load_config
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
 from reprobisect.util.console import heartbeat
 
-__all__ = ["run_from_args", "setup_arguments"]
+__all__ = ["BenchOptions", "run_from_args", "setup_arguments"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BenchOptions:
+    """``bench``'s command line, read once (``setup_arguments`` adds it): what to measure and how often."""
+
+    runs: int = 5  # runs of the repro for the overhead ratio
+    with_pip: bool = True  # the virtualenv+pip comparison (--no-pip: off)
+    workloads: bool = False
+    gpu: bool = False  # only the GPU rows (bench/gpu.py)
+    jobs: int = 8  # with --gpu: runs at once
+    common: CommonOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BenchOptions:
+        """The command line as parsed."""
+        common = CommonOptions.from_args(args)
+        return cls(
+            runs=args.runs,
+            with_pip=not args.no_pip,
+            workloads=args.workloads,
+            gpu=args.gpu,
+            jobs=args.jobs,
+            common=common,
+        )
+
+    def request(self) -> BenchRequest:
+        """What bench/figures.py measures, from these options."""
+        return BenchRequest(
+            runs=self.runs,
+            with_pip=self.with_pip,
+            workloads=self.workloads,
+            pins=dict(self.common.pins),
+            config_path=self.common.config,
+        )
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
@@ -93,7 +128,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     )
     if options.gpu:
         return _gpu_rows(options, config, ctx)
-    result = run_bench(config, options, ctx, bisect_two=_bisect_two(config, ctx))
+    result = run_bench(config, options.request(), ctx, bisect_two=_bisect_two(config, ctx))
     print()
     print(format_bench(result))
     return 0

@@ -2,4 +2,4 @@
 (``matrix_plan`` → ``matrix_build`` → ``matrix_units``), one repro in one cell, the forms and fixes for this
 machine, one run (``one_run``), the sandbox, one child process (``child_process``), its events and rendezvous ports,
 where a run ran (measured). Nothing else: the record store is model/store.py, what the terminal shows
-util/console.py and report/terminal.py, the bench figures commands/bench_figures.py."""
+util/console.py and report/terminal.py, the bench figures bench/figures.py."""

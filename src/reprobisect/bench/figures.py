@@ -16,7 +16,6 @@ CPU fixes in one warm cell with ``--jobs 1`` and ``--jobs 2``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import statistics
@@ -29,7 +28,6 @@ from pathlib import Path
 from reprobisect.cells.base import BaseInterpreter
 from reprobisect.cells.envs import CellEnv, ensure_env
 from reprobisect.cells.pinning import install_requirement, resolve_cell
-from reprobisect.commands.options import CommonOptions
 from reprobisect.config.load import Config
 from reprobisect.errors import EnvBuildError
 from reprobisect.model.cell import Cell
@@ -41,32 +39,18 @@ from reprobisect.run.one_run import RunSpec, child_environ, execute
 from reprobisect.run.sandbox import Confinement
 from reprobisect.util.cmd import output_tail, run_tool
 
-__all__ = ["BenchOptions", "BenchResult", "bare_run", "format_bench", "run_bench"]
+__all__ = ["BenchRequest", "BenchResult", "bare_run", "format_bench", "run_bench"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BenchOptions:
-    """``bench``'s command line, read once (commands/bench.py adds it): what to measure and how often."""
+class BenchRequest:
+    """What to measure and how often (``reprobisect bench``'s options, read by commands/bench.py)."""
 
     runs: int = 5  # runs of the repro for the overhead ratio
-    with_pip: bool = True  # the virtualenv+pip comparison (--no-pip: off)
+    with_pip: bool = True  # the virtualenv+pip comparison
     workloads: bool = False
-    gpu: bool = False  # only the GPU rows (commands/bench_gpu.py)
-    jobs: int = 8  # with --gpu: runs at once
-    common: CommonOptions
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> BenchOptions:
-        """The command line as parsed."""
-        common = CommonOptions.from_args(args)
-        return cls(
-            runs=args.runs,
-            with_pip=not args.no_pip,
-            workloads=args.workloads,
-            gpu=args.gpu,
-            jobs=args.jobs,
-            common=common,
-        )
+    pins: Mapping[str, str] = dataclasses.field(default_factory=dict)  # the command line's pins
+    config_path: Path  # the matrix file the workloads' commands are given
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -123,17 +107,17 @@ def bare_run(spec: RunSpec, environ: Mapping[str, str], log: Path) -> float:
 
 def run_bench(
     config: Config,
-    options: BenchOptions,
+    request: BenchRequest,
     ctx: RunContext,
     *,
     bisect_two: Callable[[Path, Path], int] | None = None,
 ) -> BenchResult:
-    """Measure everything once (builds) or ``options.runs`` times (reuse, runs) over ``ctx``'s base interpreter, in
+    """Measure everything once (builds) or ``request.runs`` times (reuse, runs) over ``ctx``'s base interpreter, in
     its environment, and return the figures. ``bisect_two`` (cells folder, output folder → probes made) runs the
     workloads' bisection two probes at a time."""
-    base, echo, runs = ctx.base, ctx.echo, options.runs
-    cell = resolve_cell(base, {**config.default_cell, **options.common.pins})
-    echo(f"bench cell {cell.id}; {runs} runs each; pip/virtualenv comparison: {'on' if options.with_pip else 'off'}")
+    base, echo, runs = ctx.base, ctx.echo, request.runs
+    cell = resolve_cell(base, {**config.default_cell, **request.pins})
+    echo(f"bench cell {cell.id}; {runs} runs each; pip/virtualenv comparison: {'on' if request.with_pip else 'off'}")
     with tempfile.TemporaryDirectory(prefix="reprobisect-bench-") as tmp:
         root = Path(tmp)
         # the harness's kept wheels are a package cache too: empty for the cold build, filled for the warm one
@@ -155,7 +139,7 @@ def run_bench(
                     os.environ[name] = value
         reuse = [_timed(lambda: ensure_env(cell, base, root / "warm")) for _ in range(max(runs, 3))]
         pip_cold = pip_warm = None
-        if options.with_pip:
+        if request.with_pip:
             pip_cold = _pip_build(base, cell.packages, root / "pip-cold", root / "pip-cache")
             echo(f"virtualenv+pip cold build: {pip_cold:.1f} s")
             pip_warm = _pip_build(base, cell.packages, root / "pip-warm", root / "pip-cache")
@@ -172,8 +156,8 @@ def run_bench(
             bare_runs=bare_runs,
             warm_steps=warm_steps,
         )
-        if options.workloads:
-            result = _workloads(result, config, cell, root, options.common.config, ctx, bisect_two)
+        if request.workloads:
+            result = _workloads(result, config, cell, root, request.config_path, ctx, bisect_two)
     return result
 
 

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from reprobisect.bench.figures import bare_run
 from reprobisect.cells.envs import CellEnv
-from reprobisect.commands.bench_figures import bare_run
 from reprobisect.config.load import Config
 from reprobisect.model.record import Record
 from reprobisect.model.store import Store
