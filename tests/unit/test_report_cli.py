@@ -138,3 +138,43 @@ def test_a_real_bisect_shows_its_transition(tmp_path: Path, capsys: pytest.Captu
         "bisect-gan-cpu-deepspeed-deepspeed-0.16.4-0.17.0-all-transitions.json"
         in (tmp_path / "report.html").read_text()
     )
+
+
+def _grid_answer(hostile: str = "") -> dict[str, object]:
+    """A grid answer as triage writes it: the harness's own grid search over a planted staircase (fails where
+    lightning < 2.5.5 and deepspeed >= 0.16.4), with a hostile word in its signature where asked."""
+    from reprobisect.bisect.grid import grid_search
+    from reprobisect.bisect.grid_answer import grid_report
+    from reprobisect.bisect.search import ProbeResult
+
+    rows, cols = ["0.16.0", "0.16.4", "0.17.0"], ["2.5.2", "2.5.5", "2.6.0"]
+
+    def probe(cells: list[tuple[str, str]]) -> list[ProbeResult]:
+        return [
+            ProbeResult(version="x", outcome="REPRODUCED", signature_id="s1", signature=f"TypeError{hostile}")
+            if row != "0.16.0" and col == "2.5.2"
+            else ProbeResult(version="x", outcome="PASS")
+            for row, col in cells
+        ]
+
+    result = grid_search("deepspeed", rows, "lightning", cols, probe)
+    return grid_report(result, repro="script-issue", form="cpu-shim", held={"torch": "2.13.0"})
+
+
+def test_a_grid_answer_beside_the_records_is_drawn_on_the_page(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "out"
+    shutil.copytree(RECORDS / "releases", out)
+    hostile = "<script>alert(1)</script>"
+    answer = _grid_answer(hostile)
+    answer["form"] = f"cpu-shim{hostile}"  # words of the answer file reach the page only escaped
+    (out / "grid-script-issue-cpu-shim-deepspeed-lightning.json").write_text(json.dumps(answer))
+    (out / "grid-broken.json").write_text(json.dumps({"rows": [1], "grid": "x"}))
+    assert main(["--out", str(out), "--dest", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert 'href="#grids"' in page and "across deepspeed × lightning" in page
+    assert "lightning &lt; 2.5.5" in page and "deepspeed ≥ 0.16.4" in page  # the rule, escaped once
+    assert page.count('class="g-fails-measured"') + page.count('class="g-fails-inferred"') == 2  # the region drawn
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)" in page
+    assert "grid-broken.json: not a grid answer" in page  # a file not drawn is listed, never fatal

@@ -11,7 +11,7 @@ import argparse
 import dataclasses
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +28,7 @@ from reprobisect.report.frame import (
     load_records,
     records_frame,
 )
+from reprobisect.report.grid_files import load_grids
 from reprobisect.report.markdown import report_markdown
 from reprobisect.report.views import ReportData
 from reprobisect.util.bounds import Bound
@@ -111,11 +112,11 @@ def _load(roots: Sequence[Path], *, latest: bool = False) -> tuple[pd.DataFrame,
     return frame, skipped, [root.resolve() for root in roots]
 
 
-def _bisects(roots: Sequence[Path], skipped: list[str]) -> list[Bisect]:
-    """Bisect result files of ``roots``; unreadable ones are added to ``skipped`` and printed."""
+def _bisects(roots: Sequence[Path], skipped: list[str], load: Callable[[Sequence[Path]], list[Bisect]]) -> list[Bisect]:
+    """Bisect (or grid) result files of ``roots``; unreadable ones are added to ``skipped`` and printed."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SkippedFileWarning)
-        found = load_bisects(roots)
+        found = load(roots)
     for warning in caught:
         skipped.append(str(warning.message))
         print(f"{PROG}: warning: {warning.message}", file=sys.stderr)
@@ -193,7 +194,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     if frame.empty:
         msg = f"no readable records under {', '.join(str(r / 'records') for r in roots)}"
         raise NothingToDoError(msg)
-    bisects = _bisects(roots, skipped)
+    bisects = _bisects(roots, skipped, load_bisects)
+    grids = _bisects(roots, skipped, load_grids)
     comparison = None
     if options.baseline is not None:
         base_frame, base_skipped, _ = _load([options.baseline])
@@ -206,6 +208,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         frame=frame,
         sources=sources,
         bisects=bisects,
+        grids=grids,
         comparison=comparison,
         baseline=options.baseline.resolve() if options.baseline else None,
         skipped=skipped,

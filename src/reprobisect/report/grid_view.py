@@ -15,7 +15,7 @@ from typing import Any
 
 from reprobisect.util.neutral import md_document, md_safe, printable
 
-__all__ = ["GLYPHS", "LEGEND", "edge_words", "grid_markdown", "grid_picture", "grid_terminal"]
+__all__ = ["GLYPHS", "LEGEND", "edge_words", "grid_markdown", "grid_picture", "grid_section", "grid_terminal"]
 
 # measured cells get the strong glyph, inferred ones the light one: the region is drawn, the cells run stand out
 GLYPHS = {
@@ -230,3 +230,37 @@ def grid_markdown(data: Mapping[str, Any], *, name: str = "", rerun: str = "") -
     if commands:
         lines += ["", "Re-run (records are reused):", "", "```", *commands, "```"]
     return md_document("\n".join([*lines, ""]))
+
+
+def _css(cell: Mapping[str, Any]) -> str:
+    """The class of a drawn cell: ``g-fails-measured``, ``g-passes-inferred``, ``g-not-run-not-run``."""
+    return f"g-{str(cell.get('state')).replace(' ', '-')}-{str(cell.get('how')).replace(' ', '-')}"
+
+
+def _signatures(region: Mapping[str, Any]) -> list[str]:
+    return [said(s.get("id") or s.get("text") or "no signature")[:200] for s in region.get("signatures") or []]
+
+
+def grid_section(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What the HTML page draws of one grid answer: its title, the rules with their signatures, the cells run of
+    the grid, and the table: one glyph a cell, its state and how it is known as the cell's class (the page colours
+    the failing region, the cells run in strong colours and the inferred ones light), and the commit behind each
+    edge searched. Plain strings: the page's template escapes them."""
+    rows = [
+        {"version": said(version), "cells": [{"glyph": _glyph(c), "css": _css(c)} for c in cells]}
+        for version, cells in zip(data["rows"], data["grid"], strict=True)
+    ]
+    regions = [{"rule": said(r.get("rule")), "signatures": _signatures(r)} for r in data["regions"]]
+    commits = [f"{edge_words(data, c)}{_also(c)}: {_found(c)}" for c in data.get("culprits") or []]
+    axes = f"{said(data['row_axis'])} × {said(data['col_axis'])}"
+    return {
+        "title": f"{said(data['repro'])} ({said(data['form'])}) across {axes}",
+        "row_axis": said(data["row_axis"]),
+        "col_axis": said(data["col_axis"]),
+        "cols": [said(c) for c in data["cols"]],
+        "rows": rows,
+        "regions": regions,
+        "run": f"{said(data.get('cells_run'))} of {said(data.get('cells_in_grid'))} cells run",
+        "commits": [said(c) for c in commits],
+        "legend": LEGEND,
+    }

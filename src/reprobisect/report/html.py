@@ -25,6 +25,7 @@ from markupsafe import Markup
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.verdict import SEVERITY
 from reprobisect.report.frame import Bisect
+from reprobisect.report.grid_view import grid_section
 from reprobisect.report.logs import LOG_TAIL_LINES, LogExcerpt
 from reprobisect.report.markdown import LEGEND, environment_line, transition_lines
 from reprobisect.report.timing_view import HEADER, table_rows, timing_plot, timing_search
@@ -51,6 +52,7 @@ _NOT_READ = LogExcerpt(tail="(log not read for this report)", lines=0, traceback
 _NAV = {
     "comparison": "comparison",
     "transitions": "transitions",
+    "grids": "two packages",
     "sweeps": "verdict changes",
     "env-errors": "ENV_ERROR",
     "skipped": "skipped files",
@@ -330,6 +332,7 @@ def _nav(context: Mapping[str, Any]) -> list[tuple[str, str]]:
     present = {
         "comparison": context["comparison"] is not None,
         "transitions": bool(context["bisects"]),
+        "grids": bool(context["grids"]),
         "sweeps": bool(context["sweeps"]),
         "env-errors": bool(context["env_errors"]),
         "skipped": bool(context["skipped"]),
@@ -384,6 +387,7 @@ def report_html(data: ReportData, *, title: str | None = None) -> str:
         "warm_up_note": WARM_UP_NOTE,
         "severity": SEVERITY,
         "bisects": [_bisect(b) for b in data.bisects],
+        "grids": [grid_section(g.data) for g in data.grids],
         "sweeps": [],
         "env_errors": _env_errors(frame),
         "skipped": [str(s) for s in data.skipped],

@@ -323,6 +323,7 @@ class ReportData:
     frame: pd.DataFrame
     sources: list[Path]
     bisects: list[Bisect] = dataclasses.field(default_factory=list)
+    grids: list[Bisect] = dataclasses.field(default_factory=list)  # grid-*.json: a search of two packages
     comparison: Comparison | None = None
     baseline: Path | None = None
     skipped: list[str] = dataclasses.field(default_factory=list)
