@@ -72,6 +72,7 @@ class BisectRequest:
     timeout: float | None = None
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
     jobs: int = 1  # probes at a time: the two ends together, then every open segment's middle (all-transitions)
+    requires: Mapping[str, str] = dataclasses.field(default_factory=dict)  # --require: other packages, one version
     target_outcome: str | None = None  # bad = this outcome (with ``target``, and that signature): a fix's commit
     probe_all_up_to: int = PROBE_ALL_UP_TO  # all-transitions probes every version of a range this short
     first_parent: bool = True  # commits: the line of the branch --bad is on, each merge one step
@@ -279,6 +280,7 @@ class _MatrixProbes:
             timeout=request.timeout,
             use_includes=False,
             confinement=request.confinement,
+            requires=request.requires,
             jobs=self.timed_jobs if request.slowdown is not None else max(1, min(request.jobs, len(chosen))),
         )
         try:

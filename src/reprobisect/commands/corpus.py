@@ -168,6 +168,7 @@ def _triage_argv(truth: Truth, options: CorpusOptions) -> list[str]:
         argv += [f"--{truth.interaction.partner}", ",".join(truth.interaction.partner_releases)]
     pins = {**options.common.pins, **truth.pins}  # refuse_pins left only the machine's pins of other packages
     argv += [item for name, value in sorted(pins.items()) for item in (f"--{name}", value)]
+    argv += [w for name, version in sorted(truth.requires.items()) for w in ("--require", f"{name}=={version}")]
     argv += ["--backend", "cpu" if truth.backend == "cpu" else "cuda", "--timeout", str(truth.timeout)]
     argv += ["--out", str(options.common.out / truth.name), "--jobs", "1" if truth.slowdown else str(options.jobs)]
     if truth.slowdown is not None:  # a performance entry: its steps timed, the answer a timing search's

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from reprobisect.commands.engine_options import EngineOptions, add_executor
@@ -22,12 +24,12 @@ from reprobisect.commands.options import (
     number_option,
     split,
 )
-from reprobisect.config.expand import MAX_CELLS
+from reprobisect.config.expand import MAX_CELLS, PINNED_AXES
 from reprobisect.errors import ConfigError
 from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.util.bounds import CELLS
 
-__all__ = ["RunOptions", "add_run_options", "axis_values", "matrix_request"]
+__all__ = ["RunOptions", "add_run_options", "axis_values", "matrix_request", "parse_requires"]
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +54,41 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"plan at most N cells (default {MAX_CELLS}): a matrix whose axes expand to more is refused",
     )
+    parser.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="NAME==VERSION",
+        help="install this package at this version in every cell, beside the matrix's (repeatable): "
+        "numpy==1.26.4 where a report's environment had it; the cell's id names it",
+    )
     add_executor(parser)
+
+
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?")
+_VERSION = re.compile(r"[0-9][0-9A-Za-z.+!-]{0,40}")
+
+
+def parse_requires(values: Sequence[str]) -> dict[str, str]:
+    """``--require NAME==VERSION`` as ``{name: version}``: a distribution's name and one exact version (what uv is
+    handed is never an option in disguise, a URL or a range); a matrix package (pinned with its own option) or a
+    package given twice is refused, naming the value."""
+    found: dict[str, str] = {}
+    for value in values:
+        name, sep, version = value.partition("==")
+        name, version = name.strip(), version.strip()
+        if not sep or not _NAME.fullmatch(name) or not _VERSION.fullmatch(version):
+            msg = f"--require {value[:80]!r}: give NAME==VERSION, one exact version of one package (numpy==1.26.4)"
+            raise ConfigError(msg)
+        key = name.lower().replace("_", "-")
+        if key in (*PINNED_AXES, "python", "nproc"):
+            msg = f"--require {value[:80]!r}: {name} is one of the matrix's packages; pin it with --{key}"
+            raise ConfigError(msg)
+        if key in found:
+            msg = f"--require {value[:80]!r}: {name} was required twice"
+            raise ConfigError(msg)
+        found[key] = version
+    return found
 
 
 def axis_values(value: str) -> tuple[str, ...]:
@@ -78,6 +114,7 @@ class RunOptions:
     refresh_index: bool = False
     timeout: float | None = None
     max_cells: int = MAX_CELLS
+    requires: Mapping[str, str] = dataclasses.field(default_factory=dict)  # --require NAME==VERSION, by name
     engine: EngineOptions = dataclasses.field(default_factory=EngineOptions)
 
     @classmethod
@@ -96,6 +133,7 @@ class RunOptions:
             refresh_index=args.refresh_index,
             timeout=args.timeout,
             max_cells=args.max_cells,
+            requires=parse_requires(args.require),
             engine=EngineOptions.from_args(args),
         )
 
@@ -131,4 +169,5 @@ def matrix_request(
         confinement=common.confinement,
         use_includes=base_axes is None,
         max_cells=options.max_cells,
+        requires=dict(options.requires),
     )

@@ -311,6 +311,7 @@ def _search_request(
         timeout=options.run.timeout,
         confinement=options.common.confinement,
         jobs=options.run.jobs,
+        requires=dict(options.run.requires),
     )
 
 

@@ -63,12 +63,9 @@ def why_not_here(truth: Truth, *, backend: str, gpus: int, axes: Mapping[str, st
         return f"needs {truth.gpus} GPU(s) (backend {truth.backend}): run with --backend cuda on a GPU machine"
     if truth.gpus > gpus:
         return f"needs {truth.gpus} GPUs, this machine has {gpus}"
-    if truth.requires:
+    if truth.requires and axes is not None:  # corpus's own triage gives them (--require); a slice's cells do not
         needed = ", ".join(f"{name}=={version}" for name, version in sorted(truth.requires.items()))
-        return (
-            f"its cells need {needed} beside the matrix's packages, and a cell pins only torch, deepspeed, "
-            "lightning, torchvision and python yet"
-        )
+        return f"its cells need {needed} beside the matrix's packages, which this slice's cells do not install"
     for name, value in sorted((axes or {}).items()):
         wanted = truth.pins.get(name)
         if wanted is not None and wanted != value:

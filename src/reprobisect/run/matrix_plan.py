@@ -114,6 +114,11 @@ def plan_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, in
             msg = f"--{axis}: {axis!r} is not an axis of {config.path.name} (axes: {', '.join(axes)})"
             raise ConfigError(msg)
         axes[axis] = values
+    for name, version in request.requires.items():  # --require: an axis of one value that no matrix.yaml names
+        if name in axes:
+            msg = f"--require {name}=={version}: {name!r} is an axis of {config.path.name}; pin it with --{name}"
+            raise ConfigError(msg)
+        axes[name] = (version,)
     spec = dataclasses.replace(
         config.matrix, axes=axes, rules=rules_for_scripts(config.matrix.rules, _scripts(config, request))
     )

@@ -35,6 +35,9 @@ class MatrixRequest:
     max_cells: int = MAX_CELLS  # the cells the axes may expand to (--max-cells; config/expand.py)
     cpus_per_run: int | None = None  # None: 1 on the cuda backend (comparable step times), 0 (unpinned) on the CPU
     confinement: Confinement = dataclasses.field(default_factory=Confinement)
+    # packages besides the matrix's axes that every cell installs at one version (--require numpy==1.26.4): an axis
+    # of one value, so the cell's id names it and a cell without it is another cell
+    requires: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
