@@ -89,3 +89,25 @@ def test_known_table_loads_and_every_entry_is_reachable() -> None:
     names = [k.name for k in known_signatures()]
     assert len(names) == len(set(names))
     assert find_known(Signature(exception="ModuleNotFoundError", message="No module named 'x'")) is not None
+
+
+def _import_failure(line: str) -> str:
+    return f'Traceback (most recent call last):\n  File "/v/site-packages/deepspeed/__init__.py", line 9, in <module>\n{line}\n'
+
+
+def test_a_name_one_release_lacks_that_another_asks_for_is_a_failure_a_missing_module_no_verdict() -> None:
+    """DeepSpeed < 0.14.4 on torch >= 2.4 (DeepSpeed #5603): the package imports and lacks what another asks of
+    it, a break between the installed releases and the very bug a grid of two packages looks for. A module that is
+    not there, or a library that does not load, stays a cell without a verdict."""
+    gone = _import_failure(
+        "ImportError: cannot import name '_get_socket_with_port' from 'torch.distributed.elastic.agent.server.api'"
+    )
+    assert classify(exit_code=1, timed_out=False, log=gone, expected=None).outcome is Outcome.OTHER_FAILURE
+    for line in (
+        "ModuleNotFoundError: No module named 'pkg_resources'",
+        "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
+    ):
+        result = classify(exit_code=1, timed_out=False, log=_import_failure(line), expected=None)
+        assert (
+            result.outcome is Outcome.ENV_ERROR and result.known is not None and result.known.name == "missing-module"
+        )
