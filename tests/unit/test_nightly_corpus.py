@@ -43,9 +43,17 @@ def _copy(tmp_path: Path, name: str, edit: str = "") -> Path:
     return root
 
 
-def test_every_cpu_entry_becomes_a_repro_named_after_it() -> None:
+def _why(name: str, axes: dict[str, str]) -> str | None:
+    return why_not_here(load_truth(CORPUS / name), backend="cpu", gpus=0, axes=axes)
+
+
+def test_every_cpu_entry_the_slice_can_run_becomes_a_repro_and_the_rest_say_why() -> None:
     found = corpus_slice(CORPUS, ["all"], backend="cpu", axes=AXES, strict=True)
-    assert sorted(found.repros) == [f"corpus-{name}" for name in CPU_ENTRIES]
+    runnable = [name for name in CPU_ENTRIES if _why(name, AXES) is None]
+    assert sorted(found.repros) == [f"corpus-{name}" for name in runnable] and len(runnable) >= 15
+    left = [name for name in CPU_ENTRIES if name not in runnable]  # an entry pinning another python, --require
+    cpu_not_run = [line for line in found.not_run if "needs 1 GPU" not in line]  # the GPU entries: said below
+    assert sorted(cpu_not_run) == sorted(f"corpus entry {name}: {_why(name, AXES)}" for name in left)
     repro = found.repros[f"corpus-{CPU_ENTRIES[0]}"]
     truth = load_truth(CORPUS / CPU_ENTRIES[0])
     assert repro.report == truth.report and repro.timeout == truth.timeout and "cpu-deepspeed" in repro.forms
@@ -82,13 +90,15 @@ def test_a_missing_corpus_is_an_error_when_asked_and_a_note_when_matrix_yaml_ask
 def test_the_corpus_joins_the_default_slice_and_what_is_asked_for() -> None:
     config = load_config(ROOT / "matrix.yaml")
     assert config.nightly is not None and config.nightly.corpus == ("all",)
-    corpus = tuple(f"corpus-{name}" for name in CPU_ENTRIES)
     made, repros, not_run = _with_corpus(config, _args(), ())
-    assert repros == (*config.nightly.repros, *corpus)
-    assert GPU_ENTRIES and sorted(not_run) == [  # a CPU night names the GPU entries it leaves out, and why
+    left = {name for name in CPU_ENTRIES if any(line.startswith(f"corpus entry {name}: ") for line in not_run)}
+    corpus = tuple(f"corpus-{name}" for name in CPU_ENTRIES if name not in left)
+    assert repros == (*config.nightly.repros, *corpus) and len(corpus) >= 15
+    assert GPU_ENTRIES and sorted(line for line in not_run if "GPU" in line) == [  # a CPU night names them, and why
         f"corpus entry {name}: needs 1 GPU(s) (backend gpu): run with --backend cuda on a GPU machine"
         for name in GPU_ENTRIES
     ]
+    assert all("pins" in line or "this slice's cells do not install" in line for line in not_run if "GPU" not in line)
     assert all(name in made.repros for name in corpus)
     _, repros, _ = _with_corpus(config, _args(), ("script-issue",))  # a night of one script stays that script
     assert repros == ("script-issue",)
