@@ -295,9 +295,16 @@ def test_a_right_grid_answer_is_exact_whichever_axis_the_harness_made_its_rows(t
     for rows_are in ("deepspeed", "lightning"):
         answer = _answer(rows_are=rows_are)
         row = score_grid(truth, answer, 61.04)
-        assert row.exact and row.rule.ok and row.signature.ok, row
+        assert row.rule.ok and row.signature.ok, row
         assert row.ranges.ok is None and row.introduced.ok is None and row.seconds == 61.0
-        assert row.edges.ok is None and row.edges.found.startswith("not asked")  # no per-edge culprits yet
+        # the truth names a pull request at each edge, and nobody looked (--no-culprits): not exact, as a one-package
+        # row whose introducing PR was not asked
+        assert row.edges.ok is False and row.edges.found.startswith("not asked") and not row.exact
+        right = {
+            ("deepspeed", "2.5.2"): "deepspeedai/DeepSpeed#6922",
+            ("lightning", "0.16.4"): "Lightning-AI/pytorch-lightning#21000",
+        }
+        assert score_grid(truth, _with_culprits(_answer(rows_are=rows_are), right), 61.04).exact
         assert row.cells == f"{answer['cells_run']} of 9" and answer["cells_run"] <= 9
         assert "deepspeed ≥ 0.16.4" in row.rule.found and row.rule.truth == "lightning < 2.5.5 and deepspeed >= 0.16.4"
 
@@ -380,7 +387,14 @@ def test_edge_culprits_match_a_change_to_the_step_of_the_same_axis_at_the_same_r
 
 def test_the_table_shows_the_rule_and_the_cells_run(tmp_path: Path) -> None:
     truth = _truth(tmp_path)
-    rows = [score_grid(truth, _answer(), 5.0), score_grid(truth, _answer({("2.5.2", "0.17.0")}), 5.0)]
+    prs = {
+        ("deepspeed", "2.5.2"): "deepspeedai/DeepSpeed#6922",
+        ("lightning", "0.16.4"): "Lightning-AI/pytorch-lightning#21000",
+    }
+    rows = [
+        score_grid(truth, _with_culprits(_answer(), prs), 5.0),
+        score_grid(truth, _answer({("2.5.2", "0.17.0")}), 5.0),
+    ]
     header = Header(commit="abc", date="2026-12-07", backend="cpu", entry_jobs=1, wall_seconds=10.0)
     text = markdown(Table(rows=[Ran(row=r) for r in rows], not_run=[], command="reprobisect corpus", header=header))
     assert "rule exact?" in text and "edges' PRs right?" in text and "1 of 2 exact" in text
@@ -420,7 +434,11 @@ def _run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, grids: list[dict[str, 
 
 
 def test_the_grid_answer_of_the_entrys_triage_is_scored(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert _run(monkeypatch, tmp_path / "a", [_answer()]).exact
+    prs = {
+        ("deepspeed", "2.5.2"): "deepspeedai/DeepSpeed#6922",
+        ("lightning", "0.16.4"): "Lightning-AI/pytorch-lightning#21000",
+    }
+    assert _run(monkeypatch, tmp_path / "a", [_with_culprits(_answer(), prs)]).exact
     row = _run(monkeypatch, tmp_path / "b", [])
     assert not row.exact and "0 grid answers" in row.rule.found  # no grid searched: a wrong row, never hidden
 

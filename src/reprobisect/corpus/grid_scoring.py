@@ -132,7 +132,9 @@ def _edges(interaction: Interaction, answer: Mapping[str, Any]) -> ColumnVerdict
     culprits = edge_culprits(answer, interaction.changes)
     if culprits is None:
         wanted = ", ".join(f"{label}: {c.pr}" for label, c in zip(labels, interaction.changes, strict=True))
-        return ColumnVerdict(ok=None, truth=wanted, found="not asked: the grid answer names no commit per edge")
+        # as the one-package columns under --no-culprits: a pull request the truth names and nobody looked for is
+        # not found, so the row is not exact (a row is exact only when everything the truth knows was matched)
+        return ColumnVerdict(ok=False, truth=wanted, found="not asked: the grid answer names no commit per edge")
     pairs = [(c.pr, culprit) for c, culprit in zip(interaction.changes, culprits, strict=True)]
     return prs_verdict(pairs, labels)
 
