@@ -127,7 +127,7 @@ def _found(culprit: Mapping[str, Any], *, markdown: bool = False) -> str:
         last = str((culprit.get("last_good_commit") or {}).get("sha", ""))[:12]
         pr += f"; or one of the {skipped} commits between {last} and it, which no run could judge"
     if markdown:
-        return f"**{by} `{md_safe(sha)}`** {md_safe(str(commit.get('subject')))}{md_safe(pr)}"
+        return f"**{md_safe(by)} `{md_safe(sha)}`** {md_safe(str(commit.get('subject')))}{md_safe(pr)}"
     return f"{by} {sha} {commit.get('subject')}{pr}"
 
 
