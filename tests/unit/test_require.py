@@ -41,6 +41,20 @@ def test_every_planned_cell_pins_the_required_package(tmp_path: Path) -> None:
         plan_cells(config, MatrixRequest(repros=("issue",), requires={"deepspeed": "0.16.4"}), BASE, index)  # type: ignore[arg-type]
 
 
+def test_a_held_pin_that_is_the_required_package_is_the_requirement_not_an_axis(tmp_path: Path) -> None:
+    """A commit search behind a grid's edge holds the grid's other pins, read from its cells, and those name the
+    --require too (numpy 1.26.4 beside torch): the same version is the requirement; another is still refused."""
+    config = _config(tmp_path, _script(tmp_path, PURE_DEEPSPEED))
+    index = FakeIndex({"deepspeed": ["0.15.4", "0.16.4"], "lightning": ["2.6.6"], "numpy": ["1.26.4", "2.1.0"]})
+    held = {"numpy": ("1.26.4",), "deepspeed": ("0.16.4",)}
+    request = MatrixRequest(repros=("issue",), axes=held, requires={"numpy": "1.26.4"})
+    cells = plan_cells(config, request, BASE, index)  # type: ignore[arg-type]
+    assert [(c.pins["numpy"], c.pins["deepspeed"]) for c in cells] == [("1.26.4", "0.16.4")]
+    other = MatrixRequest(repros=("issue",), axes={"numpy": ("2.1.0",)}, requires={"numpy": "1.26.4"})
+    with pytest.raises(ConfigError, match=r"--numpy: 'numpy' is not an axis of matrix\.yaml"):
+        plan_cells(config, other, BASE, index)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("value", "words"),
     [

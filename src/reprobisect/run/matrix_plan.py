@@ -110,6 +110,8 @@ def plan_cells(config: Config, request: MatrixRequest, base: BaseInterpreter, in
     """The matrix's cells for this request (axes replaced from the command line, then --select)."""
     axes = dict(config.matrix.axes)
     for axis, values in request.axes.items():
+        if axis not in axes and values == (request.requires.get(axis),):
+            continue  # a search's held pins, read from the cells it starts from, name the --require it carries
         if axis not in axes and axis != RANKS_AXIS:
             msg = f"--{axis}: {axis!r} is not an axis of {config.path.name} (axes: {', '.join(axes)})"
             raise ConfigError(msg)
