@@ -92,9 +92,10 @@ def _local_stamp(cell: Cell) -> dict[str, float]:
 
 
 def _fingerprint(cell: Cell, base: BaseInterpreter) -> str:
-    blob = json.dumps(
-        {"cell": cell.to_dict(), "base": base.executable, "local": _local_stamp(cell), "format": 1}, sort_keys=True
-    )
+    made = {"cell": cell.to_dict(), "base": base.executable, "local": _local_stamp(cell), "format": 1}
+    if cell.torch_source != SYSTEM:  # seeded by the interpreter's ensurepip since 2026-12-07: remake older cells
+        made["seed"] = "ensurepip"
+    blob = json.dumps(made, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -312,6 +313,8 @@ def _make_venv(job: _CellInstall) -> None:
     """Create the cell's venv from the base interpreter. With ``system`` torch it sees the base's packages: through
     ``--system-site-packages``, or, when the base is itself a venv, a ``.pth`` file adding the base's site folders."""
     system = job.cell.torch_source == SYSTEM
+    if job.use_uv and not system and _seeded_by_ensurepip(job):
+        return
     if job.use_uv:
         venv_cmd = [job.uv, "venv", "--quiet", "--python", job.base.executable]
         if not system:
@@ -327,6 +330,26 @@ def _make_venv(job: _CellInstall) -> None:
         # installs) must be processed too, as they are for the base interpreter itself.
         lines = [f"import site; site.addsitedir({folder!r})" for folder in job.base.site_packages]
         (site / "_reprobisect_base.pth").write_text("\n".join(lines) + "\n")
+
+
+def _seeded_by_ensurepip(job: _CellInstall) -> bool:
+    """Make a pinned-torch cell's venv as ``python -m venv`` does, with the pip and setuptools the interpreter
+    bundles (setuptools 65.5 on CPython 3.11, 66.1 on Debian's; none from 3.12 on): the venv a user who reports a
+    bug has. ``uv venv --seed`` gives the newest setuptools instead, and setuptools 81 removed ``pkg_resources``,
+    which Lightning before 2.4.0 imports: every such cell was an ENV_ERROR no user sees (corpus entries
+    pl-ds-none-batch-sampler, pl-fabric-ds-load-optimizer-import). False, with the half-made folder removed,
+    where the interpreter has no ensurepip (Debian without python3-venv): then uv seeds it."""
+    try:
+        _logged(
+            [job.base.executable, "-m", "venv", str(job.path)],
+            job.log,
+            f"creating the venv of cell {job.cell.id} (python -m venv, the interpreter's own pip and setuptools)",
+        )
+    except EnvBuildError:
+        shutil.rmtree(job.path, ignore_errors=True)
+        _note(job.log, "python -m venv failed (no ensurepip?): seeding the venv with uv instead")
+        return False
+    return True
 
 
 def _uv_command(job: _CellInstall, packages: Mapping[str, str]) -> list[str]:
