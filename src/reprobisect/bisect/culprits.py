@@ -119,6 +119,10 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
     if ends is None:
         return found
     good, bad = ends
+    releases: tuple[str | None, str | None] = (str(transition["last"]), str(transition["first"]))
+    fork = _branch_start(search, good, bad, releases, found)
+    if fork is not None:
+        good, releases = fork, (None, releases[1])
     request = dataclasses.replace(
         search.request,
         git=search.clone,
@@ -130,7 +134,7 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
         target=after["signature_id"],
         # the tags are the releases the transition was found between: their records answer the ends (no round of
         # two commit builds and runs that only repeat them; on an H100 that round cost 45 s of a 230 s triage)
-        end_releases=(str(transition["last"]), str(transition["first"])),
+        end_releases=releases,
         # where a slowdown went, each commit is compared with the later (fast) tag: the first no longer slower
         compare_with="bad" if timed and found["kind"] == "fixed" else "good",
     )
@@ -170,6 +174,23 @@ def _search_ends(
     if notes:
         found["release_sources"] = notes
     return ends
+
+
+def _branch_start(
+    search: _Search, good: str, bad: str, releases: tuple[str | None, str | None], found: dict[str, Any]
+) -> str | None:
+    """The commit to search from where the older release is on a branch of its own (``history.branch_point``),
+    said and kept in ``found`` beside the other notes on the ends; None where both are on one line."""
+    fork = history.branch_point(search.clone, good, bad)
+    if fork is None:
+        return None
+    note = (
+        f"{search.request.axis} {releases[0]} ({good}) is not on {releases[1]}'s line: the search starts where its "
+        f"branch left that line, {fork[:12]}, a commit no release is, probed as a commit"
+    )
+    search.ctx.echo(note)
+    found["release_sources"] = [*found.get("release_sources", []), note]
+    return fork
 
 
 def _unfound(transition: Mapping[str, Any], timed: bool) -> dict[str, Any]:

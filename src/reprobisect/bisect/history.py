@@ -185,6 +185,24 @@ def revisions(repo: Path, good: str, bad: str, *, first_parent: bool = True) -> 
     return [start, *between]
 
 
+def branch_point(repo: Path, older: str, newer: str) -> str | None:
+    """Where ``older``'s branch left ``newer``'s line (their merge base), when ``older`` is not on that line: a
+    patch release of a maintenance branch (Lightning's 2.1.4 on release/2.1.x) before the next minor release, cut
+    from master (2.2.0). None where ``older`` is an ancestor of ``newer`` (one line: search between them as they
+    are) or where the two share no history. What changed between the two releases along ``newer``'s line came
+    after that point; the point itself is a commit no release is, so a search probes it as a commit."""
+    if is_ancestor(repo, older, newer):
+        return None
+    done = run_tool(
+        ["git", "-C", repo, "merge-base", "--end-of-options", older, newer],
+        what=f"--git {repo}",
+        timeout=120,
+        check=False,
+    )
+    found = done.stdout.strip()
+    return found if done.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", found) else None
+
+
 def is_ancestor(repo: Path, older: str, newer: str) -> bool:
     """Whether ``older`` is ``newer`` or one of its ancestors in ``repo``."""
     done = run_tool(

@@ -78,7 +78,7 @@ class BisectRequest:
     first_parent: bool = True  # commits: the line of the branch --bad is on, each merge one step
     # with ``git``: the releases whose tags are --good and --bad; the two ends are probed as those releases (their
     # records, when a release search made them, answer without a run) instead of as commits built from the clone
-    end_releases: tuple[str, str] | None = None
+    end_releases: tuple[str | None, str | None] | None = None  # None: that end is a commit no release is
     # a timing search (--slower-than): bad = slower than the good end beyond the threshold, with confidence
     slowdown: SlowdownRule | None = None
     # the end a timing search compares every version with: "good" (bad = slower than it: where a slowdown came) or
@@ -169,7 +169,8 @@ def run_bisect(
     runs = _MatrixProbes(
         config=config, request=request, ctx=ctx, repro=repro.name, form=form, held=held, backend=backend, repo=repo
     )
-    runs.ends = dict(zip((versions[0], versions[-1]), request.end_releases or (), strict=False))
+    ends = zip((versions[0], versions[-1]), request.end_releases or (), strict=False)
+    runs.ends = {version: release for version, release in ends if release is not None}
     mode = "all-transitions" if request.all_transitions else "first-bad"
     echo(
         f"Bisecting {repro.name} ({form}, fix {request.fix}) over {len(versions)} {request.axis} "
