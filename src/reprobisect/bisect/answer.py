@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from reprobisect.bisect.culprits import FAILING, change_kind
 from reprobisect.bisect.probes import probe_result
 from reprobisect.bisect.search import ProbeResult, Transition, all_transitions
+from reprobisect.model.cell import SYSTEM
 from reprobisect.model.record import Record
 from reprobisect.util.neutral import md_document, md_safe
 
@@ -100,11 +101,26 @@ def sweep_answers(records: Sequence[Record]) -> list[Answer]:
             states=states,
             transitions=tuple(transitions),
             fixes={},
-            pins={k: str(v) for k, v in mine[0].cell.get("packages", {}).items() if k != axis},
+            pins=held_pins(mine[0].cell, axis),
         )
         affected = {release for span in answer.affected for release in span}
         answers.append(dataclasses.replace(answer, fixes=_fixes_over(mine, axis, affected)))
     return answers
+
+
+def held_pins(cell: Mapping[str, Any], axis: str) -> dict[str, str]:
+    """The pins a sweep's cells had besides the package it varies: their packages, and their Python and torch
+    where those were pinned. A search that starts from the answer (a commit search between two releases) builds
+    its cells from these: without the Python and torch, a Lightning search of cells on Python 3.11.2 with torch
+    2.13.0 built its commit cells on the base interpreter with its own torch, where no old commit of Lightning
+    would build."""
+    pins = {str(k): str(v) for k, v in (cell.get("packages") or {}).items()}
+    if cell.get("python_source", SYSTEM) != SYSTEM:
+        pins["python"] = str(cell["python_source"])
+    if cell.get("torch_source") == "pinned":
+        pins["torch"] = str(cell["torch"])
+    pins.pop(axis, None)
+    return pins
 
 
 def _transitions(releases: list[str], states: Mapping[str, ProbeResult]) -> list[Transition]:
