@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 
 from reprobisect.errors import ConfigError, ToolError
 from reprobisect.util.cmd import run_tool
+from reprobisect.util.git_names import is_commit_hash
 
 __all__ = [
     "KNOWN_REPOSITORIES",
@@ -200,7 +201,7 @@ def branch_point(repo: Path, older: str, newer: str) -> str | None:
         check=False,
     )
     found = done.stdout.strip()
-    return found if done.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", found) else None
+    return found if done.returncode == 0 and is_commit_hash(found) else None
 
 
 def is_ancestor(repo: Path, older: str, newer: str) -> bool:

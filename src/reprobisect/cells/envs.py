@@ -336,8 +336,8 @@ def _seeded_by_ensurepip(job: _CellInstall) -> bool:
     """Make a pinned-torch cell's venv as ``python -m venv`` does, with the pip and setuptools the interpreter
     bundles (setuptools 65.5 on CPython 3.11, 66.1 on Debian's; none from 3.12 on): the venv a user who reports a
     bug has. ``uv venv --seed`` gives the newest setuptools instead, and setuptools 81 removed ``pkg_resources``,
-    which Lightning before 2.4.0 imports: every such cell was an ENV_ERROR no user sees (corpus entries
-    pl-ds-none-batch-sampler, pl-fabric-ds-load-optimizer-import). False, with the half-made folder removed,
+    which Lightning before 2.4.0 imports: such a cell failed where the reporter's venv ran (a torch that itself
+    requires a newer setuptools, as 2.13.0 does, still brings one). False, with the half-made folder removed,
     where the interpreter has no ensurepip (Debian without python3-venv): then uv seeds it."""
     try:
         _logged(
