@@ -39,6 +39,16 @@ def test_the_base_interpreter_and_its_torch_are_not_pins() -> None:
     assert held_pins({"packages": {"lightning": "2.6.6"}}, "deepspeed") == {"lightning": "2.6.6"}  # older records
 
 
+@given(
+    st.sampled_from(["/tmp/evil/python3", "--version", "3.11.2\n", "../bin/python", "", "system", "3"]),
+    st.sampled_from(["2.13.0 --index-url http://x", "-e .", "latest", "", "2.13.0\n", "../torch.whl"]),
+)
+def test_a_record_s_hostile_python_or_torch_is_never_held(python: str, torch: str) -> None:
+    """A planted record's Python path would be run as the search's interpreter: only versions are held."""
+    cell = {"packages": {}, "python_source": python, "torch_source": "pinned", "torch": torch}
+    assert held_pins(cell, "lightning") == {}
+
+
 @given(st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=8), max_size=4), st.text(max_size=8))
 def test_any_cell_gives_string_pins_without_the_axis(packages: dict[str, str], axis: str) -> None:
     pins = held_pins(

@@ -11,6 +11,7 @@ skips ENV_ERROR, TIMEOUT and flaky releases as it does and says so.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -108,17 +109,30 @@ def sweep_answers(records: Sequence[Record]) -> list[Answer]:
     return answers
 
 
+_PYTHON_VERSION = re.compile(r"[0-9]{1,2}(?:\.[0-9]{1,3}){1,2}")
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return not text.startswith(("-", " ")) and text == text.strip()
+
+
 def held_pins(cell: Mapping[str, Any], axis: str) -> dict[str, str]:
     """The pins a sweep's cells had besides the package it varies: their packages, and their Python and torch
     where those were pinned. A search that starts from the answer (a commit search between two releases) builds
     its cells from these: without the Python and torch, a Lightning search of cells on Python 3.11.2 with torch
     2.13.0 built its commit cells on the base interpreter with its own torch, where no old commit of Lightning
-    would build."""
+    would build. A record is read from disk (hostile input): only a Python given as a version (``3.11.2``, never a
+    path the search would run as an interpreter) and a torch that is a version are held; another value is not."""
     pins = {str(k): str(v) for k, v in (cell.get("packages") or {}).items()}
-    if cell.get("python_source", SYSTEM) != SYSTEM:
-        pins["python"] = str(cell["python_source"])
-    if cell.get("torch_source") == "pinned":
-        pins["torch"] = str(cell["torch"])
+    python, torch = str(cell.get("python_source", SYSTEM)), str(cell.get("torch", ""))
+    if _PYTHON_VERSION.fullmatch(python):
+        pins["python"] = python
+    if cell.get("torch_source") == "pinned" and _is_version(torch):
+        pins["torch"] = torch
     pins.pop(axis, None)
     return pins
 
