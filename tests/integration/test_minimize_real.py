@@ -120,9 +120,25 @@ def test_the_long_script_shrinks_then_ctrl_c_keeps_the_best_and_leaves_no_run(
     # issue #54: as a person runs it, plain python with only what the result names, it still tells them apart
     plain = {release: _plain_python(minimized, envs_dir, release, tmp_path) for release in ("0.16.5", "0.16.4")}
     assert plain["0.16.5"].returncode != 0 and "D's step used more than D's own gradient" in plain["0.16.5"].stdout
-    assert plain["0.16.4"].returncode == 0, plain["0.16.4"].stdout[-3000:]
+    assert _ran_to_the_end(plain["0.16.4"]), plain["0.16.4"].stdout[-3000:]
     left = subprocess.run(["pgrep", "-f", str(folder)], capture_output=True, text=True, check=False)
     assert left.stdout.strip() == "", f"runs left behind: {left.stdout}"
+
+
+# torch's own race at exit (pytorch/pytorch#190489): a script that never calls destroy_process_group() can be aborted
+# while the interpreter finalizes, after its last line ran, when gloo's worker threads still hold tensors. CI saw it
+# once in the good release's plain run (stop 57); 73 runs here did not. The script the person gets is the same either
+# way, so that ending, with no traceback before it, counts as the script running to its end.
+TORCH_EXIT_RACE = "terminate called without an active exception"
+
+
+def _ran_to_the_end(done: subprocess.CompletedProcess[str]) -> bool:
+    """Exit 0, or torch's abort at exit (SIGABRT, its one line last) with no Python traceback before it."""
+    if done.returncode == 0:
+        return True
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    aborted_at_exit = done.returncode == -signal.SIGABRT and bool(lines) and lines[-1].strip() == TORCH_EXIT_RACE
+    return aborted_at_exit and "Traceback (most recent call last)" not in done.stdout
 
 
 def _plain_python(text: str, envs: Path, release: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -136,3 +152,20 @@ def _plain_python(text: str, envs: Path, release: str, tmp_path: Path) -> subpro
     return subprocess.run(
         cmd, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False
     )
+
+
+@pytest.mark.parametrize(
+    ("returncode", "output", "ran"),
+    [
+        (0, "done\n", True),
+        (-signal.SIGABRT, "step 3\nterminate called without an active exception\n\n", True),
+        (-signal.SIGABRT, "Traceback (most recent call last):\nAssertionError\n" + TORCH_EXIT_RACE + "\n", False),
+        (-signal.SIGABRT, TORCH_EXIT_RACE + "\nmore after it\n", False),
+        (-signal.SIGSEGV, TORCH_EXIT_RACE + "\n", False),
+        (1, TORCH_EXIT_RACE + "\n", False),
+        (-signal.SIGABRT, "", False),
+    ],
+)
+def test_only_torchs_abort_at_exit_counts_as_running_to_the_end(returncode: int, output: str, ran: bool) -> None:
+    done = subprocess.CompletedProcess(["python"], returncode, stdout=output)
+    assert _ran_to_the_end(done) is ran
