@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.culprits import find_culprits
+from reprobisect.bisect.history import Commit
 from reprobisect.bisect.probes import BisectRequest
 from reprobisect.cells.base import base_interpreter
 from reprobisect.config.load import load_config
@@ -105,12 +107,12 @@ def test_each_release_transition_gets_its_commit_and_pull_request(tmp_path: Path
         source=["--script", str(script)],
     )
     introduced, fixed, untagged = found
-    assert introduced["kind"] == "introduced" and introduced["commit"]["sha"] == shas["break"]
-    assert introduced["commit"]["subject"] == "Break it (#7018)"
-    assert introduced["commit"]["pull_request"] == "acme/tinypkg#7018"
-    assert introduced["last_good_commit"]["sha"] == shas["a"]
-    assert fixed["kind"] == "fixed" and fixed["commit"]["sha"] == shas["mend"]
-    assert fixed["commit"]["pull_request"] == "acme/tinypkg#6976"
-    assert "--target-outcome PASS" in fixed["rerun"] and f"--git {repo}" in fixed["rerun"]
-    assert untagged["commit"] is None and "no tag of tinypkg 0.4.0" in untagged["why"]
-    assert introduced["probes"] <= 4 and introduced["commits"] == 4
+    assert introduced.kind == "introduced" and introduced.commit is not None
+    assert introduced.commit == Commit(sha=shas["break"], subject="Break it (#7018)", pull_request="acme/tinypkg#7018")
+    assert introduced.last_good_commit is not None and introduced.last_good_commit.sha == shas["a"]
+    assert fixed.kind == "fixed" and fixed.commit is not None and fixed.commit.sha == shas["mend"]
+    assert fixed.commit.pull_request == "acme/tinypkg#6976"
+    assert fixed.rerun is not None and "--target-outcome PASS" in fixed.rerun and f"--git {repo}" in fixed.rerun
+    assert untagged.commit is None and "no tag of tinypkg 0.4.0" in str(untagged.why)
+    assert introduced.probes <= 4 and introduced.commits == 4
+    assert Culprit.from_json(json.loads(json.dumps(introduced.to_json())), where="x") == introduced  # as written

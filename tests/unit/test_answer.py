@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reprobisect.bisect.answer import answer_markdown, sweep_answers, sweep_axis
+from reprobisect.bisect.culprit import Culprit, SearchTarget
+from reprobisect.bisect.history import Commit
 from reprobisect.model.record import Record
 from reprobisect.model.signature import Signature
 
@@ -58,18 +60,21 @@ def test_a_bug_that_came_and_went_is_one_affected_range_with_both_ends() -> None
 def test_culprits_are_named_with_commit_subject_and_pull_request() -> None:
     states = {r: ("OTHER_FAILURE" if r >= "0.16.5" else "PASS") for r in RELEASES}
     [answer] = sweep_answers(_sweep(states))
-    culprit = {
-        "last": "0.16.4",
-        "first": "0.16.5",
-        "kind": "introduced",
-        "commit": {"sha": "b418cf6c1" + "0" * 31, "subject": "Training multiple models (#7018)",
-                   "pull_request": "deepspeedai/DeepSpeed#7018"},
-        "rerun": "reprobisect bisect --git DS --good v0.16.4 --bad v0.16.5",
-    }  # fmt: skip
+    culprit = Culprit(
+        last="0.16.4",
+        first="0.16.5",
+        kind="introduced",
+        target=SearchTarget(outcome="OTHER_FAILURE", signature_id="f7cdbdf8b3"),
+        commit=Commit(sha="b418cf6c1" + "0" * 31, subject="Training multiple models (#7018)",
+                      pull_request="deepspeedai/DeepSpeed#7018"),
+        rerun="reprobisect bisect --git DS --good v0.16.4 --bad v0.16.5",
+    )  # fmt: skip
     text = answer_markdown(answer, [culprit])
     assert "**introduced by `b418cf6c1000`** Training multiple models (#7018) (deepspeedai/DeepSpeed#7018)" in text
     assert "reprobisect bisect --git DS --good v0.16.4 --bad v0.16.5" in text
-    moved = {**culprit, "release_sources": ["0.16.5 as published is commit 819af0e5940b, not its tag v0.16.5 (8 …"]}
+    moved = dataclasses.replace(
+        culprit, release_sources=("0.16.5 as published is commit 819af0e5940b, not its tag v0.16.5 (8 …",)
+    )
     text = answer_markdown(answer, [moved])
     assert "(deepspeedai/DeepSpeed#7018); 0.16.5 as published is commit 819af0e5940b, not its tag v0.16.5" in text
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reprobisect.bisect.history import Commit
 from reprobisect.bisect.search import ProbeResult, all_transitions, first_bad, first_sample
 from reprobisect.errors import BisectInconclusiveError
 
@@ -385,7 +386,7 @@ def test_the_culprit_searches_of_two_changes_run_side_by_side_sharing_the_jobs(t
     monkeypatch.setattr(culprits.history, "check_clone", lambda repo: None)
     monkeypatch.setattr(culprits.history, "github_slug", lambda repo, package: None)
     monkeypatch.setattr(culprits.history, "release_tag", lambda repo, version: tags.get(version))
-    commit = SimpleNamespace(describe=lambda: {"sha": "abc", "subject": "x (#1)", "pull_request": "#1"})
+    commit = Commit(sha="abc", subject="x (#1)", pull_request="#1")
     monkeypatch.setattr(culprits.history, "commit_info", lambda repo, sha, slug: commit)
     seen: list[tuple[int, str]] = []
     ends: list[tuple[str, str] | None] = []
@@ -410,13 +411,13 @@ def test_the_culprit_searches_of_two_changes_run_side_by_side_sharing_the_jobs(t
     ctx = SimpleNamespace(echo=lambda line: None, envs_dir=tmp_path / "envs")  # no cell: each end is its tag
     start = time.perf_counter()
     found = culprits.find_culprits(None, request, changes, clone=tmp_path, ctx=ctx, form="cpu", source=())
-    assert [f["commit"]["sha"] for f in found] == ["abc", "abc"] and time.perf_counter() - start < 10
+    assert [f.commit.sha if f.commit else None for f in found] == ["abc", "abc"] and time.perf_counter() - start < 10
     assert sorted(seen) == [(4, "v0.16.4"), (4, "v0.17.0")]
     assert sorted(ends) == [("0.16.4", "0.16.5"), ("0.17.0", "0.17.1")]  # the tags' ends are the releases' records
     seen.clear()
     del tags["0.17.0"]  # the clone lacks one end of the second change: the first search gets every job
     found = culprits.find_culprits(None, request, changes, clone=tmp_path, ctx=ctx, form="cpu", source=())
-    assert seen == [(8, "v0.16.4")] and "no tag of deepspeed 0.17.0" in found[1]["why"]
+    assert seen == [(8, "v0.16.4")] and "no tag of deepspeed 0.17.0" in str(found[1].why)
 
 
 def test_each_round_tells_what_the_next_may_probe_before_it_runs() -> None:

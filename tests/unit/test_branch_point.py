@@ -86,5 +86,5 @@ def test_the_search_starts_at_the_branch_point_probed_as_a_commit(
     [found] = culprits.find_culprits(None, request, [change], clone=repo, ctx=ctx, form="cpu", source=())  # type: ignore[arg-type]
     assert asked[0].good == lightning_like["fork"] and asked[0].bad == "2.2.0"
     assert asked[0].end_releases == (None, "2.2.0")  # the branch point is no release: its records answer nothing
-    assert "is not on 2.2.0's line" in found["release_sources"][0] and found["commit"] is not None
+    assert "is not on 2.2.0's line" in found.release_sources[0] and found.commit is not None
     assert any(lightning_like["fork"][:12] in line for line in said)

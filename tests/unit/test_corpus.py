@@ -19,6 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reprobisect.bisect.culprit import ChangeKind, Culprit, SearchTarget
+from reprobisect.bisect.history import Commit
 from reprobisect.commands import output
 from reprobisect.commands.corpus import _clone_for
 from reprobisect.commands.main import main
@@ -210,9 +212,10 @@ def test_any_value_in_any_key_loads_or_is_refused_by_name(tmp_path: Path, key: s
 # --- scoring: synthetic answers -------------------------------------------------------------------------------
 
 
-def _culprit(kind: str, last: str, first: str, pr: str | None) -> dict[str, Any]:
-    commit = None if pr is None else {"sha": "a" * 40, "subject": "s", "pull_request": pr}
-    return {"kind": kind, "last": last, "first": first, "commit": commit, "why": None if pr else "no tag"}
+def _culprit(kind: ChangeKind, last: str, first: str, pr: str | None) -> Culprit:
+    commit = None if pr is None else Commit(sha="a" * 40, subject="s", pull_request=pr)
+    target = SearchTarget(outcome="PASS" if kind == "fixed" else "REPRODUCED", signature_id=None)
+    return Culprit(kind=kind, last=last, first=first, target=target, commit=commit, why=None if pr else "no tag")
 
 
 def _found(**change: Any) -> Found:

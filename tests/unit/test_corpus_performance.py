@@ -17,6 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reprobisect.bisect.answer import Answer
+from reprobisect.bisect.culprit import ChangeKind, Culprit, SearchTarget
+from reprobisect.bisect.history import Commit
 from reprobisect.commands import corpus
 from reprobisect.commands.triage import Triaged
 from reprobisect.corpus.truth import parse_truth
@@ -125,14 +127,17 @@ def _report(slower: dict[str, bool | None]) -> dict[str, Any]:
     }
 
 
-def _culprit(kind: str, last: str, first: str, pr: str) -> dict[str, Any]:
-    return {"kind": kind, "last": last, "first": first, "commit": {"sha": "a" * 40, "subject": "s", "pull_request": pr}}
+def _culprit(kind: ChangeKind, last: str, first: str, pr: str) -> Culprit:
+    commit = Commit(sha="a" * 40, subject="s", pull_request=pr)
+    return Culprit(
+        kind=kind, last=last, first=first, target=SearchTarget(outcome="PASS", signature_id=None), commit=commit
+    )
 
 
 CAME, WENT = ("introduced", "0.18.4", "0.18.5"), ("fixed", "0.18.6", "0.18.7")
 
 
-def _row(monkeypatch, tmp_path: Path, report: dict[str, Any] | None, culprits: list[dict[str, Any]]) -> Any:
+def _row(monkeypatch, tmp_path: Path, report: dict[str, Any] | None, culprits: list[Culprit]) -> Any:
     from reprobisect.bisect.probes import ProbeResult
 
     states = {r: ProbeResult(version=r, outcome="PASS", signature_id=None, signature=None) for r in RELEASES}

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from reprobisect.bisect import edge_culprits
+from reprobisect.bisect.culprit import Culprit, SearchTarget
 from reprobisect.bisect.culprits import change_kind
 from reprobisect.bisect.edge_culprits import (
     EdgeSearch,
@@ -23,6 +24,7 @@ from reprobisect.bisect.edge_culprits import (
 )
 from reprobisect.bisect.grid_answer import grid_report
 from reprobisect.bisect.grid_result import CellState, GridResult
+from reprobisect.bisect.history import Commit
 from reprobisect.bisect.probes import BisectRequest
 from reprobisect.bisect.search import ProbeResult
 from reprobisect.errors import ConfigError
@@ -78,9 +80,10 @@ class FakeCulprits:
     def __call__(self, config: Any, request: BisectRequest, transitions: Sequence[Mapping[str, Any]], **kw: Any):
         self.calls.append((request, list(transitions), kw["clone"]))
         [t] = transitions
-        commit = {"sha": "a" * 40, "subject": f"Change {request.axis} (#7)", "pull_request": "acme/pkg#7"}
+        commit = Commit(sha="a" * 40, subject=f"Change {request.axis} (#7)", pull_request="acme/pkg#7")
         kind = change_kind(t["from"]["outcome"], t["to"]["outcome"])
-        return [{"last": t["last"], "first": t["first"], "kind": kind, "commit": commit, "why": None, "rerun": "re"}]
+        target = SearchTarget(outcome=t["to"]["outcome"], signature_id=t["to"].get("signature_id"))
+        return [Culprit(last=t["last"], first=t["first"], kind=kind, target=target, commit=commit, rerun="re")]
 
 
 class FakeMeasure:

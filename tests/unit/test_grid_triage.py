@@ -21,6 +21,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from reprobisect.bisect import edge_culprits, grid_probes
+from reprobisect.bisect.culprit import Culprit, SearchTarget
+from reprobisect.bisect.history import Commit
 from reprobisect.commands import output, triage
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
@@ -146,14 +148,14 @@ class FakeCulprits:
     def __init__(self) -> None:
         self.asked: list[tuple[str, str, str, dict[str, str], Path]] = []
 
-    def __call__(self, config: Any, request: Any, transitions: Sequence[Any], **kw: Any) -> list[dict[str, Any]]:
+    def __call__(self, config: Any, request: Any, transitions: Sequence[Any], **kw: Any) -> list[Culprit]:
         [t] = transitions
         self.asked.append((request.axis, request.good, request.bad, dict(request.pins), kw["clone"]))
         kind = "introduced" if t["to"]["outcome"] != "PASS" else "fixed"
-        commit = {"sha": "b" * 40, "subject": f"Touch {request.axis} (#7018)", "pull_request": "acme/x#7018"}
-        return [
-            {**t, "kind": kind, "commit": commit, "why": None, "rerun": f"reprobisect bisect --axis {request.axis}"}
-        ]
+        commit = Commit(sha="b" * 40, subject=f"Touch {request.axis} (#7018)", pull_request="acme/x#7018")
+        target = SearchTarget(outcome=t["to"]["outcome"], signature_id=t["to"].get("signature_id"))
+        rerun = f"reprobisect bisect --axis {request.axis}"
+        return [Culprit(last=t["last"], first=t["first"], kind=kind, target=target, commit=commit, rerun=rerun)]
 
 
 def _clone(path: Path) -> Path:

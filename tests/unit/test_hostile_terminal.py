@@ -15,6 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reprobisect.bisect.culprit import Culprit, SearchTarget
+from reprobisect.bisect.history import Commit
 from reprobisect.commands.bisect import _print_report
 from reprobisect.commands.main import main
 from reprobisect.report.summary import markdown_summary
@@ -30,12 +32,13 @@ def _report_with_culprit(subject: str) -> dict[str, object]:
     return {
         "transitions": [{"last": "0.16.4", "first": "0.16.5", "from": side, "to": side, "skipped_between": []}],
         "culprits": [
-            {
-                "last": "0.16.4",
-                "first": "0.16.5",
-                "kind": "introduced",
-                "commit": {"sha": "a" * 40, "subject": subject, "pull_request": "o/r#7"},
-            }
+            Culprit(
+                last="0.16.4",
+                first="0.16.5",
+                kind="introduced",
+                target=SearchTarget(outcome="FAIL", signature_id="abc"),
+                commit=Commit(sha="a" * 40, subject=subject, pull_request="o/r#7"),
+            ).to_json()
         ],
         "skipped": [],
         "probes_made": 3,

@@ -13,6 +13,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from reprobisect.bisect.culprit import Culprit, SearchTarget
+from reprobisect.bisect.history import Commit
 from reprobisect.commands import nightly as command
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.nightly import release_night as night_run
@@ -92,11 +94,12 @@ def test_with_a_clone_the_title_names_the_pull_request(monkeypatch, tmp_path) ->
     _, report, _ = _bisect(monkeypatch, tmp_path, {"0.18.7": 3.0, "0.18.8": 3.0, "0.18.9": 3.0}, all_transitions=True)
     seen: list[Any] = []
 
-    def fake_culprits(config: Any, request: Any, transitions: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    def fake_culprits(config: Any, request: Any, transitions: Any, **kwargs: Any) -> list[Culprit]:
         seen.append(request)
         sha = "311674ffa41b" * 3
-        commit = {"sha": sha, "subject": "count hooks", "pull_request": "deepspeedai/DeepSpeed#7780"}
-        return [{"last": "0.18.6", "first": "0.18.7", "kind": "introduced", "commit": commit}]
+        commit = Commit(sha=sha, subject="count hooks", pull_request="deepspeedai/DeepSpeed#7780")
+        target = SearchTarget(outcome="PASS", signature_id=None)
+        return [Culprit(last="0.18.6", first="0.18.7", kind="introduced", target=target, commit=commit)]
 
     monkeypatch.setattr(slowdowns, "find_culprits", fake_culprits)
     monkeypatch.setattr(slowdowns, "repro_source", lambda config, repro, form: ["--repro", repro])
@@ -200,7 +203,7 @@ def test_main_nights_slowdown_names_the_first_slower_commit_and_its_pull_request
     [request] = seen
     assert (request.good, request.bad, request.git, request.slowdown) == (shas[0], shas[1], repo, RULE)
     assert request.fresh and request.form == "cpu-deepspeed" and request.fix == "none"
-    assert found.confirmed and found.culprits[0]["commit"]["sha"] == shas[1]
+    assert found.confirmed and found.culprits[0].commit is not None and found.culprits[0].commit.sha == shas[1]
     assert found.title_words() == f"gan cpu-deepspeed step ×8.40 since {shas[1][:12]} (#7780)"
     news = MainNews(at="t", backend="cpu", ref="master", clone=str(repo), after=shas[1], before=shas[0], slowdowns=(found,))  # fmt: skip
     assert news.is_regression

@@ -14,6 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reprobisect.bisect.answer import Answer
+from reprobisect.bisect.culprit import Culprit, SearchTarget
+from reprobisect.bisect.history import Commit
 from reprobisect.bisect.slowdown_answer import slowdown_headline, slowdown_markdown, slower_ranges
 from reprobisect.commands import triage
 from reprobisect.config.load import load_config
@@ -43,14 +45,17 @@ def test_a_slowdown_that_came_and_went_is_one_range_with_both_changes(monkeypatc
 
 def test_each_change_names_its_commit_and_pull_request(monkeypatch, tmp_path) -> None:
     report = _report(monkeypatch, tmp_path, CAME_AND_WENT)
+    slower = SearchTarget(outcome="PASS", signature_id=None)
     culprits = [
-        {
-            "last": "0.18.4",
-            "first": "0.18.5",
-            "commit": {"sha": "311674ffa" * 4, "subject": "count hooks", "pull_request": "o/r#7780"},
-            "rerun": "reprobisect bisect --git C",
-        },
-        {"last": "0.18.7", "first": "0.18.8", "commit": None, "why": "the tags are not in the clone"},
+        Culprit(
+            last="0.18.4",
+            first="0.18.5",
+            kind="introduced",
+            target=slower,
+            commit=Commit(sha="311674ffa" * 4, subject="count hooks", pull_request="o/r#7780"),
+            rerun="reprobisect bisect --git C",
+        ),
+        Culprit(last="0.18.7", first="0.18.8", kind="fixed", target=slower, why="the tags are not in the clone"),
     ]
     text = slowdown_markdown(report, culprits, name="bisect.json", rerun="nox -s triage -- x.py")
     assert "came between 0.18.4 and 0.18.5: **by `311674ffa311`** count hooks (o/r#7780)" in text

@@ -17,6 +17,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.culprits import FAILING, change_kind
 from reprobisect.bisect.probes import probe_result
 from reprobisect.bisect.search import ProbeResult, Transition, all_transitions
@@ -170,11 +171,11 @@ def _span(releases: Sequence[str]) -> str:
 
 
 def answer_markdown(
-    answer: Answer, culprits: Sequence[Mapping[str, Any]] = (), *, rerun: str = "", culprit_hint: str = ""
+    answer: Answer, culprits: Sequence[Culprit] = (), *, rerun: str = "", culprit_hint: str = ""
 ) -> str:
     """The issue-ready section: affected ranges with the change at each end, the fixes over the affected range,
     every release's state, and the commands that re-run the findings (run output passed through ``md_safe``)."""
-    found = {(c["last"], c["first"]): c for c in culprits}
+    found = {(c.last, c.first): c for c in culprits}
     lines = [f"### The answer: {md_safe(answer.repro)} ({md_safe(answer.form)}) across {answer.axis}", ""]
     affected = answer.affected
     if not affected:
@@ -195,27 +196,27 @@ def answer_markdown(
     if texts:
         lines += ["", "Signatures:", *(f"- `{sid}`: {md_safe(text)}" for sid, text in sorted(texts.items()))]
     commands = [rerun] if rerun else []
-    commands += [str(c["rerun"]) for c in culprits if c.get("rerun")]
+    commands += [c.rerun for c in culprits if c.rerun]
     if commands:
         lines += ["", "Re-run (records are reused):", "", "```", *commands, "```"]
     return md_document("\n".join([*lines, ""]))
 
 
-def _change(t: Transition, culprit: Mapping[str, Any] | None, hint: str) -> str:
+def _change(t: Transition, culprit: Culprit | None, hint: str) -> str:
     kind = change_kind(t.before.outcome, t.after.outcome)
     between = f", {len(t.skipped_between)} skipped between" if t.skipped_between else ""
     text = f"{kind} between {t.last} and {t.first}{between} ({md_safe(_state(t.before))} → {md_safe(_state(t.after))})"
     return with_commit(text, culprit, hint, by=f"{kind} by")
 
 
-def with_commit(text: str, culprit: Mapping[str, Any] | None, hint: str, *, by: str) -> str:
+def with_commit(text: str, culprit: Culprit | None, hint: str, *, by: str) -> str:
     """A change's line with the commit found behind it (``**by `sha`** subject (PR)``), why none was named, or
     the hint that a clone would name it; the outcome answer and the timing answer say it alike."""
     if culprit is None:
         return text + (f": {hint}" if hint else "")
-    commit = culprit.get("commit")
-    if not commit:
-        return f"{text}: commit unknown — {md_safe(str(culprit.get('why')))}"
-    pr = f" ({commit['pull_request']})" if commit.get("pull_request") else ""
-    sources = "".join(f"; {md_safe(str(note))}" for note in culprit.get("release_sources") or ())
-    return f"{text}: **{by} `{commit['sha'][:12]}`** {md_safe(commit['subject'])}{pr}{sources}"
+    commit = culprit.commit
+    if commit is None:
+        return f"{text}: commit unknown — {md_safe(str(culprit.why))}"
+    pr = f" ({commit.pull_request})" if commit.pull_request else ""
+    sources = "".join(f"; {md_safe(note)}" for note in culprit.release_sources)
+    return f"{text}: **{by} `{commit.sha[:12]}`** {md_safe(commit.subject)}{pr}{sources}"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobisect.bisect import history
+from reprobisect.bisect.culprit import ChangeKind, Culprit, SearchTarget
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.release_source import UntrustedTagError, search_ends
 from reprobisect.config.load import Config
@@ -29,7 +30,7 @@ __all__ = ["change_kind", "find_culprits", "timing_kind"]
 FAILING = ("REPRODUCED", "OTHER_FAILURE", "CRASH")
 
 
-def timing_kind(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+def timing_kind(before: Mapping[str, Any], after: Mapping[str, Any]) -> ChangeKind:
     """A timing search's transition: ``introduced`` (the slowdown came), ``fixed`` (it went) or ``changed``."""
     if after.get("slower") and not before.get("slower"):
         return "introduced"
@@ -38,7 +39,7 @@ def timing_kind(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     return "changed"
 
 
-def change_kind(before: str, after: str) -> str:
+def change_kind(before: str, after: str) -> ChangeKind:
     """``introduced`` (a pass became a failure), ``fixed`` (a failure became a pass) or ``changed``."""
     if before == "PASS" and after in FAILING:
         return "introduced"
@@ -68,7 +69,7 @@ def find_culprits(
     ctx: RunContext,
     form: str,
     source: Sequence[str],
-) -> list[dict[str, Any]]:
+) -> list[Culprit]:
     """One entry per release transition (as ``bisect``'s report writes them): the first commit with the later
     state, or why none is named. ``request`` is the release search's (repro, fix, pins, sandbox), ``form`` the form
     it probed."""
@@ -99,30 +100,31 @@ def _tags(search: _Search, transition: Mapping[str, Any]) -> tuple[str, str] | N
     return (str(last), str(first)) if last is not None and first is not None else None
 
 
-def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
+def _culprit(search: _Search, transition: Mapping[str, Any]) -> Culprit:
     after = transition["to"]
     timed = search.request.slowdown is not None
     found = _unfound(transition, timed)
     tags = [history.release_tag(search.clone, transition[end]) for end in ("last", "first")]
     if None in tags:
         missing = transition["last"] if tags[0] is None else transition["first"]
-        found["why"] = (
+        why = (
             f"{search.clone} has no tag of {search.request.axis} {missing} (v{missing} or {missing}); "
             f"fetch its tags: git -C {search.clone} fetch --tags"
         )
-        return found
+        return dataclasses.replace(found, why=why)
     good, bad = str(tags[0]), str(tags[1])
-    if timed and found["kind"] == "changed":
-        found["why"] = "the two releases are alike in timing: no commit to look for"
-        return found
-    ends = _search_ends(search, (good, bad), (str(transition["last"]), str(transition["first"])), found)
-    if ends is None:
-        return found
-    good, bad = ends
+    if timed and found.kind == "changed":
+        return dataclasses.replace(found, why="the two releases are alike in timing: no commit to look for")
+    ends = _search_ends(search, (good, bad), (str(transition["last"]), str(transition["first"])))
+    if isinstance(ends, str):
+        return dataclasses.replace(found, why=ends)
+    (good, bad), notes = ends
     releases: tuple[str | None, str | None] = (str(transition["last"]), str(transition["first"]))
-    fork = _branch_start(search, good, bad, releases, found)
+    fork = _branch_start(search, good, bad, releases)
     if fork is not None:
-        good, releases = fork, (None, releases[1])
+        good, releases = fork[0], (None, releases[1])
+        notes = (*notes, fork[1])
+    found = dataclasses.replace(found, release_sources=notes)
     request = dataclasses.replace(
         search.request,
         git=search.clone,
@@ -136,51 +138,47 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> dict[str, Any]:
         # two commit builds and runs that only repeat them; on an H100 that round cost 45 s of a 230 s triage)
         end_releases=releases,
         # where a slowdown went, each commit is compared with the later (fast) tag: the first no longer slower
-        compare_with="bad" if timed and found["kind"] == "fixed" else "good",
+        compare_with="bad" if timed and found.kind == "fixed" else "good",
     )
-    found["rerun"] = _rerun(search, request)
-    wanted = _wanted(request, found["kind"], after)
+    found = dataclasses.replace(found, rerun=_rerun(search, request))
+    wanted = _wanted(request, found.kind, after)
     shown = [rev[:12] if len(rev) == 40 else rev for rev in (good, bad)]  # a tag, or the commit a release is
-    search.ctx.echo(f"\nWhich commit between {shown[0]} and {shown[1]} {found['kind']} it: bisecting for {wanted}")
+    search.ctx.echo(f"\nWhich commit between {shown[0]} and {shown[1]} {found.kind} it: bisecting for {wanted}")
     try:
         result, report, _ = run_bisect(search.config, request, search.ctx)
     except BisectInconclusiveError as exc:
-        found["why"] = f"the commits between {good} and {bad} do not say: {exc}"
-        return found
+        return dataclasses.replace(found, why=f"the commits between {good} and {bad} do not say: {exc}")
     [step] = result.transitions
-    found.update(
+    return dataclasses.replace(
+        found,
         commits=len(report["range"]["versions"]) - 1,
         probes=report["probes_made"],
-        skipped_between=list(step.skipped_between),
-        commit=history.commit_info(search.clone, step.first, search.slug).describe(),
-        last_good_commit=history.commit_info(search.clone, step.last, search.slug).describe(),
+        skipped_between=tuple(step.skipped_between),
+        commit=history.commit_info(search.clone, step.first, search.slug),
+        last_good_commit=history.commit_info(search.clone, step.last, search.slug),
     )
-    return found
 
 
 def _search_ends(
-    search: _Search, tags: tuple[str, str], releases: tuple[str, str], found: dict[str, Any]
-) -> tuple[str, str] | None:
-    """The ends to search between (``release_source.search_ends``), each end that is not its tag said and kept in
-    ``found``; None, with ``found["why"]`` naming it, where a tag is not its release's code (never searched from)."""
+    search: _Search, tags: tuple[str, str], releases: tuple[str, str]
+) -> tuple[tuple[str, str], tuple[str, ...]] | str:
+    """The ends to search between (``release_source.search_ends``) with what was said of each end that is not its
+    tag; a string, naming why, where a tag is not its release's code (never searched from)."""
     try:
         ends, notes = search_ends(search.clone, tags, releases, search.request.axis, search.ctx.envs_dir)
     except UntrustedTagError as exc:
         search.ctx.echo(str(exc))
-        found["why"] = str(exc)
-        return None
+        return str(exc)
     for note in notes:
         search.ctx.echo(note)
-    if notes:
-        found["release_sources"] = notes
-    return ends
+    return ends, tuple(notes)
 
 
 def _branch_start(
-    search: _Search, good: str, bad: str, releases: tuple[str | None, str | None], found: dict[str, Any]
-) -> str | None:
+    search: _Search, good: str, bad: str, releases: tuple[str | None, str | None]
+) -> tuple[str, str] | None:
     """The commit to search from where the older release is on a branch of its own (``history.branch_point``),
-    said and kept in ``found`` beside the other notes on the ends; None where both are on one line."""
+    with the note that says so (kept beside the other notes on the ends); None where both are on one line."""
     fork = history.branch_point(search.clone, good, bad)
     if fork is None:
         return None
@@ -189,26 +187,18 @@ def _branch_start(
         f"branch left that line, {fork[:12]}, a commit no release is, probed as a commit"
     )
     search.ctx.echo(note)
-    found["release_sources"] = [*found.get("release_sources", []), note]
-    return fork
+    return fork, note
 
 
-def _unfound(transition: Mapping[str, Any], timed: bool) -> dict[str, Any]:
+def _unfound(transition: Mapping[str, Any], timed: bool) -> Culprit:
     """A transition's entry before its search: the kind of change, what is looked for, nothing found yet."""
     before, after = transition["from"], transition["to"]
-    return {
-        "last": transition["last"],
-        "first": transition["first"],
-        "kind": timing_kind(before, after) if timed else change_kind(before["outcome"], after["outcome"]),
-        "target": {"outcome": after["outcome"], "signature_id": after["signature_id"]},
-        "commit": None,
-        "last_good_commit": None,
-        "commits": None,
-        "probes": 0,
-        "skipped_between": [],
-        "why": None,
-        "rerun": None,
-    }
+    return Culprit(
+        last=str(transition["last"]),
+        first=str(transition["first"]),
+        kind=timing_kind(before, after) if timed else change_kind(before["outcome"], after["outcome"]),
+        target=SearchTarget(outcome=after["outcome"], signature_id=after["signature_id"]),
+    )
 
 
 def _wanted(request: BisectRequest, kind: str, after: Mapping[str, Any]) -> str:

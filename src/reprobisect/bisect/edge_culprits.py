@@ -282,4 +282,4 @@ def _culprit(
         form=str(request.form),
         source=search.source,
     )
-    return {k: v for k, v in found.items() if k not in ("last", "first")}
+    return {k: v for k, v in found.to_json().items() if k not in ("last", "first")}  # the edge names both ends

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reprobisect.bisect.answer import with_commit
+from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.culprits import timing_kind
 from reprobisect.report.timing_view import interval, timing_markdown, timing_search
 from reprobisect.util.neutral import md_document, md_safe
@@ -64,20 +65,18 @@ def _ratios(report: Mapping[str, Any], span: Sequence[str]) -> str:
 _WORDS = {"introduced": "came", "fixed": "went", "changed": "changed"}  # a timing change, as a slowdown is said
 
 
-def _change(transition: Mapping[str, Any], culprit: Mapping[str, Any] | None, hint: str) -> str:
+def _change(transition: Mapping[str, Any], culprit: Culprit | None, hint: str) -> str:
     """``came between 0.18.4 and 0.18.5: **by `311674ffa41b`** subject (owner/repo#N)``."""
     kind = _WORDS[timing_kind(transition.get("from", {}), transition.get("to", {}))]
     return with_commit(f"{kind} between {transition['last']} and {transition['first']}", culprit, hint, by="by")
 
 
-def slowdown_headline(
-    report: Mapping[str, Any], culprits: Sequence[Mapping[str, Any]] = (), hint: str = ""
-) -> list[str]:
+def slowdown_headline(report: Mapping[str, Any], culprits: Sequence[Culprit] = (), hint: str = "") -> list[str]:
     """The ranges judged slower with the change at each end, or that none is; Markdown list lines."""
     search = timing_search(report)
     metric = search.metric if search else "step"
     reference = str(report.get("reference", {}).get("version", "the first release"))
-    found = {(c["last"], c["first"]): c for c in culprits}
+    found = {(c.last, c.first): c for c in culprits}
     ranges = slower_ranges(report)
     axis = report.get("axis", "?")
     versions = [str(v) for v in report.get("range", {}).get("versions", [])]
@@ -95,7 +94,7 @@ def slowdown_headline(
 
 
 def slowdown_markdown(
-    report: Mapping[str, Any], culprits: Sequence[Mapping[str, Any]] = (), *, name: str, hint: str = "", rerun: str = ""
+    report: Mapping[str, Any], culprits: Sequence[Culprit] = (), *, name: str, hint: str = "", rerun: str = ""
 ) -> str:
     """The issue-ready section of a timing sweep: the headline, the timing table, the re-run commands."""
     lines = [
@@ -107,7 +106,7 @@ def slowdown_markdown(
         *timing_markdown(report, name),
     ]
     commands = [rerun] if rerun else []
-    commands += [str(c["rerun"]) for c in culprits if c.get("rerun")]
+    commands += [c.rerun for c in culprits if c.rerun]
     if commands:
         lines += ["Re-run (records are reused):", "", "```", *commands, "```"]
     return md_document("\n".join([*lines, ""]))

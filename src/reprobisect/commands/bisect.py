@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from reprobisect.bisect import history
+from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.search import PROBE_ALL_UP_TO
@@ -238,7 +239,8 @@ def _print_report(report: dict[str, Any], path: Path, *, all_transitions: bool) 
     """The transitions with their signatures and culprits, what was skipped or never probed, the cost, where the
     report is."""
     print()
-    culprits = {(c["last"], c["first"]): c for c in report.get("culprits", [])}
+    read = (Culprit.from_json(c, where=f"{path} culprits[{i}]") for i, c in enumerate(report.get("culprits", [])))
+    culprits = {(c.last, c.first): c for c in read}
     for t in report["transitions"]:
         between = f" (skipped between: {', '.join(t['skipped_between'])})" if t["skipped_between"] else ""
         print(f"{t['last']} {_side(t['from'])} -> {t['first']} {_side(t['to'])}{between}")
@@ -276,16 +278,16 @@ def _side(side: dict[str, Any]) -> str:
     return f"{side['outcome']} {'slower' if side['slower'] else 'not slower'}" + (f" ×{ratio:.2f}" if ratio else "")
 
 
-def culprit_line(culprit: dict[str, Any]) -> str:
+def culprit_line(culprit: Culprit) -> str:
     """``introduced by 1a2b3c4d5e6f Subject (owner/repo#N)``, or why no commit is named."""
-    commit = culprit.get("commit")
-    if not commit:
-        return f"{culprit['kind']} by: unknown — {cut(str(culprit['why']), 2000)}"
-    pr = f" ({commit['pull_request']})" if commit.get("pull_request") else ""
-    skipped = culprit.get("skipped_between") or []
+    commit = culprit.commit
+    if commit is None:
+        return f"{culprit.kind} by: unknown — {cut(str(culprit.why), 2000)}"
+    pr = f" ({commit.pull_request})" if commit.pull_request else ""
+    skipped = culprit.skipped_between
     around = f" (or one of {len(skipped)} commits before it that do not build)" if skipped else ""
-    subject = cut(str(commit["subject"]), 200)  # a commit subject is the clone's text: one inert line
-    return f"{culprit['kind']} by {commit['sha'][:12]} {subject}{pr}{around}"
+    subject = cut(commit.subject, 200)  # a commit subject is the clone's text: one inert line
+    return f"{culprit.kind} by {commit.sha[:12]} {subject}{pr}{around}"
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -310,7 +312,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     if options.culprits:
         envs = options.common.envs
         clone = options.git if options.git is not None else history.clone_known(options.axis, envs / "clones")
-        report["culprits"] = find_culprits(
+        culprits = find_culprits(
             config,
             request,
             report["transitions"],
@@ -319,6 +321,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             form=report["form"],
             source=source_options(options.repro, script, options.common),
         )
+        report["culprits"] = [c.to_json() for c in culprits]
         write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
     _print_report(report, path, all_transitions=options.all_transitions)
     for line in engine_summary(ctx.executor):

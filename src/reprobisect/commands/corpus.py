@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.slowdown_answer import slower_ranges
 from reprobisect.commands import triage
 from reprobisect.commands.corpus_jobs import default_entry_jobs, failed_row, run_entries
@@ -252,7 +253,7 @@ def run_entry(truth: Truth, options: CorpusOptions) -> Row:
         affected, culprits = slower_ranges(timed[0][0]), timed[0][1]
     states = {r: (s.outcome, s.signature) for r, s in answer.states.items()}
     if options.no_culprits:
-        culprits = [{"kind": k, "first": s.first, "last": s.last, "commit": None, "why": "not asked (--no-culprits)"}
+        culprits = [Culprit(kind=k, first=s.first, last=s.last, target=None, why="not asked (--no-culprits)")
                     for s in truth.affected for k in ("introduced", "fixed")]  # fmt: skip
     found = Found(states=states, affected=affected, culprits=culprits, seconds=seconds)
     return score(truth, found)

@@ -22,6 +22,7 @@ from typing import Any
 
 from reprobisect.bisect import history
 from reprobisect.bisect.answer import Answer, answer_markdown, sweep_answers
+from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.edge_culprits import EdgeSearch, GridClones, edge_culprits, named_clones, refuse_clones
 from reprobisect.bisect.grid import grid_search
@@ -126,8 +127,8 @@ class Triaged:
     """What one triage answered: each form's outcome answer with the commits behind its changes, and with
     ``--slower-than`` each form's timing search (its report, or None when it could not start) with its commits."""
 
-    answers: list[tuple[Answer, list[dict[str, Any]]]]
-    timed: list[tuple[Answer, dict[str, Any] | None, list[dict[str, Any]]]]
+    answers: list[tuple[Answer, list[Culprit]]]
+    timed: list[tuple[Answer, dict[str, Any] | None, list[Culprit]]]
     grids: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # two ranges: each form's grid answer
 
 
@@ -257,7 +258,7 @@ def _edge_search(
     return EdgeSearch(config=config, request=request, ctx=ctx, clones=clones, measure=probes, source=source)
 
 
-def _culprits(config: Config, answer: Answer, options: TriageOptions, ctx: RunContext) -> list[dict[str, Any]]:
+def _culprits(config: Config, answer: Answer, options: TriageOptions, ctx: RunContext) -> list[Culprit]:
     """The commit behind each change of one form's answer, when a clone is given or asked for; its searches run
     where the sweep ran (``ctx``)."""
     transitions = [transition_dict(t) for t in answer.transitions]
@@ -270,7 +271,7 @@ def _commits_behind(
     transitions: list[dict[str, Any]],
     options: TriageOptions,
     ctx: RunContext,
-) -> list[dict[str, Any]]:
+) -> list[Culprit]:
     """The commit behind each release transition of a search over the releases (``request``'s), when a clone is
     given or asked for."""
     if (options.git is None and request.axis not in options.git_for and not options.culprits) or not transitions:
@@ -322,7 +323,7 @@ def _timed(
     options: TriageOptions,
     ctx: RunContext,
     words: tuple[str, str],
-) -> tuple[str, dict[str, Any] | None, list[dict[str, Any]]]:
+) -> tuple[str, dict[str, Any] | None, list[Culprit]]:
     """A timing search over every release of one form's answer against the first, its culprits, as a section
     (``words``: the hint where no clone was given, the command that re-runs the triage); with its report (None
     when the search could not start) and culprits."""
@@ -338,6 +339,6 @@ def _timed(
         return f"### Slower: {answer.repro} ({answer.form}) across {answer.axis}\n\nNot measured: {exc}\n", None, []
     culprits = _commits_behind(config, request, report["transitions"], options, ctx)
     if culprits:
-        report["culprits"] = culprits
+        report["culprits"] = [c.to_json() for c in culprits]
         write_atomic(path, json.dumps(report, indent=2), what="the timing search's result")
     return slowdown_markdown(report, culprits, name=path.name, hint=words[0], rerun=words[1]), report, culprits

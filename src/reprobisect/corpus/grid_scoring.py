@@ -135,8 +135,19 @@ def _edges(interaction: Interaction, answer: Mapping[str, Any]) -> ColumnVerdict
         # as the one-package columns under --no-culprits: a pull request the truth names and nobody looked for is
         # not found, so the row is not exact (a row is exact only when everything the truth knows was matched)
         return ColumnVerdict(ok=False, truth=wanted, found="not asked: the grid answer names no commit per edge")
-    pairs = [(c.pr, culprit) for c, culprit in zip(interaction.changes, culprits, strict=True)]
+    pairs = [(c.pr, _named(culprit)) for c, culprit in zip(interaction.changes, culprits, strict=True)]
     return prs_verdict(pairs, labels)
+
+
+def _named(search: Mapping[str, Any] | None) -> str:
+    """What an edge's commit search named, as the grid answer's JSON keeps it: the pull request, the commit where
+    its subject names none, or why nothing was named."""
+    if search is None:
+        return "no transition found"
+    commit = search.get("commit")
+    if not isinstance(commit, Mapping) or not commit:
+        return f"no commit: {search.get('why') or 'unknown'}"
+    return str(commit.get("pull_request") or f"{str(commit.get('sha'))[:12]} (no pull request named)")
 
 
 def _cells_run(answer: Mapping[str, Any]) -> str:

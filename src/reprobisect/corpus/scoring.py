@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
+from reprobisect.bisect.culprit import Culprit
 from reprobisect.corpus.truth_model import MESSAGE_PREFIX, Truth
 from reprobisect.model.signature import normalize_message
 
@@ -25,11 +26,11 @@ FAILING = ("REPRODUCED", "OTHER_FAILURE", "CRASH")
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Found:
     """What the harness said about one entry: every release's outcome and signature text, the affected ranges it
-    printed, the commits it named behind each change (``find_culprits``' dicts) and how long it took."""
+    printed, the commits it named behind each change (``find_culprits``' answers) and how long it took."""
 
     states: Mapping[str, tuple[str, str | None]]
     affected: Sequence[Sequence[str]]
-    culprits: Sequence[Mapping[str, Any]]
+    culprits: Sequence[Culprit]
     seconds: float
 
 
@@ -87,28 +88,29 @@ def _ranges(truth: Truth, found: Found) -> ColumnVerdict:
     return ColumnVerdict(ok=got == expected and not unusable, truth=_spans_text(expected), found=text)
 
 
-def _pr(culprit: Mapping[str, Any] | None) -> str:
+def _pr(culprit: Culprit | None) -> str:
     if culprit is None:
         return "no transition found"
-    commit = culprit.get("commit")
-    if not commit:
-        return f"no commit: {culprit.get('why') or 'unknown'}"
-    return str(commit.get("pull_request") or f"{str(commit.get('sha'))[:12]} (no pull request named)")
+    if culprit.commit is None:
+        return f"no commit: {culprit.why or 'unknown'}"
+    return culprit.commit.pull_request or f"{culprit.commit.sha[:12]} (no pull request named)"
 
 
-def prs_verdict(pairs: Sequence[tuple[str, Mapping[str, Any] | None]], label: Sequence[str] = ()) -> ColumnVerdict:
-    """The truth's pull requests beside the culprits the harness named for the same changes (n/a: none known)."""
+def prs_verdict(pairs: Sequence[tuple[str, str]], label: Sequence[str] = ()) -> ColumnVerdict:
+    """The truth's pull requests beside what the harness named for the same changes (a pull request, or why none
+    was named), each matched where they are equal (n/a: none known)."""
     if not pairs:
         return NOT_APPLICABLE
-    got = [_pr(culprit) for _, culprit in pairs]
+    got = [found for _, found in pairs]
     labels = [*label, *[""] * (len(pairs) - len(label))]
     wanted = [f"{at}: {pr}" if at else pr for (pr, _), at in zip(pairs, labels, strict=True)]
     ok = all(found.lower() == pr.lower() for (pr, _), found in zip(pairs, got, strict=True))
     return ColumnVerdict(ok=ok, truth=", ".join(wanted), found=", ".join(got))
 
 
-def _culprit(found: Found, kind: str, end: str, release: str) -> Mapping[str, Any] | None:
-    return next((c for c in found.culprits if c.get("kind") == kind and c.get(end) == release), None)
+def _culprit(found: Found, kind: str, end: Literal["first", "last"], release: str) -> Culprit | None:
+    """The culprit of the transition of ``kind`` whose ``end`` is ``release``, or None where none was named."""
+    return next((c for c in found.culprits if c.kind == kind and getattr(c, end) == release), None)
 
 
 def _change(truth: Truth, found: Found, end: str) -> ColumnVerdict:
@@ -118,8 +120,12 @@ def _change(truth: Truth, found: Found, end: str) -> ColumnVerdict:
     for span in truth.affected:
         change = getattr(span, end)
         if change is not None:
-            at = ("first", span.first) if end == "introduced" else ("last", span.last)
-            pairs.append((change.pr, _culprit(found, end, *at)))
+            at = (
+                _culprit(found, end, "first", span.first)
+                if end == "introduced"
+                else _culprit(found, end, "last", span.last)
+            )
+            pairs.append((change.pr, _pr(at)))
     return prs_verdict(pairs)
 
 
@@ -127,7 +133,7 @@ def _changed(truth: Truth, found: Found) -> ColumnVerdict:
     """The pull request behind each signature change inside a range, matched with the culprit the harness named for
     the transition into ``at`` (a ``changed`` search: both sides fail, differently)."""
     changes = [change for span in truth.affected for change in span.changed]
-    pairs = [(change.pr, _culprit(found, "changed", "first", change.at)) for change in changes]
+    pairs = [(change.pr, _pr(_culprit(found, "changed", "first", change.at))) for change in changes]
     return prs_verdict(pairs, [change.at for change in changes])
 
 

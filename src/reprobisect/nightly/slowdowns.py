@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from reprobisect.bisect import history
+from reprobisect.bisect.culprit import Culprit, SearchTarget
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.slowdown_answer import slowdown_markdown, slower_ranges
@@ -52,7 +53,7 @@ class Slowdown:
     key: Key
     release: str
     search: Bisect
-    culprits: tuple[dict[str, Any], ...] = ()
+    culprits: tuple[Culprit, ...] = ()
 
     @property
     def confirmed(self) -> bool:
@@ -65,10 +66,10 @@ class Slowdown:
         ratio = (probes.get(self.release, {}).get("timing") or {}).get("ratio")
         words = f"{self.key[0]} {self.key[2]} {self.search.data.get('slowdown', {}).get('metric', 'step')}"
         words += f" ×{ratio:.2f}" if isinstance(ratio, (int, float)) else ""
-        commit = next((c["commit"] for c in self.culprits if c.get("commit") and c.get("kind") == "introduced"), None)
-        if commit:
-            pr = commit.get("pull_request")
-            words += f" since {commit['sha'][:12]}" + (f" (#{str(pr).rpartition('#')[2]})" if pr else "")
+        commit = next((c.commit for c in self.culprits if c.commit is not None and c.kind == "introduced"), None)
+        if commit is not None:
+            pr = commit.pull_request
+            words += f" since {commit.sha[:12]}" + (f" (#{pr.rpartition('#')[2]})" if pr else "")
         return words
 
     def markdown(self) -> str:
@@ -84,7 +85,7 @@ class Slowdown:
             "confirmed": self.confirmed,
             "slower": slower_ranges(self.search.data),
             "file": self.search.path.name,
-            "culprits": list(self.culprits),
+            "culprits": [c.to_json() for c in self.culprits],
         }
 
 
@@ -117,7 +118,7 @@ def night_slowdowns(
     return found
 
 
-def _culprits(night: _Night, slowdown: Slowdown, rule: SlowdownRule) -> list[dict[str, Any]]:
+def _culprits(night: _Night, slowdown: Slowdown, rule: SlowdownRule) -> list[Culprit]:
     """The commit behind each change of the timing search, between the releases' tags in the night's clone."""
     data, (repro, _, form, fix) = slowdown.search.data, slowdown.key
     request = BisectRequest(
@@ -169,16 +170,18 @@ def main_slowdowns(
     return found
 
 
-def _first_slower(report: Mapping[str, Any], clone: Any) -> list[dict[str, Any]]:
-    """The commit each slowdown of a commit search came with, as a culprit (its subject and pull request)."""
+def _first_slower(report: Mapping[str, Any], clone: Any) -> list[Culprit]:
+    """The commit each slowdown of a commit search came with, as a culprit (its subject and pull request): the
+    search was over commits already, so the commit is the transition's own, with no search of its own."""
     slug = history.github_slug(clone, AXIS)
     return [
-        {
-            "kind": "introduced",
-            "last": t["last"],
-            "first": t["first"],
-            "commit": history.commit_info(clone, t["first"], slug).describe(),
-        }
+        Culprit(
+            last=str(t["last"]),
+            first=str(t["first"]),
+            kind="introduced",
+            target=SearchTarget(outcome=str(t["to"].get("outcome")), signature_id=t["to"].get("signature_id")),
+            commit=history.commit_info(clone, t["first"], slug),
+        )
         for t in report.get("transitions", [])
         if t["to"].get("slower") and not t["from"].get("slower")
     ]

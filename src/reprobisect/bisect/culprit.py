@@ -1,0 +1,147 @@
+"""A culprit: the commit behind one release transition, or why none is named — as a type, JSON only at the edge.
+
+A commit search (bisect/culprits.py) answers once per transition, and that answer is read by the bisect and triage
+commands, the timing answer, the corpus's scoring and the nightly. As a ``dict`` shaped like the JSON on disk a
+renamed key was found at run time; as this frozen type mypy finds it. ``to_json`` writes the very dict the reports
+held before (same keys, same order), and ``from_json`` reads one back, refusing by key and value what is not one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Literal
+
+from reprobisect.bisect.history import Commit
+from reprobisect.errors import ConfigError
+
+__all__ = ["ChangeKind", "Culprit", "SearchTarget"]
+
+ChangeKind = Literal["introduced", "fixed", "changed"]
+_KINDS: tuple[ChangeKind, ...] = ("introduced", "fixed", "changed")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SearchTarget:
+    """What the commit search looks for: the later release's outcome and signature (PASS, None where a bug went)."""
+
+    outcome: str
+    signature_id: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"outcome": self.outcome, "signature_id": self.signature_id}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Culprit:
+    """The first commit with the later state between the tags of ``last`` and ``first`` (two releases), or ``why``
+    none is named. ``commits`` is the count searched (None before a search), ``probes`` the runs it made,
+    ``rerun`` the command that searches again, ``release_sources`` what was said about an end that is not its tag.
+    ``target`` is None only where no search was asked (the corpus's ``--no-culprits``)."""
+
+    last: str
+    first: str
+    kind: ChangeKind
+    target: SearchTarget | None
+    commit: Commit | None = None
+    last_good_commit: Commit | None = None
+    commits: int | None = None
+    probes: int = 0
+    skipped_between: tuple[str, ...] = ()
+    why: str | None = None
+    rerun: str | None = None
+    release_sources: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """The report's entry: the keys in the order the reports have always had them; ``release_sources`` only
+        where an end was said."""
+        data: dict[str, object] = {
+            "last": self.last,
+            "first": self.first,
+            "kind": self.kind,
+            "target": self.target.to_json() if self.target is not None else None,
+            "commit": self.commit.describe() if self.commit is not None else None,
+            "last_good_commit": self.last_good_commit.describe() if self.last_good_commit is not None else None,
+            "commits": self.commits,
+            "probes": self.probes,
+            "skipped_between": list(self.skipped_between),
+            "why": self.why,
+            "rerun": self.rerun,
+        }
+        if self.release_sources:
+            data["release_sources"] = list(self.release_sources)
+        return data
+
+    @classmethod
+    def from_json(cls, data: object, *, where: str) -> Culprit:
+        """One entry of a report's ``culprits`` read back; a ConfigError names ``where``, the key and the value."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: a culprit must be a JSON object, not {type(data).__name__}")
+        kind = data.get("kind")
+        if kind not in _KINDS:
+            raise ConfigError(f"{where}: culprit 'kind' is {kind!r}; expected one of {', '.join(_KINDS)}")
+        target = data.get("target")
+        return cls(
+            last=_text(data, "last", where),
+            first=_text(data, "first", where),
+            kind=kind,
+            target=None if target is None else _target(target, where),
+            commit=_commit(data.get("commit"), f"{where}: culprit 'commit'"),
+            last_good_commit=_commit(data.get("last_good_commit"), f"{where}: culprit 'last_good_commit'"),
+            commits=_count(data, "commits", where, optional=True),
+            probes=_count(data, "probes", where, optional=False) or 0,
+            skipped_between=_texts(data, "skipped_between", where),
+            why=_maybe_text(data, "why", where),
+            rerun=_maybe_text(data, "rerun", where),
+            release_sources=_texts(data, "release_sources", where),
+        )
+
+
+def _text(data: Mapping[object, object], key: str, where: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: culprit {key!r} is {value!r}; expected a release (a string)")
+    return value
+
+
+def _maybe_text(data: Mapping[object, object], key: str, where: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{where}: culprit {key!r} is {value!r}; expected a string or null")
+    return value
+
+
+def _count(data: Mapping[object, object], key: str, where: str, *, optional: bool) -> int | None:
+    value = data.get(key)
+    if value is None and optional:
+        return None
+    if type(value) is not int or value < 0:
+        raise ConfigError(f"{where}: culprit {key!r} is {value!r}; expected a count (an integer ≥ 0)")
+    return value
+
+
+def _texts(data: Mapping[object, object], key: str, where: str) -> tuple[str, ...]:
+    value = data.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: culprit {key!r} is {value!r}; expected a list of strings")
+    return tuple(value)
+
+
+def _target(value: object, where: str) -> SearchTarget:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: culprit 'target' is {value!r}; expected an object with outcome, signature_id")
+    outcome, signature_id = value.get("outcome"), value.get("signature_id")
+    if not isinstance(outcome, str) or (signature_id is not None and not isinstance(signature_id, str)):
+        raise ConfigError(f"{where}: culprit 'target' is {value!r}; expected an outcome and a signature id or null")
+    return SearchTarget(outcome=outcome, signature_id=signature_id)
+
+
+def _commit(value: object, where: str) -> Commit | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} is {value!r}; expected an object with sha, subject, pull_request")
+    sha, subject, pr = value.get("sha"), value.get("subject"), value.get("pull_request")
+    if not isinstance(sha, str) or not isinstance(subject, str) or (pr is not None and not isinstance(pr, str)):
+        raise ConfigError(f"{where} is {value!r}; expected a sha and a subject (strings) and a pull request or null")
+    return Commit(sha=sha, subject=subject, pull_request=pr)
