@@ -114,11 +114,12 @@ _PYTHON_VERSION = re.compile(r"[0-9]{1,2}(?:\.[0-9]{1,3}){1,2}")
 
 
 def _is_version(text: str) -> bool:
+    """A version as written, nothing around it (packaging would accept surrounding blanks and newlines)."""
     try:
         Version(text)
     except InvalidVersion:
         return False
-    return not text.startswith(("-", " ")) and text == text.strip()
+    return text == text.strip()
 
 
 def held_pins(cell: Mapping[str, Any], axis: str) -> dict[str, str]:

@@ -88,8 +88,8 @@ class Culprit:
             target=None if target is None else _target(target, where),
             commit=_commit(data.get("commit"), f"{where}: culprit 'commit'"),
             last_good_commit=_commit(data.get("last_good_commit"), f"{where}: culprit 'last_good_commit'"),
-            commits=_count(data, "commits", where, optional=True),
-            probes=_count(data, "probes", where, optional=False) or 0,
+            commits=None if data.get("commits") is None else _count(data, "commits", where),
+            probes=_count(data, "probes", where),
             skipped_between=_texts(data, "skipped_between", where),
             why=_maybe_text(data, "why", where),
             rerun=_maybe_text(data, "rerun", where),
@@ -111,17 +111,17 @@ def _maybe_text(data: Mapping[object, object], key: str, where: str) -> str | No
     return value
 
 
-def _count(data: Mapping[object, object], key: str, where: str, *, optional: bool) -> int | None:
+def _count(data: Mapping[object, object], key: str, where: str) -> int:
     value = data.get(key)
-    if value is None and optional:
-        return None
     if type(value) is not int or value < 0:
         raise ConfigError(f"{where}: culprit {key!r} is {value!r}; expected a count (an integer ≥ 0)")
     return value
 
 
 def _texts(data: Mapping[object, object], key: str, where: str) -> tuple[str, ...]:
-    value = data.get(key) or []
+    value = data.get(key)
+    if value is None:  # release_sources is written only where an end was said
+        return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where}: culprit {key!r} is {value!r}; expected a list of strings")
     return tuple(value)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reprobisect.corpus.scoring import NOT_APPLICABLE, ColumnVerdict, Row, prs_verdict, signature_agrees
+from reprobisect.bisect.history import Commit
+from reprobisect.corpus.scoring import NOT_APPLICABLE, ColumnVerdict, Row, named, prs_verdict, signature_agrees
 from reprobisect.corpus.truth_model import EdgeChange, Interaction, Truth
 
 __all__ = ["edge_culprits", "grid_cells", "score_grid"]
@@ -140,14 +141,16 @@ def _edges(interaction: Interaction, answer: Mapping[str, Any]) -> ColumnVerdict
 
 
 def _named(search: Mapping[str, Any] | None) -> str:
-    """What an edge's commit search named, as the grid answer's JSON keeps it: the pull request, the commit where
-    its subject names none, or why nothing was named."""
+    """What an edge's commit search named, read from the grid answer's JSON and said as a release transition's is."""
     if search is None:
         return "no transition found"
-    commit = search.get("commit")
-    if not isinstance(commit, Mapping) or not commit:
-        return f"no commit: {search.get('why') or 'unknown'}"
-    return str(commit.get("pull_request") or f"{str(commit.get('sha'))[:12]} (no pull request named)")
+    commit, why = search.get("commit"), search.get("why")
+    found = None
+    if isinstance(commit, Mapping) and commit:
+        pr = commit.get("pull_request")
+        sha, subject = str(commit.get("sha")), str(commit.get("subject"))
+        found = Commit(sha=sha, subject=subject, pull_request=str(pr) if pr else None)
+    return named(found, str(why) if why else None)
 
 
 def _cells_run(answer: Mapping[str, Any]) -> str:

@@ -15,10 +15,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from reprobisect.bisect.culprit import Culprit
+from reprobisect.bisect.history import Commit
 from reprobisect.corpus.truth_model import MESSAGE_PREFIX, Truth
 from reprobisect.model.signature import normalize_message
 
-__all__ = ["FAILING", "NOT_APPLICABLE", "ColumnVerdict", "Found", "Row", "prs_verdict", "score", "signature_agrees"]
+__all__ = [
+    "FAILING",
+    "NOT_APPLICABLE",
+    "ColumnVerdict",
+    "Found",
+    "Row",
+    "named",
+    "prs_verdict",
+    "score",
+    "signature_agrees",
+]
 
 FAILING = ("REPRODUCED", "OTHER_FAILURE", "CRASH")
 
@@ -88,12 +99,16 @@ def _ranges(truth: Truth, found: Found) -> ColumnVerdict:
     return ColumnVerdict(ok=got == expected and not unusable, truth=_spans_text(expected), found=text)
 
 
+def named(commit: Commit | None, why: str | None) -> str:
+    """What a commit search named, as a pull-request column shows it: the pull request, the commit where its subject
+    names none, or why nothing was named. The one wording of a release transition's and a grid edge's search."""
+    if commit is None:
+        return f"no commit: {why or 'unknown'}"
+    return commit.pull_request or f"{commit.sha[:12]} (no pull request named)"
+
+
 def _pr(culprit: Culprit | None) -> str:
-    if culprit is None:
-        return "no transition found"
-    if culprit.commit is None:
-        return f"no commit: {culprit.why or 'unknown'}"
-    return culprit.commit.pull_request or f"{culprit.commit.sha[:12]} (no pull request named)"
+    return "no transition found" if culprit is None else named(culprit.commit, culprit.why)
 
 
 def prs_verdict(pairs: Sequence[tuple[str, str]], label: Sequence[str] = ()) -> ColumnVerdict:
@@ -120,12 +135,10 @@ def _change(truth: Truth, found: Found, end: str) -> ColumnVerdict:
     for span in truth.affected:
         change = getattr(span, end)
         if change is not None:
-            at = (
-                _culprit(found, end, "first", span.first)
-                if end == "introduced"
-                else _culprit(found, end, "last", span.last)
+            side: tuple[Literal["first", "last"], str] = (
+                ("first", span.first) if end == "introduced" else ("last", span.last)
             )
-            pairs.append((change.pr, _pr(at)))
+            pairs.append((change.pr, _pr(_culprit(found, end, *side))))
     return prs_verdict(pairs)
 
 
