@@ -182,7 +182,8 @@ def _remove(folder: Path) -> None:
 class BuildWith:
     """How a kept wheel is built: the interpreter whose pip builds it (its version is part of the entry's name),
     the log its output is appended to, the jail it runs in (the default sandbox when None), the environment its
-    variables come from (this process's when None) and how long it may take."""
+    variables come from (this process's when None), how long it may take, and the cell's exact pins: where the base's
+    tools cannot build a commit, its isolated build's tools are held to them."""
 
     python: str
     python_version: str
@@ -190,6 +191,7 @@ class BuildWith:
     jail: BuildJail | None = None
     environ: Mapping[str, str] | None = None
     timeout: float = 1800
+    constraints: Mapping[str, str] = dataclasses.field(default_factory=dict)  # the cell's exact pins, by name
 
     def place(self, folder: Path, readable: Sequence[Path] = (), hidden: Sequence[Path] = ()) -> BuildPlace:
         """Where one build of these settings runs: ``folder`` and what it reads or must not besides."""
@@ -232,6 +234,7 @@ def build(root: Path, name: str, version: str, how: BuildWith) -> Path | None:
 # what pip says when the base interpreter lacks the build backend itself (then, and only then, build isolated)
 _NO_BACKEND = re.compile(r"No module named '?(setuptools|wheel)|Cannot import 'setuptools|BackendUnavailable")
 _NO_PIP = re.compile(r"No module named '?pip\b")
+_EXACT = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,60}")  # a version pin a constraints line can hold as it is
 _COMMIT_PIN = re.compile(r"git\+file://(?P<repo>/[^@\s]*)@(?P<sha>[0-9a-f]{40})")
 
 
@@ -264,7 +267,8 @@ def build_commit(root: Path, name: str, repo: Path, sha: str, how: BuildWith) ->
             if failed:
                 return None, failed
             job = how.place(Path(tmp), _commit_objects(source), _git_configs(repo))
-            built, why = _pip_wheel_from(python, source, Path(tmp) / "dist", log, job)
+            held = _constraints(how.constraints, but=name, folder=Path(tmp))
+            built, why = _pip_wheel_from(python, source, Path(tmp) / "dist", log, job, held)
             tally.add(tally.COMMIT_WHEELS, time.perf_counter() - start)  # built or not, the time was spent
             if built is None:
                 return None, redact(f"commit {sha[:12]} of {repo} does not build: {_error_line(why)}\n{why}")
@@ -320,10 +324,28 @@ def _error_line(output: str) -> str:
     return (found or lines or ["no output"])[-1][:300]
 
 
-def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, job: BuildPlace) -> tuple[Path | None, str]:
+def _constraints(pins: Mapping[str, str], *, but: str, folder: Path) -> Path | None:
+    """A constraints file in ``folder`` holding ``pins`` (exact versions only) other than ``but``'s, the package
+    being built; None when none is left."""
+    lines = [
+        f"{canonicalize_name(name)}=={version}"
+        for name, version in sorted(pins.items())
+        if canonicalize_name(name) != canonicalize_name(but) and _EXACT.fullmatch(version)
+    ]
+    if not lines:
+        return None
+    path = folder / "build-constraints.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _pip_wheel_from(
+    python: str, source: Path, dest: Path, log: Path, job: BuildPlace, constraints: Path | None = None
+) -> tuple[Path | None, str]:
     """A wheel of the tree at ``source``: without build isolation (the base's setuptools and torch: offline), and
-    isolated when that fails (the index the user's pip configuration names). The tree's build backend is called
-    once first (cells/backend_build.py: half of pip's time for DeepSpeed); pip builds what it could not."""
+    isolated when that fails (the index the user's pip configuration names), its tools held to ``constraints`` (the
+    cell's pins) when given. The tree's build backend is called once first (cells/backend_build.py: half of pip's
+    time for DeepSpeed); pip builds what it could not."""
     said: list[str] = []
 
     def note(text: str) -> None:
@@ -337,7 +359,12 @@ def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, job: Build
     for isolation in (["--no-build-isolation"], []):
         argv = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", *isolation, "--wheel-dir", str(dest)]
         argv += ["--disable-pip-version-check", str(source)]
-        done = _run_pip(argv, f"a wheel of {source}", log, job, index=not isolation)
+        place = job
+        if not isolation and constraints is not None:
+            place = _held_to(job, constraints)
+            held = constraints.read_text().replace("\n", " ")
+            _note(log, f"isolated, its build tools held to the cell's pins: {held}")
+        done = _run_pip(argv, f"a wheel of {source}", log, place, index=not isolation)
         if isinstance(done, str):
             return None, done
         wheels = list(dest.glob("*.whl")) if dest.is_dir() else []
@@ -345,11 +372,18 @@ def _pip_wheel_from(python: str, source: Path, dest: Path, log: Path, job: Build
             return wheels[0], ""
         why = output_tail(done.stderr or done.stdout) if done.returncode else f"pip left {len(wheels)} wheels"
         _note(log, f"not built: {why}")
-        if not _NO_BACKEND.search(done.stderr + done.stdout):
+        if constraints is None and not _NO_BACKEND.search(done.stderr + done.stdout):
             break  # the tree itself does not build: an isolated build (network, minutes offline) would not either
     if _NO_PIP.search(why) and said:
         why = said[-1]  # no pip to ask: the backend's own failure says why the tree does not build
     return None, why
+
+
+def _held_to(job: BuildPlace, constraints: Path) -> BuildPlace:
+    """``job`` with pip told to hold an isolated build's own installs to ``constraints``: ``PIP_BUILD_CONSTRAINT``
+    (pip 25.3 on; with it, ``PIP_CONSTRAINT`` no longer reaches the build) and ``PIP_CONSTRAINT`` (older pips)."""
+    held = {"PIP_BUILD_CONSTRAINT": str(constraints), "PIP_CONSTRAINT": str(constraints)}
+    return dataclasses.replace(job, environ={**job.environ, **held})
 
 
 def _run_pip(

@@ -297,7 +297,7 @@ def _install(
     pins = {name: spec for name, spec in sorted(packages.items()) if spec != SYSTEM}
     if not pins:
         return job.steps
-    wheels = _WheelCache(path.parent, base, log, jail)
+    wheels = _WheelCache(path.parent, base, log, jail, pins)
     kept = {name: wheel for name, spec in pins.items() if (wheel := wheels.kept(name, spec)) is not None}
     reqs = [str(kept[name]) if name in kept else install_requirement(name, spec) for name, spec in pins.items()]
     job.step("kept wheels")
@@ -415,11 +415,14 @@ def _offline(install: list[str], reqs: list[str], log: Path, what: str) -> bool:
 class _WheelCache:
     """The kept wheels of the cells under ``envs_dir`` as one cell build uses them (none when turned off)."""
 
-    def __init__(self, envs_dir: Path, base: BaseInterpreter, log: Path, jail: BuildJail) -> None:
+    def __init__(
+        self, envs_dir: Path, base: BaseInterpreter, log: Path, jail: BuildJail, pins: Mapping[str, str]
+    ) -> None:
         self.root = built_wheels.WHEELS.root(envs_dir)
         self.base = base
         self.log = log
         self.jail = jail
+        self.pins = pins  # the cell's: a commit's build tools are held to them (built_wheels.BuildWith)
 
     def _say(self, text: str) -> None:
         with self.log.open("a") as handle:
@@ -452,9 +455,13 @@ class _WheelCache:
         return built_wheels.build(self.root, name, spec, self._how())
 
     def _how(self) -> built_wheels.BuildWith:
-        """How this cell's kept wheels are built: the base's pip, the cell's build log, its jail."""
+        """How this cell's kept wheels are built: the base's pip, the cell's build log, its jail, its pins."""
         return built_wheels.BuildWith(
-            python=self.base.executable, python_version=self.base.version, log=self.log, jail=self.jail
+            python=self.base.executable,
+            python_version=self.base.version,
+            log=self.log,
+            jail=self.jail,
+            constraints=self.pins,
         )
 
 
