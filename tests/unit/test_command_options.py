@@ -24,7 +24,7 @@ from reprobisect.commands.report import ReportOptions
 from reprobisect.commands.run_options import RunOptions
 from reprobisect.commands.run_repro import RunReproOptions
 from reprobisect.commands.script_options import ScriptOptions
-from reprobisect.commands.triage import TriageOptions
+from reprobisect.commands.triage_options import TriageOptions
 from reprobisect.commands.wheelhouse import WheelhouseOptions
 from reprobisect.config.scripts import CliFixes
 from reprobisect.corpus.truth import load_truth

@@ -26,7 +26,7 @@ from reprobisect.bisect.grid import grid_search
 from reprobisect.bisect.grid_answer import grid_report
 from reprobisect.bisect.search import ProbeResult
 from reprobisect.commands import corpus
-from reprobisect.commands.triage import Triaged
+from reprobisect.commands.triage_flow import Triaged
 from reprobisect.corpus.entries import why_not_here
 from reprobisect.corpus.grid_scoring import edge_culprits, score_grid
 from reprobisect.corpus.interaction import parse_rule
@@ -429,7 +429,7 @@ def test_an_interaction_entry_is_triaged_with_two_ranges_and_a_clone_for_each_pa
 
 def _run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, grids: list[dict[str, Any]]) -> Any:
     triaged = Triaged(answers=[], timed=[], grids=grids)
-    monkeypatch.setattr(corpus.triage, "triage_answers", lambda args, rerun: triaged)
+    monkeypatch.setattr(corpus, "triage_answers", lambda args, rerun: triaged)
     return corpus.run_entry(_truth(tmp_path), _options(tmp_path))
 
 

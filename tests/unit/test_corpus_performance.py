@@ -20,7 +20,7 @@ from reprobisect.bisect.answer import Answer
 from reprobisect.bisect.culprit import ChangeKind, Culprit, SearchTarget
 from reprobisect.bisect.history import Commit
 from reprobisect.commands import corpus
-from reprobisect.commands.triage import Triaged
+from reprobisect.commands.triage_flow import Triaged
 from reprobisect.corpus.truth import parse_truth
 from reprobisect.corpus.truth_model import Truth
 from reprobisect.errors import ConfigError
@@ -146,7 +146,7 @@ def _row(monkeypatch, tmp_path: Path, report: dict[str, Any] | None, culprits: l
         transitions=(), fixes={}, pins={},
     )  # fmt: skip
     triaged = Triaged(answers=[(answer, [])], timed=[(answer, report, culprits)])
-    monkeypatch.setattr(corpus.triage, "triage_answers", lambda args, rerun: triaged)
+    monkeypatch.setattr(corpus, "triage_answers", lambda args, rerun: triaged)
     return corpus.run_entry(_parse(tmp_path, _data()), _options(tmp_path))
 
 

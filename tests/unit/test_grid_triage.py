@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from reprobisect.bisect import edge_culprits, grid_probes
 from reprobisect.bisect.culprit import Culprit, SearchTarget
 from reprobisect.bisect.history import Commit
-from reprobisect.commands import output, triage
+from reprobisect.commands import output, triage, triage_flow
+from reprobisect.commands.triage_options import TriageOptions
 from reprobisect.errors import ConfigError
 from reprobisect.model.record import Record
 from reprobisect.model.signature import Signature
@@ -88,13 +89,13 @@ def _triage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> tup
     fake = FakeMatrix()
     monkeypatch.setattr(grid_probes, "run_matrix", fake)
     monkeypatch.setattr(output, "run_matrix", fake)
-    monkeypatch.setattr(triage, "run_context", lambda common, engine: ctx)
+    monkeypatch.setattr(triage_flow, "run_context", lambda common, engine: ctx)
     parser = argparse.ArgumentParser()
     triage.setup_arguments(parser.add_subparsers())
     words = ["triage", str(script), "--backend", "cpu", "--out", str(tmp_path / "out"), "--envs", str(envs)]
     words += ["--deepspeed", ">=0.13.5,<0.16", "--lightning", ">=2.2,<2.6", *extra]
-    options = triage.TriageOptions.from_args(parser.parse_args(words))
-    return triage.triage_answers(options, rerun="reprobisect triage issue.py"), fake, echoed
+    options = TriageOptions.from_args(parser.parse_args(words))
+    return triage_flow.triage_answers(options, rerun="reprobisect triage issue.py"), fake, echoed
 
 
 def test_two_ranges_search_the_grid_and_answer_with_a_rule(tmp_path, monkeypatch, capsys) -> None:

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reprobisect.commands import triage
+from reprobisect.commands import triage, triage_flow
 from reprobisect.commands.run_options import parse_requires
+from reprobisect.commands.triage_options import TriageOptions
 from reprobisect.errors import ConfigError
 from reprobisect.run.matrix_plan import plan_cells, to_cell
 from reprobisect.run.matrix_request import MatrixRequest
@@ -93,7 +94,9 @@ def test_triage_carries_it_to_the_release_search_and_the_commit_searches() -> No
     parser = argparse.ArgumentParser()
     triage.setup_arguments(parser.add_subparsers())
     args = parser.parse_args(["triage", "issue.py", "--deepspeed", "0.14.2,0.14.4", "--require", "numpy==1.26.4"])
-    options = triage.TriageOptions.from_args(args)
+    options = TriageOptions.from_args(args)
     assert options.run.requires == {"numpy": "1.26.4"}
-    request = triage._search_request(options, "script-issue", "cpu-deepspeed", "deepspeed", ("0.14.2", "0.14.4"), {})
+    request = triage_flow._search_request(
+        options, "script-issue", "cpu-deepspeed", "deepspeed", ("0.14.2", "0.14.4"), {}
+    )
     assert request.requires == {"numpy": "1.26.4"}

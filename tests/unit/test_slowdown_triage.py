@@ -17,7 +17,8 @@ from reprobisect.bisect.answer import Answer
 from reprobisect.bisect.culprit import Culprit, SearchTarget
 from reprobisect.bisect.history import Commit
 from reprobisect.bisect.slowdown_answer import slowdown_headline, slowdown_markdown, slower_ranges
-from reprobisect.commands import triage
+from reprobisect.commands import triage, triage_flow
+from reprobisect.commands.triage_options import TriageOptions
 from reprobisect.config.load import load_config
 from reprobisect.errors import BisectInconclusiveError, ConfigError
 from reprobisect.model.slowdown import SlowdownRule
@@ -91,12 +92,10 @@ def test_any_probes_give_ranges_of_exactly_the_slower_versions(probes: list[dict
     assert text.startswith("### Slower:")
 
 
-def _options(*extra: str) -> triage.TriageOptions:
+def _options(*extra: str) -> TriageOptions:
     parser = argparse.ArgumentParser()
     triage.setup_arguments(parser.add_subparsers())
-    return triage.TriageOptions.from_args(
-        parser.parse_args(["triage", "issue.py", "--deepspeed", ">=0.18.3,<0.19", *extra])
-    )
+    return TriageOptions.from_args(parser.parse_args(["triage", "issue.py", "--deepspeed", ">=0.18.3,<0.19", *extra]))
 
 
 @pytest.mark.parametrize(
@@ -111,10 +110,10 @@ def test_a_timing_triage_that_cannot_work_is_refused_before_anything_runs(extra,
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("nothing may run")
 
-    monkeypatch.setattr(triage, "with_script", refuse)
-    monkeypatch.setattr(triage, "prepare", lambda common: None)
+    monkeypatch.setattr(triage_flow, "with_script", refuse)
+    monkeypatch.setattr(triage_flow, "prepare", lambda common: None)
     with pytest.raises(ConfigError, match=words):
-        triage.triage_answers(_options(*extra), rerun="")
+        triage_flow.triage_answers(_options(*extra), rerun="")
 
 
 def test_triage_compares_with_its_first_release_only() -> None:
@@ -142,11 +141,11 @@ def test_the_timing_search_runs_every_release_of_the_answer_in_its_form(monkeypa
         seen.append(request)
         raise BisectInconclusiveError("0.18.3 cannot be the reference of a timing search (it failed)")
 
-    monkeypatch.setattr(triage, "run_bisect", fake_bisect)
+    monkeypatch.setattr(triage_flow, "run_bisect", fake_bisect)
     options = _options("--slower-than", "25", "--out", str(tmp_path))
     rule = SlowdownRule(threshold=0.25)
     config, ctx = load_config(ROOT / "matrix.yaml"), types.SimpleNamespace()
-    text, report, culprits = triage._timed(config, _answer(), rule, options, ctx, ("", ""))  # type: ignore[arg-type]
+    text, report, culprits = triage_flow._timed(config, _answer(), rule, options, ctx, ("", ""))  # type: ignore[arg-type]
     assert report is None and culprits == []
     [request] = seen
     assert (request.good, request.bad, request.form, request.axis) == ("0.18.3", "0.18.9", "cpu-deepspeed", "deepspeed")

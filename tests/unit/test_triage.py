@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from reprobisect.commands.main import _parse
 from reprobisect.commands.matrix import MatrixOptions
 from reprobisect.commands.script_options import with_script
-from reprobisect.commands.triage import TriageOptions
+from reprobisect.commands.triage_options import TriageOptions
 from reprobisect.config.expand import MatrixSpec, expand
 from reprobisect.config.load import load_config
 from reprobisect.config.scripts import (

@@ -26,10 +26,10 @@ from typing import Any, Literal
 
 from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.slowdown_answer import slower_ranges
-from reprobisect.commands import triage
 from reprobisect.commands.corpus_jobs import default_entry_jobs, failed_row, run_entries
 from reprobisect.commands.options import CommonOptions, Subparsers, add_common, add_jobs, number_option
-from reprobisect.commands.triage import TriageOptions
+from reprobisect.commands.triage_flow import triage_answers
+from reprobisect.commands.triage_options import parse_triage
 from reprobisect.corpus.entries import entry_folders, gpus_here, why_not_here
 from reprobisect.corpus.grid_scoring import score_grid
 from reprobisect.corpus.page import write_page
@@ -218,16 +218,6 @@ def _clone_for(package: str, given: Sequence[str]) -> Path | None:
     return clones.get(package, clones.get(None))
 
 
-def _parse_triage(argv: list[str]) -> TriageOptions:
-    """An entry's triage command line as ``triage`` reads its own."""
-    parser = argparse.ArgumentParser(prog="reprobisect")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    triage.setup_arguments(subparsers)
-    args = parser.parse_args(["triage", *argv])
-    args.script_args = ()
-    return TriageOptions.from_args(args)
-
-
 def run_entry(truth: Truth, options: CorpusOptions) -> Row:
     """Triage one entry as a maintainer would, then score the answer."""
     argv = _triage_argv(truth, options)
@@ -235,7 +225,7 @@ def run_entry(truth: Truth, options: CorpusOptions) -> Row:
     print(f"\n== corpus entry {truth.name}: {rerun}", flush=True)
     start = time.monotonic()
     try:
-        triaged = triage.triage_answers(_parse_triage(argv), rerun=rerun)
+        triaged = triage_answers(parse_triage(argv), rerun=rerun)
     except HarnessError as exc:
         return failed_row(truth.name, f"harness error: {exc}", time.monotonic() - start)
     seconds = time.monotonic() - start
