@@ -12,7 +12,9 @@ what is the harness's own is kept: the temporary folder is ``<tmp>``, and a plot
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import importlib
 import io
 import itertools
 import json
@@ -28,7 +30,7 @@ from reprobisect.bisect.answer import answer_markdown, sweep_answers
 from reprobisect.bisect.culprit import Culprit, SearchTarget
 from reprobisect.bisect.history import Commit
 from reprobisect.commands.bisect import _print_report
-from reprobisect.commands.main import main
+from reprobisect.commands.main import COMMANDS, main
 from reprobisect.model.store import Store
 from reprobisect.report.grid_view import grid_markdown, grid_terminal
 from tests.conftest import ROOT
@@ -127,7 +129,57 @@ CASES: dict[str, Callable[[Path], Outputs]] = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_output_is_the_snapshot_byte_for_byte(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "120")
-    outputs = {name: _normal(text, tmp_path) for name, text in CASES[case](tmp_path).items()}
+    _compare(case, {name: _normal(text, tmp_path) for name, text in CASES[case](tmp_path).items()})
+
+
+def test_each_command_s_options_are_the_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every option of every command as argparse holds it — flags, group, kind, type, default, choices, metavar,
+    help — so that moving an option's declaration (commands/declared.py) changes nothing a user sees or gets. The
+    structure, not ``--help``'s text, whose layout differs between Python releases."""
+    monkeypatch.setenv("REPROBISECT_ENVS", "/cells")  # the defaults that say where they come from
+    monkeypatch.setenv("REPROBISECT_BASE_PYTHON", "python3")
+    monkeypatch.delenv("REPROBISECT_WHEELHOUSE", raising=False)
+    monkeypatch.chdir(ROOT)
+    options = {name: _command_options(name) for name in COMMANDS}
+    _compare("command-options", {"options.json": json.dumps(options, indent=1) + "\n"})
+
+
+def _described(value: object) -> str:
+    """A default, a type or a constant as the snapshot shows it: a function by its name, a path as a path."""
+    if isinstance(value, type) or (callable(value) and not isinstance(value, Path)):
+        return f"<{getattr(value, '__name__', type(value).__name__)}>"
+    if isinstance(value, Path):
+        return f"Path({str(value)!r})"
+    return repr(value)
+
+
+def _command_options(name: str) -> dict[str, object]:
+    parser = argparse.ArgumentParser(prog="reprobisect")
+    importlib.import_module(COMMANDS[name]).setup_arguments(parser.add_subparsers(dest="command"))
+    command = parser._subparsers._group_actions[0].choices[name]  # type: ignore[union-attr]
+    actions = [
+        {
+            "group": group.title,
+            "flags": action.option_strings,
+            "dest": action.dest,
+            "kind": type(action).__name__,
+            "nargs": action.nargs,
+            "const": _described(action.const),
+            "default": _described(action.default),
+            "type": _described(action.type),
+            "choices": list(action.choices) if action.choices else None,
+            "required": action.required,
+            "metavar": action.metavar,
+            "help": action.help,
+        }
+        for group in command._action_groups
+        for action in group._group_actions
+    ]
+    return {"defaults": {k: _described(v) for k, v in sorted(command._defaults.items())}, "actions": actions}
+
+
+def _compare(case: str, outputs: Outputs) -> None:
+    """Each output against its file under the case's snapshot folder (written first with the variable set)."""
     folder = SNAPSHOTS / case
     if os.environ.get("REPROBISECT_SNAPSHOTS") == "update":
         shutil.rmtree(folder, ignore_errors=True)

@@ -234,7 +234,7 @@ class NightlyOptions:
             corpus=split(args.corpus),
             corpus_dir=args.corpus_dir,
             script=ScriptOptions.from_args(args, script_args=args.script_args),
-            timing=TimingOptions.from_args(args, compare_with=False),
+            timing=TimingOptions.from_args(args),
             engine=EngineOptions.from_args(args),
             common=common,
         )

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+from reprobisect.commands.declared import Flag, add_fields, as_tuple, option, read_fields
 from reprobisect.commands.options import CommonOptions
 from reprobisect.config.load import Config
 from reprobisect.config.scripts import (
@@ -40,40 +41,36 @@ __all__ = [
 ]
 
 
-def add_script_options(parser: argparse.ArgumentParser, *, script: bool = True) -> None:
-    """What a script run takes besides the script: its expectation, the shim, and fixes defined on the command
-    line (``--fix-args/--fix-patch/--fix-override/--fix-env NAME=VALUE``, each repeatable). Arguments for the
-    script itself follow a ``--`` at the end of the command line."""
-    if script:
-        parser.add_argument("--script", type=Path, help="run any script (e.g. pasted from an issue) instead of a repro")
-    parser.add_argument("--expect-signature", help="with a script: the known name or id that counts as REPRODUCED")
-    parser.add_argument("--shim", action="store_true", help="with a script: run it through the Lightning CPU shim")
-    parser.add_argument(
-        "--instruments",
-        action="store_true",
-        help="with a script: let it `import instruments` (the repros' shared module beside matrix.yaml: step events, "
-        "the GAN's training check)",
-    )
-    parser.add_argument(
-        "--pytest",
-        action="append",
-        metavar="PATH[::TEST]",
-        help="a package's own tests as a repro (a file, a folder or a node id of a test tree), run by pytest in the "
-        "cell; repeatable, one repro each",
-    )
-    parser.add_argument("--pytest-k", metavar="EXPR", help="with --pytest: only the tests this -k expression selects")
-    parser.add_argument(
-        "--pytest-root", type=Path, help="with --pytest: the folder pytest runs from (default: above the test tree)"
-    )
-    parser.add_argument(
-        "--env",
-        action="append",
-        metavar="VAR=VALUE",
-        help="a variable for every run of the script or tests (e.g. PL_RUN_STANDALONE_TESTS=1); runs see no other "
-        "variable of yours. A credential-looking VAR's value (TOKEN, SECRET, PASSWORD, KEY, AUTH, ... in the name; "
-        "--secret-env for any other) is never written or printed: commands show it as $VAR",
-    )
-    add_cli_fixes(parser)
+SCRIPT = Flag.of("--script", type=Path)
+EXPECT_SIGNATURE = Flag.of("--expect-signature")
+SHIM = Flag.of("--shim", action="store_true")
+INSTRUMENTS = Flag.of("--instruments", action="store_true")
+PYTEST = Flag.of("--pytest", action="append", metavar="PATH[::TEST]", read=as_tuple)
+PYTEST_K = Flag.of("--pytest-k", metavar="EXPR")
+PYTEST_ROOT = Flag.of("--pytest-root", type=Path)
+ENV = Flag.of("--env", action="append", metavar="VAR=VALUE", read=as_tuple)
+ENV_HELP = (
+    "a variable for every run of the script or tests (e.g. PL_RUN_STANDALONE_TESTS=1); runs see no other variable of "
+    "yours. A credential-looking VAR's value (TOKEN, SECRET, PASSWORD, KEY, AUTH, ... in the name; --secret-env for "
+    "any other) is never written or printed: commands show it as $VAR"
+)
+
+# --fix-args/--fix-patch/--fix-override/--fix-env NAME=VALUE: config/scripts.py's CliFixes, field by field
+_FIXES = {
+    "args": (Flag.of("--fix-args", action="append", default=[], metavar="NAME=ARGS", read=tuple), "extra arguments"),
+    "patch": (
+        Flag.of("--fix-patch", action="append", default=[], metavar="NAME=PATH[:STRIP]", read=tuple),
+        "a patch file",
+    ),
+    "override": (
+        Flag.of("--fix-override", action="append", default=[], metavar="NAME=PKG==VERSION", read=tuple),
+        "another version (or PKG@git+URL@ref) of a package, in a cell of its own",
+    ),
+    "env": (
+        Flag.of("--fix-env", action="append", default=[], metavar="NAME=VAR=VALUE", read=tuple),
+        "an environment variable (a credential-looking VAR's value is kept secret, as --env's)",
+    ),
+}
 
 
 def add_cli_fixes(parser: argparse.ArgumentParser) -> None:
@@ -83,47 +80,41 @@ def add_cli_fixes(parser: argparse.ArgumentParser) -> None:
         "fixes from the command line",
         "each NAME=VALUE, repeatable; one NAME may take several (arguments and a variable)",
     )
-    group.add_argument("--fix-args", action="append", default=[], metavar="NAME=ARGS", help="extra arguments")
-    group.add_argument("--fix-patch", action="append", default=[], metavar="NAME=PATH[:STRIP]", help="a patch file")
-    group.add_argument(
-        "--fix-override",
-        action="append",
-        default=[],
-        metavar="NAME=PKG==VERSION",
-        help="another version (or PKG@git+URL@ref) of a package, in a cell of its own",
-    )
-    group.add_argument(
-        "--fix-env",
-        action="append",
-        default=[],
-        metavar="NAME=VAR=VALUE",
-        help="an environment variable (a credential-looking VAR's value is kept secret, as --env's)",
-    )
+    for part, (flag, help) in _FIXES.items():
+        flag.add_to(group, f"fix_{part}", help)
 
 
 def cli_fix_options(args: argparse.Namespace) -> CliFixes:
     """``add_cli_fixes``'s options as given (each repeatable)."""
-    return CliFixes(
-        args=tuple(args.fix_args),
-        patch=tuple(args.fix_patch),
-        override=tuple(args.fix_override),
-        env=tuple(args.fix_env),
-    )
+    return CliFixes(**{part: flag.read(getattr(args, f"fix_{part}")) for part, (flag, _) in _FIXES.items()})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ScriptOptions:
-    """``add_script_options``'s group, read once: the script (or the tests) to run as repros, what goes with them,
-    the arguments after ``--``, and the fixes from the command line (which go with matrix.yaml's repros too)."""
+    """What a script run takes besides the script, read once: the script (or the tests) to run as repros, what goes
+    with them, the arguments after ``--``, and the fixes from the command line (which go with matrix.yaml's repros
+    too). Each option is declared here once, as its field (``commands/declared.py``)."""
 
-    script: Path | None = None
-    expect_signature: str | None = None
-    shim: bool = False
-    instruments: bool = False  # --instruments: the script may import them
-    pytest: tuple[str, ...] = ()  # PATH[::TEST], one repro each
-    pytest_k: str | None = None
-    pytest_root: Path | None = None
-    env: tuple[str, ...] = ()  # VAR=VALUE, as given
+    script: Path | None = option(SCRIPT, help="run any script (e.g. pasted from an issue) instead of a repro")
+    expect_signature: str | None = option(
+        EXPECT_SIGNATURE, help="with a script: the known name or id that counts as REPRODUCED"
+    )
+    shim: bool = option(SHIM, help="with a script: run it through the Lightning CPU shim")
+    instruments: bool = option(
+        INSTRUMENTS,
+        help="with a script: let it `import instruments` (the repros' shared module beside matrix.yaml: step events, "
+        "the GAN's training check)",
+    )
+    pytest: tuple[str, ...] = option(
+        PYTEST,
+        help="a package's own tests as a repro (a file, a folder or a node id of a test tree), run by pytest in the "
+        "cell; repeatable, one repro each",
+    )
+    pytest_k: str | None = option(PYTEST_K, help="with --pytest: only the tests this -k expression selects")
+    pytest_root: Path | None = option(
+        PYTEST_ROOT, help="with --pytest: the folder pytest runs from (default: above the test tree)"
+    )
+    env: tuple[str, ...] = option(ENV, help=ENV_HELP)
     script_args: tuple[str, ...] = ()  # what follows ``--``
     fixes: CliFixes = dataclasses.field(default_factory=CliFixes)
 
@@ -131,18 +122,15 @@ class ScriptOptions:
     def from_args(cls, args: argparse.Namespace, *, script_args: Sequence[str] = ()) -> ScriptOptions:
         """The group as parsed (triage's script is its argument, the others' ``--script``); ``script_args``: what
         followed ``--``, for a command that takes it."""
-        return cls(
-            script=args.script,
-            expect_signature=args.expect_signature,
-            shim=args.shim,
-            instruments=args.instruments,
-            pytest=tuple(args.pytest or ()),
-            pytest_k=args.pytest_k,
-            pytest_root=args.pytest_root,
-            env=tuple(args.env or ()),
-            script_args=tuple(script_args),
-            fixes=cli_fix_options(args),
-        )
+        return read_fields(cls, args, script_args=tuple(script_args), fixes=cli_fix_options(args))
+
+
+def add_script_options(parser: argparse.ArgumentParser, *, script: bool = True) -> None:
+    """What a script run takes besides the script: its expectation, the shim, and fixes defined on the command
+    line (``--fix-args/--fix-patch/--fix-override/--fix-env NAME=VALUE``, each repeatable). Arguments for the
+    script itself follow a ``--`` at the end of the command line."""
+    add_fields(parser, ScriptOptions, skip=() if script else ("script",))
+    add_cli_fixes(parser)
 
 
 def with_script(

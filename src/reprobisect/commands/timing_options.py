@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 from typing import Literal
 
+from reprobisect.commands.declared import Flag, add_fields, option, read_fields
 from reprobisect.commands.options import number_option
 from reprobisect.errors import ConfigError
 from reprobisect.model.slowdown import METRICS, SlowdownRule
@@ -19,69 +20,55 @@ __all__ = ["TimingOptions", "add_timing", "refuse_beside_others", "timing_rule"]
 _PERCENT = Bound(0, 1000, whole=False, above=True, unit="percent")  # --slower-than: up to 11 times slower
 
 
-def add_timing(parser: argparse.ArgumentParser, *, compare_with: bool = True) -> None:
-    """The options of a timing search: bad = slower than the good end beyond a threshold, with confidence
-    (``compare_with``: whether the end compared with can be chosen; triage and the nightly compare with their
-    first release and their baseline)."""
-    group = parser.add_argument_group("a timing search (slower, not broken)")
-    group.add_argument(
-        "--slower-than",
-        type=number_option("--slower-than", _PERCENT),
-        metavar="PERCENT",
-        help="bad = the --metric worse than the good end's (triage: the first release's; nightly: the baseline's) by "
-        "more than PERCENT, with confidence (a bootstrap interval of the ratio of medians over repeated runs); an "
-        "ambiguous version is skipped and listed",
-    )
-    group.add_argument(
-        "--metric",
-        choices=METRICS,
-        default="step",
-        help="with --slower-than: the median step (default, warm-up left out), peak GPU memory or wall time",
-    )
-    if compare_with:
-        group.add_argument(
-            "--compare-with",
-            choices=("good", "bad"),
-            default="good",
-            help="with --slower-than: the end every version is compared with; good (default): bad = slower than "
-            "it, where a slowdown came; bad: bad = no longer slower than the --bad end, where a slowdown went",
-        )
-    group.add_argument(
-        "--min-repeats",
-        type=number_option("--min-repeats", TIMING_REPEATS),
-        default=3,
-        metavar="N",
-        help="with --slower-than: runs a version",
-    )
-    group.add_argument(
-        "--max-repeats",
-        type=number_option("--max-repeats", TIMING_REPEATS),
-        default=10,
-        metavar="N",
-        help="with --slower-than: runs a version at most, while its interval straddles the threshold",
-    )
+_GROUP = "a timing search (slower, not broken)"
+SLOWER_THAN = Flag.of("--slower-than", type=number_option("--slower-than", _PERCENT), metavar="PERCENT")
+METRIC = Flag.of("--metric", choices=METRICS, default="step")
+COMPARE_WITH = Flag.of("--compare-with", choices=("good", "bad"), default="good")
+MIN_REPEATS = Flag.of("--min-repeats", type=number_option("--min-repeats", TIMING_REPEATS), default=3, metavar="N")
+MAX_REPEATS = Flag.of("--max-repeats", type=number_option("--max-repeats", TIMING_REPEATS), default=10, metavar="N")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TimingOptions:
-    """The options of a timing search (``_add_timing``); ``slower_than`` None is no timing search."""
+    """The options of a timing search, each declared here once (``commands/declared.py``); ``slower_than`` None is
+    no timing search."""
 
-    slower_than: float | None = None  # PERCENT
-    metric: str = "step"
-    compare_with: Literal["good", "bad"] = "good"
-    min_repeats: int = 3
-    max_repeats: int = 10
+    slower_than: float | None = option(
+        SLOWER_THAN,
+        help="bad = the --metric worse than the good end's (triage: the first release's; nightly: the baseline's) by "
+        "more than PERCENT, with confidence (a bootstrap interval of the ratio of medians over repeated runs); an "
+        "ambiguous version is skipped and listed",
+        group=_GROUP,
+    )
+    metric: str = option(
+        METRIC,
+        help="with --slower-than: the median step (default, warm-up left out), peak GPU memory or wall time",
+        group=_GROUP,
+    )
+    compare_with: Literal["good", "bad"] = option(
+        COMPARE_WITH,
+        help="with --slower-than: the end every version is compared with; good (default): bad = slower than "
+        "it, where a slowdown came; bad: bad = no longer slower than the --bad end, where a slowdown went",
+        group=_GROUP,
+    )
+    min_repeats: int = option(MIN_REPEATS, help="with --slower-than: runs a version", group=_GROUP)
+    max_repeats: int = option(
+        MAX_REPEATS,
+        help="with --slower-than: runs a version at most, while its interval straddles the threshold",
+        group=_GROUP,
+    )
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, *, compare_with: bool = True) -> TimingOptions:
-        """The group as parsed (``compare_with``: as ``add_timing`` was told)."""
-        return cls(
-            slower_than=args.slower_than,
-            metric=args.metric,
-            compare_with=args.compare_with if compare_with else "good",
-            min_repeats=args.min_repeats,
-            max_repeats=args.max_repeats,
-        )
+    def from_args(cls, args: argparse.Namespace) -> TimingOptions:
+        """The group as parsed (without ``--compare-with``, where the command does not take it: good)."""
+        return read_fields(cls, args)
+
+
+def add_timing(parser: argparse.ArgumentParser, *, compare_with: bool = True) -> None:
+    """The options of a timing search: bad = slower than the good end beyond a threshold, with confidence
+    (``compare_with``: whether the end compared with can be chosen; triage and the nightly compare with their
+    first release and their baseline)."""
+    add_fields(parser, TimingOptions, skip=() if compare_with else ("compare_with",))
 
 
 def refuse_beside_others(jobs: int, repeat: int, backend: str) -> None:

@@ -78,7 +78,7 @@ class TriageOptions:
             git=bare,
             git_for=named,
             culprits=args.culprits,
-            timing=TimingOptions.from_args(args, compare_with=False),
+            timing=TimingOptions.from_args(args),
             full_grid=args.full_grid,
             common=common,
         )

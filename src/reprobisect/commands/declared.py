@@ -1,0 +1,132 @@
+"""Each command-line option declared once, as the field of the typed options object it fills (issue #53, item 1).
+
+The way nox declares its options (``nox/_options.py``): one declaration carries the flag, its type and default, its
+help and its group, and the parser, the typed options object and the ``--help`` all come from it. Here that
+declaration is a ``Flag`` (the flag and how argparse reads it, declared once, in the module of the group or the
+command that owns it) made a field of a frozen options dataclass with ``option(FLAG, help=...)``:
+
+    jobs: int = option(JOBS, help="runs at a time")
+
+``add_fields(parser, Options)`` adds the class's declared fields to a parser in the order the class lists them
+(argparse lists options in the order they were added, so a command's ``--help`` keeps its order), and
+``read_fields(Options, args, **given)`` builds the object: each declared field from its parsed value (through the
+flag's ``read``, which turns what argparse gives into the field's type: a list into a tuple, a comma list into its
+items), the others (a composed group, a value made of several flags) given. A flag several commands take with the
+same meaning is one ``Flag`` in a shared module; its help may differ per command, being the field's. One spelling
+with two meanings in two commands (``bisect --good REV`` and ``minimize --good PACKAGE==VERSION ...``) is two
+flags of different kinds; tests/unit/test_declared_options.py checks that no flag is declared twice otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar
+
+__all__ = ["Flag", "add_fields", "as_tuple", "declared_flags", "option", "read_fields"]
+
+_KEY = "reprobisect.flag"
+_Options = TypeVar("_Options")
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def as_tuple(value: Any) -> tuple[Any, ...]:
+    """A repeatable flag's values as a tuple; not given (None) is ``()``."""
+    return tuple(value or ())
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """One option as argparse reads it: its spelling (``--jobs``, or ``-k`` and ``--keep``), what argparse is told
+    besides (``type``, ``choices``, ``action``, ``metavar``, ``required``, ...), the default (the options object's
+    too) and ``read``, how the parsed value becomes the field's (``tuple`` for a repeatable flag)."""
+
+    names: tuple[str, ...]
+    default: Any = None
+    read: Callable[[Any], Any] = _same
+    given: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # argparse's own keywords
+
+    @classmethod
+    def of(cls, *names: str, default: Any = None, read: Callable[[Any], Any] = _same, **argparse_kwargs: Any) -> Flag:
+        """``Flag.of("--jobs", type=..., default=1)``: the spelling first, then argparse's own keywords. A switch
+        (``store_true``, ``store_false``) defaults to what argparse gives when it is not given."""
+        switch = {"store_true": False, "store_false": True}.get(argparse_kwargs.get("action", ""))
+        if switch is not None and default is None:
+            default = switch
+        return cls(names=names, default=default, read=read, given=argparse_kwargs)
+
+    @property
+    def name(self) -> str:
+        """The long spelling, as errors and tests name it."""
+        return next((n for n in self.names if n.startswith("--")), self.names[0])
+
+    def add_to(self, parser: argparse.ArgumentParser | argparse._ArgumentGroup, dest: str, help: str | None) -> None:
+        """Add this flag to ``parser``, its value at ``dest``."""
+        kwargs = dict(self.given)
+        if kwargs.get("action", "store") in ("store", "append"):
+            kwargs["default"] = self.default
+        parser.add_argument(*self.names, dest=dest, help=help, **kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Field:
+    flag: Flag
+    help: str | None
+    group: str | None
+
+
+def option(flag: Flag, *, help: str | None, group: str | None = None) -> Any:
+    """A dataclass field filled from ``flag``: ``help`` is what this command's ``--help`` says of it, ``group`` the
+    title of the argument group it is listed under (None: the command's own options). Its default is the flag's,
+    through its ``read``."""
+    metadata = {_KEY: _Field(flag=flag, help=help, group=group)}
+    if isinstance(flag.default, list | dict | set):
+        frozen = flag.read(flag.default)
+        return dataclasses.field(default_factory=lambda: frozen, metadata=metadata)
+    return dataclasses.field(default=flag.read(flag.default), metadata=metadata)
+
+
+def _declared(cls: type) -> list[tuple[str, _Field]]:
+    return [(f.name, f.metadata[_KEY]) for f in dataclasses.fields(cls) if _KEY in f.metadata]
+
+
+def declared_flags(cls: type) -> dict[str, Flag]:
+    """The flags ``cls``'s fields are filled from, by field name."""
+    return {name: declared.flag for name, declared in _declared(cls)}
+
+
+def add_fields(
+    parser: argparse.ArgumentParser,
+    cls: type,
+    *,
+    skip: Collection[str] = (),
+    help: Mapping[str, str] | None = None,
+) -> None:
+    """Add the flags of ``cls``'s declared fields to ``parser``, in the class's order, each under its group (made
+    once, by title); ``skip``: fields this command does not take; ``help``: a field's help replaced for this
+    command, by field name."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for name, declared in _declared(cls):
+        if name in skip:
+            continue
+        target: argparse.ArgumentParser | argparse._ArgumentGroup = parser
+        if declared.group is not None:
+            if declared.group not in groups:
+                groups[declared.group] = parser.add_argument_group(declared.group)
+            target = groups[declared.group]
+        declared.flag.add_to(target, name, (help or {}).get(name, declared.help))
+
+
+def read_fields(cls: type[_Options], args: argparse.Namespace, **given: Any) -> _Options:
+    """An instance of ``cls``: each declared field from ``args`` through its flag's ``read`` (a field whose flag this
+    command does not take keeps its default), every other field from ``given``."""
+    values = dict(given)
+    for name, declared in _declared(cls):
+        if name in values or not hasattr(args, name):
+            continue
+        values[name] = declared.flag.read(getattr(args, name))
+    return cls(**values)
