@@ -19,6 +19,10 @@ from reprobisect.bisect.search import PROBE_ALL_UP_TO
 from reprobisect.bisect.timed import ambiguous_versions
 from reprobisect.commands.engine_options import EngineOptions, add_executor, engine_summary
 from reprobisect.commands.options import (
+    CLONE,
+    CULPRITS,
+    FORM,
+    FRESH,
     CommonOptions,
     Subparsers,
     add_backend,
@@ -58,7 +62,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
     parser.add_argument("--good", required=True, help="a release (or git revision) without the target")
     parser.add_argument("--bad", required=True, help="a release (or git revision) with the target")
     add_backend(parser)
-    parser.add_argument("--form", help="the form to probe (default: cpu-deepspeed on the CPU, cuda on a GPU)")
+    FORM.add_to(parser, "form", "the form to probe (default: cpu-deepspeed on the CPU, cuda on a GPU)")
     parser.add_argument("--fix", default="none", help="the fix to probe (default: none; or one of --fix-*)")
     add_nproc(parser)
     parser.add_argument("--signature", help="bad = this signature id (default: the repro's expected signature)")
@@ -88,18 +92,18 @@ def _add_search(parser: argparse.ArgumentParser) -> None:
         help=f"--all-transitions probes every version of a range of at most N (default {PROBE_ALL_UP_TO}); a longer "
         "one is sampled (ends, each minor series' first and last release, evenly spaced), then bisected",
     )
-    parser.add_argument(
-        "--culprits",
-        action="store_true",
-        help="with --all-transitions over releases: bisect the commits between the two tags of each transition in "
+    CULPRITS.add_to(
+        parser,
+        "culprits",
+        "with --all-transitions over releases: bisect the commits between the two tags of each transition in "
         "--git CLONE (or a clone of the package's known repository the harness makes, network allowing)",
     )
     add_repeat(parser, help="runs per probe; disagreeing repeats mark it flaky")
     parser.add_argument("--pre", action="store_true", help="include pre-releases")
-    parser.add_argument(
-        "--git",
-        type=Path,
-        help="a whole local clone of the --axis package: bisect its commits (--good/--bad are revisions), or with "
+    CLONE.add_to(
+        parser,
+        "git",
+        "a whole local clone of the --axis package: bisect its commits (--good/--bad are revisions), or with "
         "--culprits the clone whose commits between release tags are searched",
     )
     parser.add_argument(
@@ -107,7 +111,7 @@ def _add_search(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="commits: every commit on the ancestry path, not only the first-parent line of --bad's branch",
     )
-    parser.add_argument("--fresh", action="store_true", help="re-run probes that already have a record")
+    FRESH.add_to(parser, "fresh", "re-run probes that already have a record")
     add_jobs(
         parser,
         help="probes at a time: both ends, then every open segment's middle together (--all-transitions), or N "

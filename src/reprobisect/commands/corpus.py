@@ -27,7 +27,7 @@ from typing import Any, Literal
 from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.slowdown_answer import slower_ranges
 from reprobisect.commands.corpus_jobs import default_entry_jobs, failed_row, run_entries
-from reprobisect.commands.options import CommonOptions, Subparsers, add_common, add_jobs, number_option
+from reprobisect.commands.options import CLONES, CommonOptions, Subparsers, add_common, add_jobs, number_option
 from reprobisect.commands.triage_flow import triage_answers
 from reprobisect.commands.triage_options import parse_triage
 from reprobisect.corpus.entries import entry_folders, gpus_here, why_not_here
@@ -62,12 +62,10 @@ def setup_arguments(subparsers: Subparsers) -> None:
         help="cpu: the CPU entries; cuda: the GPU entries too (on GPUs), the CPU ones still on the CPU",
     )
     parser.add_argument("--gpus", type=int, help="GPUs this machine has (default: as nvidia-smi lists them)")
-    parser.add_argument(
-        "--git",
-        action="append",
-        default=[],
-        metavar="[PACKAGE=]CLONE",
-        help="a whole clone of the package whose releases an entry varies; PACKAGE= (deepspeed, lightning) gives it "
+    CLONES.add_to(
+        parser,
+        "git",
+        "a whole clone of the package whose releases an entry varies; PACKAGE= (deepspeed, lightning) gives it "
         "to that package's entries only, repeatable, so that one call scores both kinds; a bare CLONE is every entry's",
     )
     parser.add_argument(

@@ -9,6 +9,7 @@ import json
 
 from reprobisect.cells.base import base_interpreter
 from reprobisect.commands.options import (
+    REPROS,
     CommonOptions,
     Subparsers,
     add_common,
@@ -30,7 +31,7 @@ __all__ = ["MatrixOptions", "run_from_args", "setup_arguments"]
 def setup_arguments(subparsers: Subparsers) -> None:
     """Add ``matrix`` and its options."""
     parser = subparsers.add_parser("matrix", help="run repros across the matrix's cells (one venv per cell)")
-    parser.add_argument("--repro", action="append", help="repro name(s) from matrix.yaml; default: all")
+    REPROS.add_to(parser, "repro", "repro name(s) from matrix.yaml; default: all")
     add_script_options(parser)
     add_run_options(parser)
     parser.add_argument("--cell", action="append", default=[], help="run only the cell(s) with this id")

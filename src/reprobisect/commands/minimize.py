@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from reprobisect.commands.options import (
+    FORM,
     CommonOptions,
     Subparsers,
     add_backend,
@@ -27,6 +28,7 @@ from reprobisect.commands.options import (
     prepare,
     run_context,
 )
+from reprobisect.commands.script_options import ENV, EXPECT_SIGNATURE, SHIM
 from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import check_pin, load_config
 from reprobisect.config.scripts import env_settings
@@ -70,10 +72,10 @@ def setup_arguments(subparsers: Subparsers) -> None:
         metavar="PACKAGE==VERSION",
         help="the cell where it does not fail that way; a candidate is kept only if it still tells the two apart",
     )
-    parser.add_argument("--expect-signature", help="the known name or signature id the bad cell must show")
-    parser.add_argument("--form", help="the form to run (default: cuda on a GPU, cpu-deepspeed on the CPU)")
-    parser.add_argument("--shim", action="store_true", help="run the script through the Lightning CPU shim")
-    parser.add_argument("--env", action="append", metavar="VAR=VALUE", help="a variable for every run")
+    EXPECT_SIGNATURE.add_to(parser, "expect_signature", "the known name or signature id the bad cell must show")
+    FORM.add_to(parser, "form", "the form to run (default: cuda on a GPU, cpu-deepspeed on the CPU)")
+    SHIM.add_to(parser, "shim", "run the script through the Lightning CPU shim")
+    ENV.add_to(parser, "env", "a variable for every run")
     add_jobs(parser, default=2, help="candidates run at a time (default 2)")
     parser.add_argument(
         "--budget",

@@ -16,6 +16,9 @@ from packaging.version import InvalidVersion, Version
 
 from reprobisect.commands.engine_options import EngineOptions, add_executor, engine_summary
 from reprobisect.commands.options import (
+    CLONE,
+    CULPRITS,
+    REPROS,
     CommonOptions,
     Subparsers,
     add_backend,
@@ -63,7 +66,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
     add_backend(parser)
     parser.add_argument("--up-to", help="consider releases up to this one only (what was out on a past night)")
     parser.add_argument("--baseline-release", help="(re)seed: run the slice on this release and make it the baseline")
-    parser.add_argument("--repro", action="append", help="repro name(s); default: matrix.yaml's nightly.repros")
+    REPROS.add_to(parser, "repro", "repro name(s); default: matrix.yaml's nightly.repros")
     add_forms(parser)
     add_fixes(parser)
     add_jobs(parser, help="runs at a time")
@@ -123,10 +126,10 @@ def _add_other_side_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_clone_options(parser: argparse.ArgumentParser) -> None:
     """--git and what goes with it: the clone a night follows (main) or searches between releases' tags."""
-    parser.add_argument(
-        "--git",
-        type=Path,
-        help="a whole clone of DeepSpeed: follow --deepspeed REF (default: its default branch, DeepSpeed's master) "
+    CLONE.add_to(
+        parser,
+        "git",
+        "a whole clone of DeepSpeed: follow --deepspeed REF (default: its default branch, DeepSpeed's master) "
         "in it, commit by commit, against last night's commit; each regression gets its commit and pull request, "
         "a minimized script and the fixes that pass",
     )
@@ -137,10 +140,10 @@ def _add_clone_options(parser: argparse.ArgumentParser) -> None:
         "and find each regression's commit and pull request between their tags in the clone, with a minimized "
         "script and the fixes that pass (releases)",
     )
-    parser.add_argument(
-        "--culprits",
-        action="store_true",
-        help="the release track with a clone of DeepSpeed's repository the harness keeps under <envs>/clones "
+    CULPRITS.add_to(
+        parser,
+        "culprits",
+        "the release track with a clone of DeepSpeed's repository the harness keeps under <envs>/clones "
         "(cloned once, fetched each night): --track releases without --git",
     )
     parser.add_argument(

@@ -1,8 +1,10 @@
 """Options that several subcommands share, defined once here, and the typed object their values become.
 
-Each ``add_*`` function adds one option (or the common block) where the caller puts it: argparse lists
-options in the order they were added, so a command keeps its own order and its ``--help`` stays as it was.
-A help text that differs between commands is a parameter, not a copy of the option.
+An option several commands take with one meaning is declared once: a ``Flag`` here (``OUT``, ``DEBUG``, ``FRESH``,
+``CLONE``, ...; commands/declared.py), which each command adds with its own help, or an ``add_*`` function that adds
+it (or the common block) where the caller puts it: argparse lists options in the order they were added, so a
+command keeps its own order and its ``--help`` stays as it was. A help text that differs between commands is a
+parameter, not a copy of the option (tests/unit/test_declared_options.py).
 
 A command reads its parsed command line once, into one frozen options object of its own (``BisectOptions``,
 ``MatrixOptions``, ...), right after parsing; the groups several commands share are small options objects of their
@@ -26,6 +28,7 @@ from typing import TypeAlias
 
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.offline_wheelhouse import use_wheelhouse
+from reprobisect.commands.declared import Flag
 from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import check_pin, default_config_path
 from reprobisect.model.store import Store
@@ -73,6 +76,17 @@ def _default_base() -> str:
     return str(getattr(sys, "_base_executable", sys.executable))
 
 
+OUT = Flag.of("--out", type=Path, default=Path("reports"))  # the records' folder: every command that runs or reads them
+DEBUG = Flag.of("--debug", action="store_true")
+FORMS = Flag.of("--form", action="append")  # several forms, comma-separated or repeated (read with ``split``)
+FORM = Flag.of("--form")  # one form: a search or a minimization follows one
+FRESH = Flag.of("--fresh", action="store_true")
+REPROS = Flag.of("--repro", action="append")  # matrix.yaml's repros, several
+CLONE = Flag.of("--git", type=Path)  # one whole clone of one package
+CLONES = Flag.of("--git", action="append", default=[], metavar="[PACKAGE=]CLONE")  # a clone per package, or one
+CULPRITS = Flag.of("--culprits", action="store_true")  # a clone the harness makes of the package's repository
+
+
 def number_option(name: str, bound: Bound) -> Callable[[str], int | float]:
     """An argparse ``type`` for option ``name``: the number, or argparse's usage error (exit 2) with one line that
     names the option, quotes the value cut to a readable length and says the range."""
@@ -110,7 +124,7 @@ def add_fixes(parser: argparse.ArgumentParser, help: str = "fix name(s); default
 
 def add_forms(parser: argparse.ArgumentParser, help: str = "form(s) instead of the backend's") -> None:
     """``--form``, repeatable and comma-separated (read it with ``split``)."""
-    parser.add_argument("--form", action="append", help=help)
+    FORMS.add_to(parser, "form", help)
 
 
 def add_nproc(parser: argparse.ArgumentParser) -> None:
@@ -142,7 +156,7 @@ def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] |
         default=default_config_path(),
         help="the matrix file (default: ./matrix.yaml, else the one installed with the package)",
     )
-    parser.add_argument("--out", type=Path, default=Path("reports"), help="records, logs and summaries go here")
+    OUT.add_to(parser, "out", "records, logs and summaries go here")
     add_envs(parser)
     parser.add_argument(
         "--base-python",
@@ -184,7 +198,7 @@ def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] |
         "print them after each run and keep them in its record (config.profile)",
     )
     _add_secret_env(parser)
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
+    DEBUG.add_to(parser, "debug", "show tracebacks of harness errors")
 
 
 def _add_secret_env(parser: argparse.ArgumentParser) -> None:

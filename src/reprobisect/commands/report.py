@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reprobisect.commands.options import Subparsers, number_option
+from reprobisect.commands.options import DEBUG, OUT, Subparsers, number_option
 from reprobisect.errors import FAIL_EXIT, ConfigError, NothingToDoError
 from reprobisect.minimize.sections import sections_under
 from reprobisect.report.compare import Comparison, compare
@@ -47,7 +47,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
         help="records -> runs.parquet/csv, report.md/html, plots; --baseline DIR",
         description="Records -> runs.parquet, runs.csv, report.md, report.html and PNG plots.",
     )
-    parser.add_argument("--out", type=Path, default=Path("reports"), help="records root (default: reports)")
+    OUT.add_to(parser, "out", "records root (default: reports)")
     parser.add_argument(
         "--merge",
         type=Path,
@@ -84,7 +84,7 @@ def setup_arguments(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--dest", type=Path, help="where the report files go (default: OUT/report)")
     parser.add_argument("--markdown", action="store_true", help="print the whole Markdown, not a summary")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of harness errors")
+    DEBUG.add_to(parser, "debug", "show tracebacks of harness errors")
     parser.set_defaults(run=run_from_args, error_prefix=PROG)
 
 

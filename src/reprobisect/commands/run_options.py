@@ -12,6 +12,7 @@ from typing import Literal
 
 from reprobisect.commands.engine_options import EngineOptions, add_executor
 from reprobisect.commands.options import (
+    FRESH,
     CommonOptions,
     add_backend,
     add_fixes,
@@ -44,7 +45,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     add_forms(parser)
     add_jobs(parser, help="runs at a time (each gets its GPU or share of cores)")
     add_repeat(parser)
-    parser.add_argument("--fresh", action="store_true", help="re-run units that already have a record")
+    FRESH.add_to(parser, "fresh", "re-run units that already have a record")
     parser.add_argument("--refresh-index", action="store_true", help="ask the index again for ranges and latest")
     add_timeout(parser)
     parser.add_argument(

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reprobisect.bisect.edge_culprits import named_clones
-from reprobisect.commands.options import CommonOptions, add_common
+from reprobisect.commands.options import CLONES, CULPRITS, CommonOptions, add_common
 from reprobisect.commands.run_options import RunOptions, add_run_options
 from reprobisect.commands.script_options import ScriptOptions, add_script_options
 from reprobisect.commands.timing_options import TimingOptions, add_timing
@@ -28,20 +28,18 @@ def add_triage_options(parser: argparse.ArgumentParser) -> None:
     )
     add_script_options(parser, script=False)
     add_run_options(parser)
-    parser.add_argument(
-        "--git",
-        action="append",
-        default=[],
-        metavar="[PACKAGE=]CLONE",
-        help="with a range pin: a whole clone of the package whose releases vary; the commits between the tags of "
+    CLONES.add_to(
+        parser,
+        "git",
+        "with a range pin: a whole clone of the package whose releases vary; the commits between the tags of "
         "each change are bisected for the one that introduced (or fixed) the bug. With ranges on two packages, "
         "one per package (--git deepspeed=CLONE --git lightning=CLONE): the commit behind each edge of the grid, "
         "along that package, the other held at the edge's release; a package given none is not searched",
     )
-    parser.add_argument(
-        "--culprits",
-        action="store_true",
-        help="as --git, with a clone of the package's known repository the harness makes (network allowing); "
+    CULPRITS.add_to(
+        parser,
+        "culprits",
+        "as --git, with a clone of the package's known repository the harness makes (network allowing); "
         "beside two ranges, for each package --git does not name",
     )
     parser.add_argument(
