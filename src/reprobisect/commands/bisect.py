@@ -17,20 +17,22 @@ from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.search import PROBE_ALL_UP_TO
 from reprobisect.bisect.timed import ambiguous_versions
+from reprobisect.commands.declared import Flag, add_fields, composed, option, read_fields
 from reprobisect.commands.engine_options import EngineOptions, add_executor, engine_summary
 from reprobisect.commands.options import (
+    BACKEND,
     CLONE,
     CULPRITS,
     FORM,
     FRESH,
+    JOBS,
+    NPROC,
+    NPROC_HELP,
+    REPEAT,
+    TIMEOUT,
     CommonOptions,
     Subparsers,
-    add_backend,
     add_common,
-    add_jobs,
-    add_nproc,
-    add_repeat,
-    add_timeout,
     checked,
     number_option,
     prepare,
@@ -50,136 +52,98 @@ from reprobisect.util.invocation import rerun_head
 __all__ = ["BisectOptions", "run_from_args", "setup_arguments"]
 
 
-def setup_arguments(subparsers: Subparsers) -> None:
-    """Add ``bisect`` and its options. Its ``--form`` and ``--fix`` name one of each (a probe is one run), so
-    they are not the repeatable ones of the other commands."""
-    parser = subparsers.add_parser(
-        "bisect", help="which release (or commit) changed the outcome; every change with --all-transitions"
-    )
-    parser.add_argument("--repro", help="repro name from matrix.yaml")
-    add_script_options(parser)
-    parser.add_argument("--axis", default="deepspeed", help="the package whose releases are searched")
-    parser.add_argument("--good", required=True, help="a release (or git revision) without the target")
-    parser.add_argument("--bad", required=True, help="a release (or git revision) with the target")
-    add_backend(parser)
-    FORM.add_to(parser, "form", "the form to probe (default: cpu-deepspeed on the CPU, cuda on a GPU)")
-    parser.add_argument("--fix", default="none", help="the fix to probe (default: none; or one of --fix-*)")
-    add_nproc(parser)
-    parser.add_argument("--signature", help="bad = this signature id (default: the repro's expected signature)")
-    parser.add_argument("--any-failure", action="store_true", help="bad = any failure")
-    parser.add_argument(
-        "--target-outcome",
-        choices=("PASS", "REPRODUCED", "OTHER_FAILURE", "CRASH"),
-        help="bad = this outcome (with --signature: and that signature); PASS finds the change that fixed a bug",
-    )
-    _add_search(parser)
-    add_timeout(parser, help="seconds per run")
-    add_timing(parser)
-    add_executor(parser)
-    add_common(parser)
-    parser.set_defaults(run=run_from_args, script_args=())
+REPRO = Flag.of("--repro")  # one repro: a search follows one
+AXIS = Flag.of("--axis", default="deepspeed")
+GOOD = Flag.of("--good", required=True, read=lambda value: check_pin(value, "--good"))
+BAD = Flag.of("--bad", required=True, read=lambda value: check_pin(value, "--bad"))
+FIX = Flag.of("--fix", default="none")  # one fix: a probe is one run
+SIGNATURE = Flag.of("--signature", read=lambda value: checked(value, "--signature"))
+ANY_FAILURE = Flag.of("--any-failure", action="store_true")
+TARGET_OUTCOME = Flag.of("--target-outcome", choices=("PASS", "REPRODUCED", "OTHER_FAILURE", "CRASH"))
+ALL_TRANSITIONS = Flag.of("--all-transitions", action="store_true")
+PROBE_ALL = Flag.of(
+    "--probe-all-up-to",
+    type=number_option("--probe-all-up-to", Bound(2, 100_000)),
+    default=PROBE_ALL_UP_TO,
+    metavar="N",
+)
+PRE = Flag.of("--pre", action="store_true")
+ALL_PARENTS = Flag.of("--all-parents", action="store_true")
 
 
-def _add_search(parser: argparse.ArgumentParser) -> None:
-    """How the range is searched: every transition or one, probed how often and how many at a time, releases or a
-    clone's commits."""
-    parser.add_argument("--all-transitions", action="store_true", help="map every change of outcome in the range")
-    parser.add_argument(
-        "--probe-all-up-to",
-        type=number_option("--probe-all-up-to", Bound(2, 100_000)),
-        default=PROBE_ALL_UP_TO,
-        metavar="N",
-        help=f"--all-transitions probes every version of a range of at most N (default {PROBE_ALL_UP_TO}); a longer "
-        "one is sampled (ends, each minor series' first and last release, evenly spaced), then bisected",
-    )
-    CULPRITS.add_to(
-        parser,
-        "culprits",
-        "with --all-transitions over releases: bisect the commits between the two tags of each transition in "
-        "--git CLONE (or a clone of the package's known repository the harness makes, network allowing)",
-    )
-    add_repeat(parser, help="runs per probe; disagreeing repeats mark it flaky")
-    parser.add_argument("--pre", action="store_true", help="include pre-releases")
-    CLONE.add_to(
-        parser,
-        "git",
-        "a whole local clone of the --axis package: bisect its commits (--good/--bad are revisions), or with "
-        "--culprits the clone whose commits between release tags are searched",
-    )
-    parser.add_argument(
-        "--all-parents",
-        action="store_true",
-        help="commits: every commit on the ancestry path, not only the first-parent line of --bad's branch",
-    )
-    FRESH.add_to(parser, "fresh", "re-run probes that already have a record")
-    add_jobs(
-        parser,
-        help="probes at a time: both ends, then every open segment's middle together (--all-transitions), or N "
-        "evenly spaced versions a round (a search for one change, commits included)",
-    )
+def _script(args: argparse.Namespace) -> ScriptOptions:
+    return ScriptOptions.from_args(args, script_args=args.script_args)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BisectOptions:
-    """``bisect``'s command line, read once: what is searched, for what, how, and where it runs."""
+    """``bisect``'s command line, read once: what is searched, for what, how, and where it runs. Each option is
+    declared here once, as its field, in the order ``--help`` lists them (commands/declared.py). Its ``--form`` and
+    ``--fix`` name one of each (a probe is one run), so they are not the repeatable ones of the other commands."""
 
-    repro: str | None
-    script: ScriptOptions
-    axis: str
-    good: str
-    bad: str
-    backend: Literal["auto", "cuda", "cpu"] = "auto"
-    form: str | None = None
-    fix: str = "none"
-    nproc: str | None = None
-    signature: str | None = None
-    any_failure: bool = False
-    target_outcome: str | None = None
-    all_transitions: bool = False
-    probe_all_up_to: int = PROBE_ALL_UP_TO
-    culprits: bool = False
-    repeat: int = 1
-    pre: bool = False
-    git: Path | None = None
-    all_parents: bool = False
-    fresh: bool = False
-    jobs: int = 1
-    timeout: float | None = None
-    timing: TimingOptions = dataclasses.field(default_factory=TimingOptions)
-    engine: EngineOptions = dataclasses.field(default_factory=EngineOptions)
-    common: CommonOptions
+    repro: str | None = option(REPRO, help="repro name from matrix.yaml")
+    script: ScriptOptions = composed(add_script_options, _script)
+    axis: str = option(AXIS, help="the package whose releases are searched")
+    good: str = option(GOOD, help="a release (or git revision) without the target")
+    bad: str = option(BAD, help="a release (or git revision) with the target")
+    backend: Literal["auto", "cuda", "cpu"] = option(BACKEND, help=None)
+    form: str | None = option(FORM, help="the form to probe (default: cpu-deepspeed on the CPU, cuda on a GPU)")
+    fix: str = option(FIX, help="the fix to probe (default: none; or one of --fix-*)")
+    nproc: str | None = option(NPROC, help=NPROC_HELP)
+    signature: str | None = option(SIGNATURE, help="bad = this signature id (default: the repro's expected signature)")
+    any_failure: bool = option(ANY_FAILURE, help="bad = any failure")
+    target_outcome: str | None = option(
+        TARGET_OUTCOME,
+        help="bad = this outcome (with --signature: and that signature); PASS finds the change that fixed a bug",
+    )
+    # how the range is searched: every transition or one, probed how often and how many at a time, releases or a
+    # clone's commits
+    all_transitions: bool = option(ALL_TRANSITIONS, help="map every change of outcome in the range")
+    probe_all_up_to: int = option(
+        PROBE_ALL,
+        help=f"--all-transitions probes every version of a range of at most N (default {PROBE_ALL_UP_TO}); a longer "
+        "one is sampled (ends, each minor series' first and last release, evenly spaced), then bisected",
+    )
+    culprits: bool = option(
+        CULPRITS,
+        help="with --all-transitions over releases: bisect the commits between the two tags of each transition in "
+        "--git CLONE (or a clone of the package's known repository the harness makes, network allowing)",
+    )
+    repeat: int = option(REPEAT, help="runs per probe; disagreeing repeats mark it flaky")
+    pre: bool = option(PRE, help="include pre-releases")
+    git: Path | None = option(
+        CLONE,
+        help="a whole local clone of the --axis package: bisect its commits (--good/--bad are revisions), or with "
+        "--culprits the clone whose commits between release tags are searched",
+    )
+    all_parents: bool = option(
+        ALL_PARENTS,
+        help="commits: every commit on the ancestry path, not only the first-parent line of --bad's branch",
+    )
+    fresh: bool = option(FRESH, help="re-run probes that already have a record")
+    jobs: int = option(
+        JOBS,
+        help="probes at a time: both ends, then every open segment's middle together (--all-transitions), or N "
+        "evenly spaced versions a round (a search for one change, commits included)",
+    )
+    timeout: float | None = option(TIMEOUT, help="seconds per run")
+    timing: TimingOptions = composed(add_timing, TimingOptions.from_args)
+    engine: EngineOptions = composed(add_executor, EngineOptions.from_args)
+    common: CommonOptions = composed(add_common, CommonOptions.from_args)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BisectOptions:
         """The command line as parsed; --good, --bad and --signature are checked as every pin is (``checked``)."""
-        common = CommonOptions.from_args(args)
-        return cls(
-            repro=args.repro,
-            script=ScriptOptions.from_args(args, script_args=args.script_args),
-            axis=args.axis,
-            good=check_pin(args.good, "--good"),
-            bad=check_pin(args.bad, "--bad"),
-            backend=args.backend,
-            form=args.form,
-            fix=args.fix,
-            nproc=args.nproc,
-            signature=checked(args.signature, "--signature"),
-            any_failure=args.any_failure,
-            target_outcome=args.target_outcome,
-            all_transitions=args.all_transitions,
-            probe_all_up_to=args.probe_all_up_to,
-            culprits=args.culprits,
-            repeat=args.repeat,
-            pre=args.pre,
-            git=args.git,
-            all_parents=args.all_parents,
-            fresh=args.fresh,
-            jobs=args.jobs,
-            timeout=args.timeout,
-            timing=TimingOptions.from_args(args),
-            engine=EngineOptions.from_args(args),
-            common=common,
-        )
+        return read_fields(cls, args)
+
+
+def setup_arguments(subparsers: Subparsers) -> None:
+    """Add ``bisect`` and its options (``BisectOptions``)."""
+    parser = subparsers.add_parser(
+        "bisect", help="which release (or commit) changed the outcome; every change with --all-transitions"
+    )
+    add_fields(parser, BisectOptions)
+    parser.set_defaults(run=run_from_args, script_args=())
 
 
 def _slowdown(options: BisectOptions) -> SlowdownRule | None:

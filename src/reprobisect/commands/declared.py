@@ -10,8 +10,9 @@ command that owns it) made a field of a frozen options dataclass with ``option(F
 ``add_fields(parser, Options)`` adds the class's declared fields to a parser in the order the class lists them
 (argparse lists options in the order they were added, so a command's ``--help`` keeps its order), and
 ``read_fields(Options, args, **given)`` builds the object: each declared field from its parsed value (through the
-flag's ``read``, which turns what argparse gives into the field's type: a list into a tuple, a comma list into its
-items), the others (a composed group, a value made of several flags) given. A flag several commands take with the
+flag's ``read``, which turns what argparse gives into the field's type: a list into a tuple, a checked pin), a
+group of options declared elsewhere (``composed(add, read)``: ``ScriptOptions``, ``CommonOptions``) where its field
+stands, and the others (a value made of several flags) given. A flag several commands take with the
 same meaning is one ``Flag`` in a shared module; its help may differ per command, being the field's. One spelling
 with two meanings in two commands (``bisect --good REV`` and ``minimize --good PACKAGE==VERSION ...``) is two
 flags of different kinds; tests/unit/test_declared_options.py checks that no flag is declared twice otherwise.
@@ -24,9 +25,10 @@ import dataclasses
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["Flag", "add_fields", "as_tuple", "declared_flags", "option", "read_fields"]
+__all__ = ["Flag", "add_fields", "as_tuple", "composed", "declared_flags", "option", "read_fields"]
 
 _KEY = "reprobisect.flag"
+_GROUP_KEY = "reprobisect.group"
 _Options = TypeVar("_Options")
 
 
@@ -84,10 +86,25 @@ def option(flag: Flag, *, help: str | None, group: str | None = None) -> Any:
     title of the argument group it is listed under (None: the command's own options). Its default is the flag's,
     through its ``read``."""
     metadata = {_KEY: _Field(flag=flag, help=help, group=group)}
+    if flag.given.get("required"):
+        return dataclasses.field(metadata=metadata)  # no default: the command line always gives it
     if isinstance(flag.default, list | dict | set):
         frozen = flag.read(flag.default)
         return dataclasses.field(default_factory=lambda: frozen, metadata=metadata)
     return dataclasses.field(default=flag.read(flag.default), metadata=metadata)
+
+
+def composed(add: Callable[[argparse.ArgumentParser], None], read: Callable[[argparse.Namespace], Any]) -> Any:
+    """A field that is a group of options declared elsewhere (``ScriptOptions``, ``CommonOptions``, ...): ``add``
+    adds them to the parser where the field stands in its class, ``read`` makes the field's value of the parsed
+    command line."""
+    return dataclasses.field(metadata={_GROUP_KEY: _Composed(add=add, read=read)})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Composed:
+    add: Callable[[argparse.ArgumentParser], None]
+    read: Callable[[argparse.Namespace], Any]
 
 
 def _declared(cls: type) -> list[tuple[str, _Field]]:
@@ -110,23 +127,33 @@ def add_fields(
     once, by title); ``skip``: fields this command does not take; ``help``: a field's help replaced for this
     command, by field name."""
     groups: dict[str, argparse._ArgumentGroup] = {}
-    for name, declared in _declared(cls):
-        if name in skip:
+    for field in dataclasses.fields(cls):
+        if field.name in skip:
             continue
+        if _GROUP_KEY in field.metadata:
+            field.metadata[_GROUP_KEY].add(parser)
+            continue
+        if _KEY not in field.metadata:
+            continue
+        declared: _Field = field.metadata[_KEY]
         target: argparse.ArgumentParser | argparse._ArgumentGroup = parser
         if declared.group is not None:
             if declared.group not in groups:
                 groups[declared.group] = parser.add_argument_group(declared.group)
             target = groups[declared.group]
-        declared.flag.add_to(target, name, (help or {}).get(name, declared.help))
+        declared.flag.add_to(target, field.name, (help or {}).get(field.name, declared.help))
 
 
 def read_fields(cls: type[_Options], args: argparse.Namespace, **given: Any) -> _Options:
     """An instance of ``cls``: each declared field from ``args`` through its flag's ``read`` (a field whose flag this
-    command does not take keeps its default), every other field from ``given``."""
+    command does not take keeps its default), each composed group by its ``read``, every other field from
+    ``given``."""
     values = dict(given)
-    for name, declared in _declared(cls):
-        if name in values or not hasattr(args, name):
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if field.name in values:
             continue
-        values[name] = declared.flag.read(getattr(args, name))
+        if _GROUP_KEY in field.metadata:
+            values[field.name] = field.metadata[_GROUP_KEY].read(args)
+        elif _KEY in field.metadata and hasattr(args, field.name):
+            values[field.name] = field.metadata[_KEY].flag.read(getattr(args, field.name))
     return cls(**values)

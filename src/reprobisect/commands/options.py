@@ -35,7 +35,8 @@ from reprobisect.model.store import Store
 from reprobisect.run.context import MatrixExecutor, RunContext
 from reprobisect.run.phases import PROFILE_ENV
 from reprobisect.run.sandbox import Confinement
-from reprobisect.util.bounds import JOBS, REPEATS, TIMEOUT, Bound
+from reprobisect.util import bounds
+from reprobisect.util.bounds import Bound
 from reprobisect.util.invocation import default_cells_dir
 from reprobisect.util.redact import declare_secret_name, register_secret, secret_name
 
@@ -102,24 +103,34 @@ def number_option(name: str, bound: Bound) -> Callable[[str], int | float]:
     return parse
 
 
+BACKEND = Flag.of("--backend", choices=("auto", "cuda", "cpu"), default="auto")  # which forms of a repro run
+FIXES = Flag.of("--fix", action="append")  # several fixes, comma-separated or repeated (read with ``split``)
+NPROC = Flag.of("--nproc")  # ranks per run, an axis (replaces matrix.yaml's ``nproc`` axis)
+NPROC_HELP = "ranks per run, comma-separated values (an axis; each rank gets torchrun's variables)"
+REPEAT = Flag.of("--repeat", type=number_option("--repeat", bounds.REPEATS), default=1)  # runs of each unit
+JOBS = Flag.of("--jobs", type=number_option("--jobs", bounds.JOBS), default=1)  # runs (probes, candidates) at a time
+TIMEOUT = Flag.of("--timeout", type=number_option("--timeout", bounds.TIMEOUT))  # per run; None: each repro's own
+TIMEOUT_HELP = "seconds per run (default: the repro's)"
+
+
 def add_repeat(parser: argparse.ArgumentParser, help: str = "run each unit N times") -> None:
     """``--repeat N``: runs of each unit, 1 to 100."""
-    parser.add_argument("--repeat", type=number_option("--repeat", REPEATS), default=1, help=help)
+    REPEAT.add_to(parser, "repeat", help)
 
 
 def add_jobs(parser: argparse.ArgumentParser, help: str, default: int | None = 1) -> None:
     """``--jobs N``: runs (or probes, candidates) at a time, 1 to 256."""
-    parser.add_argument("--jobs", type=number_option("--jobs", JOBS), default=default, help=help)
+    dataclasses.replace(JOBS, default=default).add_to(parser, "jobs", help)
 
 
 def add_backend(parser: argparse.ArgumentParser, help: str | None = None) -> None:
     """``--backend auto|cuda|cpu``: which forms of a repro run."""
-    parser.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto", help=help)
+    BACKEND.add_to(parser, "backend", help)
 
 
 def add_fixes(parser: argparse.ArgumentParser, help: str = "fix name(s); default: all") -> None:
     """``--fix``, repeatable and comma-separated (read it with ``split``)."""
-    parser.add_argument("--fix", action="append", help=help)
+    FIXES.add_to(parser, "fix", help)
 
 
 def add_forms(parser: argparse.ArgumentParser, help: str = "form(s) instead of the backend's") -> None:
@@ -129,14 +140,12 @@ def add_forms(parser: argparse.ArgumentParser, help: str = "form(s) instead of t
 
 def add_nproc(parser: argparse.ArgumentParser) -> None:
     """``--nproc 1,2``: ranks per run, an axis (replaces matrix.yaml's ``nproc`` axis)."""
-    parser.add_argument(
-        "--nproc", help="ranks per run, comma-separated values (an axis; each rank gets torchrun's variables)"
-    )
+    NPROC.add_to(parser, "nproc", NPROC_HELP)
 
 
-def add_timeout(parser: argparse.ArgumentParser, help: str = "seconds per run (default: the repro's)") -> None:
+def add_timeout(parser: argparse.ArgumentParser, help: str = TIMEOUT_HELP) -> None:
     """``--timeout SECONDS`` per run; None leaves each repro's own."""
-    parser.add_argument("--timeout", type=number_option("--timeout", TIMEOUT), help=help)
+    TIMEOUT.add_to(parser, "timeout", help)
 
 
 def add_envs(parser: argparse.ArgumentParser, help: str = "one venv per cell lives here") -> None:
