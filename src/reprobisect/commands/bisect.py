@@ -127,8 +127,8 @@ class BisectOptions:
         "evenly spaced versions a round (a search for one change, commits included)",
     )
     timeout: float | None = option(TIMEOUT, help="seconds per run")
-    timing: TimingOptions = composed(add_timing, TimingOptions.from_args)
-    engine: EngineOptions = composed(add_executor, EngineOptions.from_args)
+    timing: TimingOptions = composed(add_timing, TimingOptions.from_args, TimingOptions)
+    engine: EngineOptions = composed(add_executor, EngineOptions.from_args, EngineOptions)
     common: CommonOptions = composed(add_common, CommonOptions.from_args)
 
     @classmethod

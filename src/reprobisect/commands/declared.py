@@ -79,26 +79,33 @@ class _Field:
     flag: Flag
     help: str | None
     group: str | None
+    dest: str | None  # where argparse keeps it, when not the field's name (its metavar follows it: --fix FIX)
 
 
-def option(flag: Flag, *, help: str | None, group: str | None = None) -> Any:
+def option(flag: Flag, *, help: str | None, group: str | None = None, dest: str | None = None) -> Any:
     """A dataclass field filled from ``flag``: ``help`` is what this command's ``--help`` says of it, ``group`` the
-    title of the argument group it is listed under (None: the command's own options). Its default is the flag's,
-    through its ``read``."""
-    metadata = {_KEY: _Field(flag=flag, help=help, group=group)}
+    title of the argument group it is listed under (None: the command's own options), ``dest`` where argparse keeps
+    the value when not under the field's name. Its default is the flag's, through its ``read``."""
+    metadata = {_KEY: _Field(flag=flag, help=help, group=group, dest=dest)}
     if flag.given.get("required"):
         return dataclasses.field(metadata=metadata)  # no default: the command line always gives it
-    if isinstance(flag.default, list | dict | set):
-        frozen = flag.read(flag.default)
-        return dataclasses.field(default_factory=lambda: frozen, metadata=metadata)
+    if isinstance(flag.default, list | dict | set):  # read anew for each object: never one list shared
+        return dataclasses.field(default_factory=lambda: flag.read(list(flag.default)), metadata=metadata)
     return dataclasses.field(default=flag.read(flag.default), metadata=metadata)
 
 
-def composed(add: Callable[[argparse.ArgumentParser], None], read: Callable[[argparse.Namespace], Any]) -> Any:
+def composed(
+    add: Callable[[argparse.ArgumentParser], None],
+    read: Callable[[argparse.Namespace], Any],
+    default: Callable[[], Any] | None = None,
+) -> Any:
     """A field that is a group of options declared elsewhere (``ScriptOptions``, ``CommonOptions``, ...): ``add``
     adds them to the parser where the field stands in its class, ``read`` makes the field's value of the parsed
-    command line."""
-    return dataclasses.field(metadata={_GROUP_KEY: _Composed(add=add, read=read)})
+    command line; ``default`` makes it where the object is built by hand (none: it must be given)."""
+    metadata = {_GROUP_KEY: _Composed(add=add, read=read)}
+    if default is None:
+        return dataclasses.field(metadata=metadata)
+    return dataclasses.field(default_factory=default, metadata=metadata)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +148,7 @@ def add_fields(
             if declared.group not in groups:
                 groups[declared.group] = parser.add_argument_group(declared.group)
             target = groups[declared.group]
-        declared.flag.add_to(target, field.name, (help or {}).get(field.name, declared.help))
+        declared.flag.add_to(target, declared.dest or field.name, (help or {}).get(field.name, declared.help))
 
 
 def read_fields(cls: type[_Options], args: argparse.Namespace, **given: Any) -> _Options:
@@ -154,6 +161,9 @@ def read_fields(cls: type[_Options], args: argparse.Namespace, **given: Any) -> 
             continue
         if _GROUP_KEY in field.metadata:
             values[field.name] = field.metadata[_GROUP_KEY].read(args)
-        elif _KEY in field.metadata and hasattr(args, field.name):
-            values[field.name] = field.metadata[_KEY].flag.read(getattr(args, field.name))
+        elif _KEY in field.metadata:
+            declared: _Field = field.metadata[_KEY]
+            dest = declared.dest or field.name
+            if hasattr(args, dest):
+                values[field.name] = declared.flag.read(getattr(args, dest))
     return cls(**values)

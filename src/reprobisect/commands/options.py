@@ -77,9 +77,14 @@ def _default_base() -> str:
     return str(getattr(sys, "_base_executable", sys.executable))
 
 
+def split(values: Sequence[str] | None) -> tuple[str, ...]:
+    """``--fix a,b --fix c`` as ``("a", "b", "c")``; nothing given is ``()``."""
+    return tuple(item for value in values or () for item in value.split(",") if item)
+
+
 OUT = Flag.of("--out", type=Path, default=Path("reports"))  # the records' folder: every command that runs or reads them
 DEBUG = Flag.of("--debug", action="store_true")
-FORMS = Flag.of("--form", action="append")  # several forms, comma-separated or repeated (read with ``split``)
+FORMS = Flag.of("--form", action="append", read=split)  # several forms, comma-separated or repeated
 FORM = Flag.of("--form")  # one form: a search or a minimization follows one
 FRESH = Flag.of("--fresh", action="store_true")
 REPROS = Flag.of("--repro", action="append")  # matrix.yaml's repros, several
@@ -104,7 +109,7 @@ def number_option(name: str, bound: Bound) -> Callable[[str], int | float]:
 
 
 BACKEND = Flag.of("--backend", choices=("auto", "cuda", "cpu"), default="auto")  # which forms of a repro run
-FIXES = Flag.of("--fix", action="append")  # several fixes, comma-separated or repeated (read with ``split``)
+FIXES = Flag.of("--fix", action="append", read=split)  # several fixes, comma-separated or repeated
 NPROC = Flag.of("--nproc")  # ranks per run, an axis (replaces matrix.yaml's ``nproc`` axis)
 NPROC_HELP = "ranks per run, comma-separated values (an axis; each rank gets torchrun's variables)"
 REPEAT = Flag.of("--repeat", type=number_option("--repeat", bounds.REPEATS), default=1)  # runs of each unit
@@ -309,11 +314,6 @@ class CommonOptions:
     def environ(self) -> Mapping[str, str]:
         """The environment runs start from: this process's, with ``--profile``'s switch for the runs' phase clock."""
         return {**os.environ, PROFILE_ENV: "1"} if self.profile else os.environ
-
-
-def split(values: Sequence[str] | None) -> tuple[str, ...]:
-    """``--fix a,b --fix c`` as ``("a", "b", "c")``; nothing given is ``()``."""
-    return tuple(item for value in values or () for item in value.split(",") if item)
 
 
 def prepare(common: CommonOptions, *, wheelhouse: bool = True) -> None:

@@ -10,20 +10,22 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+from reprobisect.commands.declared import Flag, add_fields, composed, option, read_fields
 from reprobisect.commands.engine_options import EngineOptions, add_executor
 from reprobisect.commands.options import (
+    BACKEND,
+    FIXES,
+    FORMS,
     FRESH,
+    JOBS,
+    NPROC,
+    NPROC_HELP,
+    REPEAT,
+    TIMEOUT,
+    TIMEOUT_HELP,
     CommonOptions,
-    add_backend,
-    add_fixes,
-    add_forms,
-    add_jobs,
-    add_nproc,
-    add_repeat,
-    add_timeout,
     checked,
     number_option,
-    split,
 )
 from reprobisect.config.expand import MAX_CELLS, PINNED_AXES
 from reprobisect.errors import ConfigError
@@ -31,39 +33,6 @@ from reprobisect.run.matrix_request import MatrixRequest
 from reprobisect.util.bounds import CELLS
 
 __all__ = ["RunOptions", "add_run_options", "axis_values", "matrix_request", "parse_requires"]
-
-
-def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The options ``matrix`` and ``triage`` share: which forms, fixes and cells, how many at a time, how often."""
-    add_backend(parser)
-    parser.add_argument(
-        "--select", action="append", default=[], help="keep cells where AXIS=PATTERN, e.g. 'deepspeed=0.18.*'"
-    )
-    parser.add_argument("--python", help="replace the python axis (comma-separated values)")
-    add_nproc(parser)
-    add_fixes(parser)
-    add_forms(parser)
-    add_jobs(parser, help="runs at a time (each gets its GPU or share of cores)")
-    add_repeat(parser)
-    FRESH.add_to(parser, "fresh", "re-run units that already have a record")
-    parser.add_argument("--refresh-index", action="store_true", help="ask the index again for ranges and latest")
-    add_timeout(parser)
-    parser.add_argument(
-        "--max-cells",
-        type=number_option("--max-cells", CELLS),
-        default=MAX_CELLS,
-        metavar="N",
-        help=f"plan at most N cells (default {MAX_CELLS}): a matrix whose axes expand to more is refused",
-    )
-    parser.add_argument(
-        "--require",
-        action="append",
-        default=[],
-        metavar="NAME==VERSION",
-        help="install this package at this version in every cell, beside the matrix's (repeatable): "
-        "numpy==1.26.4 where a report's environment had it; the cell's id names it",
-    )
-    add_executor(parser)
 
 
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?")
@@ -99,44 +68,50 @@ def axis_values(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
+SELECT = Flag.of("--select", action="append", default=[], read=tuple)
+PYTHON = Flag.of("--python", read=lambda value: checked(value, "--python"))
+REFRESH_INDEX = Flag.of("--refresh-index", action="store_true")
+MAX_CELLS_FLAG = Flag.of("--max-cells", type=number_option("--max-cells", CELLS), default=MAX_CELLS, metavar="N")
+REQUIRE = Flag.of("--require", action="append", default=[], metavar="NAME==VERSION", read=lambda v: parse_requires(v))
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunOptions:
-    """``add_run_options``'s group, read once: the options ``matrix`` and ``triage`` share."""
+    """The options ``matrix`` and ``triage`` share, read once: which forms, fixes and cells, how many at a time, how
+    often. Each declared here once, as its field, in the order ``--help`` lists them (commands/declared.py)."""
 
-    backend: Literal["auto", "cuda", "cpu"] = "auto"
-    select: tuple[str, ...] = ()
-    python: str | None = None  # replaces the python axis
-    nproc: str | None = None  # replaces the nproc axis
-    fixes: tuple[str, ...] = ()  # --fix, split
-    forms: tuple[str, ...] = ()  # --form, split
-    jobs: int = 1
-    repeat: int = 1
-    fresh: bool = False
-    refresh_index: bool = False
-    timeout: float | None = None
-    max_cells: int = MAX_CELLS
-    requires: Mapping[str, str] = dataclasses.field(default_factory=dict)  # --require NAME==VERSION, by name
-    engine: EngineOptions = dataclasses.field(default_factory=EngineOptions)
+    backend: Literal["auto", "cuda", "cpu"] = option(BACKEND, help=None)
+    select: tuple[str, ...] = option(SELECT, help="keep cells where AXIS=PATTERN, e.g. 'deepspeed=0.18.*'")
+    python: str | None = option(PYTHON, help="replace the python axis (comma-separated values)")  # replaces the axis
+    nproc: str | None = option(NPROC, help=NPROC_HELP)  # replaces the nproc axis
+    fixes: tuple[str, ...] = option(FIXES, help="fix name(s); default: all", dest="fix")
+    forms: tuple[str, ...] = option(FORMS, help="form(s) instead of the backend's", dest="form")
+    jobs: int = option(JOBS, help="runs at a time (each gets its GPU or share of cores)")
+    repeat: int = option(REPEAT, help="run each unit N times")
+    fresh: bool = option(FRESH, help="re-run units that already have a record")
+    refresh_index: bool = option(REFRESH_INDEX, help="ask the index again for ranges and latest")
+    timeout: float | None = option(TIMEOUT, help=TIMEOUT_HELP)
+    max_cells: int = option(
+        MAX_CELLS_FLAG,
+        help=f"plan at most N cells (default {MAX_CELLS}): a matrix whose axes expand to more is refused",
+    )
+    requires: Mapping[str, str] = option(
+        REQUIRE,
+        help="install this package at this version in every cell, beside the matrix's (repeatable): "
+        "numpy==1.26.4 where a report's environment had it; the cell's id names it",
+        dest="require",
+    )  # --require NAME==VERSION, by name
+    engine: EngineOptions = composed(add_executor, EngineOptions.from_args, EngineOptions)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
         """The group as parsed; --python is checked as every pin is (``checked``)."""
-        return cls(
-            backend=args.backend,
-            select=tuple(args.select),
-            python=checked(args.python, "--python"),
-            nproc=args.nproc,
-            fixes=split(args.fix),
-            forms=split(args.form),
-            jobs=args.jobs,
-            repeat=args.repeat,
-            fresh=args.fresh,
-            refresh_index=args.refresh_index,
-            timeout=args.timeout,
-            max_cells=args.max_cells,
-            requires=parse_requires(args.require),
-            engine=EngineOptions.from_args(args),
-        )
+        return read_fields(cls, args)
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options ``matrix`` and ``triage`` share: which forms, fixes and cells, how many at a time, how often."""
+    add_fields(parser, RunOptions)
 
 
 def matrix_request(
