@@ -8,6 +8,7 @@ import dataclasses
 import json
 
 from reprobisect.cells.base import base_interpreter
+from reprobisect.commands.declared import Flag, add_fields, composed, option, read_fields
 from reprobisect.commands.options import (
     REPROS,
     CommonOptions,
@@ -15,7 +16,6 @@ from reprobisect.commands.options import (
     add_common,
     prepare,
     run_context,
-    split,
 )
 from reprobisect.commands.output import own_command, run_and_summarize
 from reprobisect.commands.run_options import RunOptions, add_run_options, matrix_request
@@ -28,44 +28,39 @@ from reprobisect.util.invocation import rerun_head
 __all__ = ["MatrixOptions", "run_from_args", "setup_arguments"]
 
 
-def setup_arguments(subparsers: Subparsers) -> None:
-    """Add ``matrix`` and its options."""
-    parser = subparsers.add_parser("matrix", help="run repros across the matrix's cells (one venv per cell)")
-    REPROS.add_to(parser, "repro", "repro name(s) from matrix.yaml; default: all")
-    add_script_options(parser)
-    add_run_options(parser)
-    parser.add_argument("--cell", action="append", default=[], help="run only the cell(s) with this id")
-    parser.add_argument("--list", action="store_true", help="list the cells with their ids and stop")
-    parser.add_argument("--list-json", action="store_true", help="print the cells as a GitHub Actions matrix and stop")
-    add_common(parser)
-    parser.set_defaults(run=run_from_args, script_args=())
+CELL = Flag.of("--cell", action="append", default=[], read=tuple)
+LIST = Flag.of("--list", action="store_true")
+LIST_JSON = Flag.of("--list-json", action="store_true")
+
+
+def _script(args: argparse.Namespace) -> ScriptOptions:
+    return ScriptOptions.from_args(args, script_args=args.script_args)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MatrixOptions:
-    """``matrix``'s command line, read once."""
+    """``matrix``'s command line, read once; each option declared here once, as its field, in the order ``--help``
+    lists them (commands/declared.py)."""
 
-    repros: tuple[str, ...] = ()  # --repro, split; default: all
-    script: ScriptOptions = dataclasses.field(default_factory=ScriptOptions)
-    run: RunOptions = dataclasses.field(default_factory=RunOptions)
-    cells: tuple[str, ...] = ()  # --cell
-    list: bool = False
-    list_json: bool = False
-    common: CommonOptions
+    repros: tuple[str, ...] = option(REPROS, help="repro name(s) from matrix.yaml; default: all", dest="repro")
+    script: ScriptOptions = composed(add_script_options, _script, ScriptOptions)
+    run: RunOptions = composed(add_run_options, RunOptions.from_args, RunOptions)
+    cells: tuple[str, ...] = option(CELL, help="run only the cell(s) with this id", dest="cell")
+    list: bool = option(LIST, help="list the cells with their ids and stop")
+    list_json: bool = option(LIST_JSON, help="print the cells as a GitHub Actions matrix and stop")
+    common: CommonOptions = composed(add_common, CommonOptions.from_args)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MatrixOptions:
         """The command line as parsed."""
-        common = CommonOptions.from_args(args)
-        return cls(
-            repros=split(args.repro),
-            script=ScriptOptions.from_args(args, script_args=args.script_args),
-            run=RunOptions.from_args(args),
-            cells=tuple(args.cell),
-            list=args.list,
-            list_json=args.list_json,
-            common=common,
-        )
+        return read_fields(cls, args)
+
+
+def setup_arguments(subparsers: Subparsers) -> None:
+    """Add ``matrix`` and its options (``MatrixOptions``)."""
+    parser = subparsers.add_parser("matrix", help="run repros across the matrix's cells (one venv per cell)")
+    add_fields(parser, MatrixOptions)
+    parser.set_defaults(run=run_from_args, script_args=())
 
 
 def run_from_args(args: argparse.Namespace) -> int:

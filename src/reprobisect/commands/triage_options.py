@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reprobisect.bisect.edge_culprits import named_clones
+from reprobisect.commands.declared import Flag, add_fields, composed, option, read_fields
 from reprobisect.commands.options import CLONES, CULPRITS, CommonOptions, add_common
 from reprobisect.commands.run_options import RunOptions, add_run_options
 from reprobisect.commands.script_options import ScriptOptions, add_script_options
@@ -21,65 +22,73 @@ from reprobisect.commands.timing_options import TimingOptions, add_timing
 __all__ = ["TriageOptions", "add_triage_options", "parse_triage"]
 
 
-def add_triage_options(parser: argparse.ArgumentParser) -> None:
-    """``triage``'s script and options, in the order its ``--help`` lists them."""
+FULL_GRID = Flag.of("--full-grid", action="store_true")
+
+
+def _add_script(parser: argparse.ArgumentParser) -> None:
+    """The script, triage's argument (not ``--script``), and what goes with it."""
     parser.add_argument(
         "script", type=Path, nargs="?", help="the script to run (any file; it is run as untrusted code), or --pytest"
     )
     add_script_options(parser, script=False)
-    add_run_options(parser)
-    CLONES.add_to(
-        parser,
-        "git",
-        "with a range pin: a whole clone of the package whose releases vary; the commits between the tags of "
-        "each change are bisected for the one that introduced (or fixed) the bug. With ranges on two packages, "
-        "one per package (--git deepspeed=CLONE --git lightning=CLONE): the commit behind each edge of the grid, "
-        "along that package, the other held at the edge's release; a package given none is not searched",
-    )
-    CULPRITS.add_to(
-        parser,
-        "culprits",
-        "as --git, with a clone of the package's known repository the harness makes (network allowing); "
-        "beside two ranges, for each package --git does not name",
-    )
-    parser.add_argument(
-        "--full-grid",
-        action="store_true",
-        help="with ranges on two packages: run every cell of their grid instead of searching it for the boundary "
-        "of the failing region",
-    )
-    add_timing(parser, compare_with=False)
-    add_common(parser)
+
+
+def _script(args: argparse.Namespace) -> ScriptOptions:
+    return ScriptOptions.from_args(args, script_args=args.script_args)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TriageOptions:
-    """``triage``'s command line, read once: the script (or tests), the run, the clone for the commits."""
+    """``triage``'s command line, read once: the script (or tests), the run, the clones for the commits. Each option
+    declared here once, as its field, in the order ``--help`` lists them (commands/declared.py)."""
 
-    script: ScriptOptions = dataclasses.field(default_factory=ScriptOptions)
-    run: RunOptions = dataclasses.field(default_factory=RunOptions)
-    git: Path | None = None  # --git CLONE: the clone of the one package a range varies
-    git_for: Mapping[str, Path] = dataclasses.field(default_factory=dict)  # --git PACKAGE=CLONE, by package
-    culprits: bool = False
-    timing: TimingOptions = dataclasses.field(default_factory=TimingOptions)  # --slower-than: the first release's
-    full_grid: bool = False  # two ranges: every cell (the matrix as before), not the grid search
-    common: CommonOptions
+    script: ScriptOptions = composed(_add_script, _script, ScriptOptions)
+    run: RunOptions = composed(add_run_options, RunOptions.from_args, RunOptions)
+    clones: tuple[str, ...] = option(
+        CLONES,
+        help="with a range pin: a whole clone of the package whose releases vary; the commits between the tags of "
+        "each change are bisected for the one that introduced (or fixed) the bug. With ranges on two packages, "
+        "one per package (--git deepspeed=CLONE --git lightning=CLONE): the commit behind each edge of the grid, "
+        "along that package, the other held at the edge's release; a package given none is not searched",
+        dest="git",
+    )  # as given: ``git`` and ``git_for`` read them
+    culprits: bool = option(
+        CULPRITS,
+        help="as --git, with a clone of the package's known repository the harness makes (network allowing); "
+        "beside two ranges, for each package --git does not name",
+    )
+    full_grid: bool = option(
+        FULL_GRID,
+        help="with ranges on two packages: run every cell of their grid instead of searching it for the boundary "
+        "of the failing region",
+    )  # two ranges: every cell (the matrix as before), not the grid search
+    timing: TimingOptions = composed(
+        lambda parser: add_timing(parser, compare_with=False), TimingOptions.from_args, TimingOptions
+    )  # --slower-than: compared with the first release's
+    common: CommonOptions = composed(add_common, CommonOptions.from_args)
+
+    def __post_init__(self) -> None:
+        named_clones(self.clones)  # a wrong --git is refused as the options are read, naming the value
+
+    @property
+    def git(self) -> Path | None:
+        """``--git CLONE``: the clone of the one package a range varies."""
+        return named_clones(self.clones)[0]
+
+    @property
+    def git_for(self) -> Mapping[str, Path]:
+        """``--git PACKAGE=CLONE``, by package."""
+        return named_clones(self.clones)[1]
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TriageOptions:
         """The command line as parsed."""
-        common = CommonOptions.from_args(args)
-        bare, named = named_clones(args.git)
-        return cls(
-            script=ScriptOptions.from_args(args, script_args=args.script_args),
-            run=RunOptions.from_args(args),
-            git=bare,
-            git_for=named,
-            culprits=args.culprits,
-            timing=TimingOptions.from_args(args),
-            full_grid=args.full_grid,
-            common=common,
-        )
+        return read_fields(cls, args)
+
+
+def add_triage_options(parser: argparse.ArgumentParser) -> None:
+    """``triage``'s script and options (``TriageOptions``), in the order its ``--help`` lists them."""
+    add_fields(parser, TriageOptions)
 
 
 def parse_triage(argv: Sequence[str]) -> TriageOptions:
