@@ -71,6 +71,9 @@ class Flag:
         kwargs = dict(self.given)
         if kwargs.get("action", "store") in ("store", "append"):
             kwargs["default"] = self.default
+        if not self.names[0].startswith("-"):  # a positional argument: argparse names it by its one name
+            parser.add_argument(*self.names, help=help, **kwargs)
+            return
         parser.add_argument(*self.names, dest=dest, help=help, **kwargs)
 
 
@@ -87,7 +90,8 @@ def option(flag: Flag, *, help: str | None, group: str | None = None, dest: str 
     title of the argument group it is listed under (None: the command's own options), ``dest`` where argparse keeps
     the value when not under the field's name. Its default is the flag's, through its ``read``."""
     metadata = {_KEY: _Field(flag=flag, help=help, group=group, dest=dest)}
-    if flag.given.get("required"):
+    positional = not flag.names[0].startswith("-") and flag.given.get("nargs") not in ("?", "*")
+    if flag.given.get("required") or positional:
         return dataclasses.field(metadata=metadata)  # no default: the command line always gives it
     if isinstance(flag.default, list | dict | set):  # read anew for each object: never one list shared
         return dataclasses.field(default_factory=lambda: flag.read(list(flag.default)), metadata=metadata)

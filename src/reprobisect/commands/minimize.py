@@ -17,14 +17,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from reprobisect.commands.declared import Flag, add_fields, composed, option, read_fields
 from reprobisect.commands.options import (
+    BACKEND,
     FORM,
+    JOBS,
+    TIMEOUT,
     CommonOptions,
     Subparsers,
-    add_backend,
     add_common,
-    add_jobs,
-    add_timeout,
     prepare,
     run_context,
 )
@@ -51,49 +52,14 @@ _REDUCERS = ("pyflakes", "picire")
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
-    """Add ``minimize`` and its options."""
+    """Add ``minimize`` and its options (``MinimizeOptions``)."""
     parser = subparsers.add_parser(
         "minimize",
         help="shrink a script to the smallest one that still fails on the bad release and not on the good one",
         description="Arguments after '--' go to the script. Example: reprobisect minimize issue.py "
         "--bad deepspeed==0.16.5 --good deepspeed==0.16.4 --jobs 2 --budget 20m",
     )
-    parser.add_argument("script", type=Path, help="the script to minimize (it is run as untrusted code)")
-    parser.add_argument(
-        "--bad",
-        action="append",
-        required=True,
-        metavar="PACKAGE==VERSION",
-        help="the cell where the script fails: pins of one or more packages (comma-separated or repeated)",
-    )
-    parser.add_argument(
-        "--good",
-        action="append",
-        metavar="PACKAGE==VERSION",
-        help="the cell where it does not fail that way; a candidate is kept only if it still tells the two apart",
-    )
-    EXPECT_SIGNATURE.add_to(parser, "expect_signature", "the known name or signature id the bad cell must show")
-    FORM.add_to(parser, "form", "the form to run (default: cuda on a GPU, cpu-deepspeed on the CPU)")
-    SHIM.add_to(parser, "shim", "run the script through the Lightning CPU shim")
-    ENV.add_to(parser, "env", "a variable for every run")
-    add_jobs(parser, default=2, help="candidates run at a time (default 2)")
-    parser.add_argument(
-        "--budget",
-        action="append",
-        default=[],
-        help="stop after this long or this many runs: 600, 10m, 1h, 200runs (repeat for both); default none: "
-        "the reducer stops when a whole pass removes nothing",
-    )
-    parser.add_argument(
-        "--try-traceback-lines",
-        dest="keep_traceback",
-        action="store_false",
-        help="also try removing the statements the original's failure passed through (kept by default: without "
-        "them a candidate cannot fail the same way, except by another path)",
-    )
-    add_backend(parser)
-    add_timeout(parser, help="seconds per candidate run (default: 5 times the original's slowest run, at least 60)")
-    add_common(parser)
+    add_fields(parser, MinimizeOptions)
     parser.set_defaults(run=run_from_args, script_args=())
 
 
@@ -114,45 +80,55 @@ def parse_cell_pins(values: Sequence[str] | None, option: str) -> dict[str, str]
     return found
 
 
+SCRIPT = Flag.of("script", type=Path)
+# --bad and --good: the pins of one cell each (not bisect's one revision)
+BAD = Flag.of("--bad", action="append", required=True, metavar="PACKAGE==VERSION", read=tuple)
+GOOD = Flag.of("--good", action="append", metavar="PACKAGE==VERSION", read=lambda values: tuple(values or ()) or None)
+BUDGET = Flag.of("--budget", action="append", default=[], read=tuple)
+KEEP_TRACEBACK = Flag.of("--try-traceback-lines", action="store_false")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MinimizeOptions:
-    """``minimize``'s command line, read once; ``--bad`` and ``--good`` as given (``parse_cell_pins`` reads them)."""
+    """``minimize``'s command line, read once; ``--bad`` and ``--good`` as given (``parse_cell_pins`` reads them).
+    Each option declared here once, as its field, in the order ``--help`` lists them (commands/declared.py)."""
 
-    script: Path
-    bad: tuple[str, ...]
-    good: tuple[str, ...] | None = None
-    expect_signature: str | None = None
-    form: str | None = None
-    shim: bool = False
-    env: tuple[str, ...] = ()  # VAR=VALUE, as given
-    jobs: int = 2
-    budget: tuple[str, ...] = ()
-    keep_traceback: bool = True
-    backend: Literal["auto", "cuda", "cpu"] = "auto"
-    timeout: float | None = None
+    script: Path = option(SCRIPT, help="the script to minimize (it is run as untrusted code)")
+    bad: tuple[str, ...] = option(
+        BAD, help="the cell where the script fails: pins of one or more packages (comma-separated or repeated)"
+    )
+    good: tuple[str, ...] | None = option(
+        GOOD,
+        help="the cell where it does not fail that way; a candidate is kept only if it still tells the two apart",
+    )
+    expect_signature: str | None = option(
+        EXPECT_SIGNATURE, help="the known name or signature id the bad cell must show"
+    )
+    form: str | None = option(FORM, help="the form to run (default: cuda on a GPU, cpu-deepspeed on the CPU)")
+    shim: bool = option(SHIM, help="run the script through the Lightning CPU shim")
+    env: tuple[str, ...] = option(ENV, help="a variable for every run")  # VAR=VALUE, as given
+    jobs: int = option(dataclasses.replace(JOBS, default=2), help="candidates run at a time (default 2)")
+    budget: tuple[str, ...] = option(
+        BUDGET,
+        help="stop after this long or this many runs: 600, 10m, 1h, 200runs (repeat for both); default none: "
+        "the reducer stops when a whole pass removes nothing",
+    )
+    keep_traceback: bool = option(
+        KEEP_TRACEBACK,
+        help="also try removing the statements the original's failure passed through (kept by default: without "
+        "them a candidate cannot fail the same way, except by another path)",
+    )
+    backend: Literal["auto", "cuda", "cpu"] = option(BACKEND, help=None)
+    timeout: float | None = option(
+        TIMEOUT, help="seconds per candidate run (default: 5 times the original's slowest run, at least 60)"
+    )
     script_args: tuple[str, ...] = ()  # what follows ``--``
-    common: CommonOptions
+    common: CommonOptions = composed(add_common, CommonOptions.from_args)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MinimizeOptions:
         """The command line as parsed."""
-        common = CommonOptions.from_args(args)
-        return cls(
-            script=args.script,
-            bad=tuple(args.bad),
-            good=tuple(args.good) if args.good else None,
-            expect_signature=args.expect_signature,
-            form=args.form,
-            shim=args.shim,
-            env=tuple(args.env or ()),
-            jobs=args.jobs,
-            budget=tuple(args.budget),
-            keep_traceback=args.keep_traceback,
-            backend=args.backend,
-            timeout=args.timeout,
-            script_args=tuple(args.script_args),
-            common=common,
-        )
+        return read_fields(cls, args, script_args=tuple(args.script_args))
 
 
 def _request(options: MinimizeOptions) -> MinimizeRequest:
