@@ -14,20 +14,22 @@ from typing import TYPE_CHECKING, Literal
 
 from packaging.version import InvalidVersion, Version
 
+from reprobisect.commands.declared import Flag, add_fields, composed, option, read_fields
 from reprobisect.commands.engine_options import EngineOptions, add_executor, engine_summary
 from reprobisect.commands.options import (
+    BACKEND,
     CLONE,
     CULPRITS,
+    FIXES,
+    FORMS,
+    JOBS,
+    REPEAT,
     REPROS,
+    TIMEOUT,
+    TIMEOUT_HELP,
     CommonOptions,
     Subparsers,
-    add_backend,
     add_common,
-    add_fixes,
-    add_forms,
-    add_jobs,
-    add_repeat,
-    add_timeout,
     checked,
     number_option,
     prepare,
@@ -52,200 +54,130 @@ __all__ = ["EXIT_STATUS_FILE", "CloneOptions", "NightlyOptions", "run_from_args"
 EXIT_STATUS_FILE = "exit-status"
 
 
-def setup_arguments(subparsers: Subparsers) -> None:
-    """Add ``nightly`` and its options; ``--deepspeed`` here names what to run instead of the new releases."""
-    parser = subparsers.add_parser(
-        "nightly", help="run DeepSpeed releases newer than the baseline, compare, bisect; exit 1 on a regression"
-    )
-    parser.add_argument(
-        "--state",
-        type=Path,
-        default=Path("reports/nightly/state"),
-        help="the baseline and history, carried from night to night (a CI artifact)",
-    )
-    add_backend(parser)
-    parser.add_argument("--up-to", help="consider releases up to this one only (what was out on a past night)")
-    parser.add_argument("--baseline-release", help="(re)seed: run the slice on this release and make it the baseline")
-    REPROS.add_to(parser, "repro", "repro name(s); default: matrix.yaml's nightly.repros")
-    add_forms(parser)
-    add_fixes(parser)
-    add_jobs(parser, help="runs at a time")
-    add_timeout(parser)
-    parser.add_argument(
-        "--max-releases",
-        type=number_option("--max-releases", Bound(1, 1000)),
-        default=3,
-        help="run at most the N newest new releases",
-    )
-    parser.add_argument(
-        "--max-bisects",
-        type=number_option("--max-bisects", Bound(0, 1000)),
-        default=3,
-        help="bisect at most N changed runs",
-    )
-    parser.add_argument("--fail-on-change", action="store_true", help="exit 1 on any change, not only regressions")
-    parser.add_argument("--keep-baseline", action="store_true", help="do not advance the baseline")
-    parser.add_argument("--repo", default=None, help="DeepSpeed's git repository, for --deepspeed REF")
-    _add_other_side_options(parser)
-    _add_clone_options(parser)
-    add_repeat(parser, help="runs of each (repro, form, fix): disagreeing is flaky")
-    parser.add_argument(
-        "--corpus",
-        action="append",
-        default=[],
-        metavar="ENTRY",
-        help="run this regression corpus entry (corpus/ENTRY/issue.py) beside the repros, repeatable; 'all' for "
-        "every entry, 'none' for none (default: matrix.yaml's nightly.corpus, when no --repro, script or --pytest)",
-    )
-    parser.add_argument("--corpus-dir", type=Path, help="the corpus folder (default: corpus/ beside matrix.yaml)")
-    add_script_options(parser)
-    add_timing(parser, compare_with=False)
-    add_executor(parser)
-    add_common(
-        parser,
-        pin_help={
-            "deepspeed": "a release (instead of the new ones) or a git ref of DeepSpeed such as main (a VCS cell)"
-        },
-    )
-    parser.set_defaults(run=run_from_args, out=Path("reports/nightly/latest"), script_args=())
-
-
-def _add_other_side_options(parser: argparse.ArgumentParser) -> None:
-    """Whether each regression runs again with newer Lightning releases, to say whose side its fix is on."""
-    parser.add_argument(
-        "--no-other-side",
-        dest="other_side",
-        action="store_false",
-        help="do not run each regression again with the newest Lightning release (and search the first that passes)",
-    )
-    parser.add_argument(
-        "--lightning-up-to",
-        help="the newest Lightning release that check tries (default: the newest on the index)",
-    )
-
-
-def _add_clone_options(parser: argparse.ArgumentParser) -> None:
-    """--git and what goes with it: the clone a night follows (main) or searches between releases' tags."""
-    CLONE.add_to(
-        parser,
-        "git",
-        "a whole clone of DeepSpeed: follow --deepspeed REF (default: its default branch, DeepSpeed's master) "
-        "in it, commit by commit, against last night's commit; each regression gets its commit and pull request, "
-        "a minimized script and the fixes that pass",
-    )
-    parser.add_argument(
-        "--track",
-        choices=("main", "releases"),
-        help="with --git: follow the clone's branch commit by commit (main, the default), or run the new releases "
-        "and find each regression's commit and pull request between their tags in the clone, with a minimized "
-        "script and the fixes that pass (releases)",
-    )
-    CULPRITS.add_to(
-        parser,
-        "culprits",
-        "the release track with a clone of DeepSpeed's repository the harness keeps under <envs>/clones "
-        "(cloned once, fetched each night): --track releases without --git",
-    )
-    parser.add_argument(
-        "--no-fetch", action="store_true", help="with --git: use the clone as it is (offline), no git fetch"
-    )
-    parser.add_argument(
-        "--minimize-budget", default="10m", help="with --git: minimize each regression for this long (600, 10m)"
-    )
+STATE = Flag.of("--state", type=Path, default=Path("reports/nightly/state"))
+UP_TO = Flag.of("--up-to", read=lambda value: checked(value, "--up-to"))
+BASELINE_RELEASE = Flag.of("--baseline-release", read=lambda value: checked(value, "--baseline-release"))
+MAX_RELEASES = Flag.of("--max-releases", type=number_option("--max-releases", Bound(1, 1000)), default=3)
+MAX_BISECTS = Flag.of("--max-bisects", type=number_option("--max-bisects", Bound(0, 1000)), default=3)
+FAIL_ON_CHANGE = Flag.of("--fail-on-change", action="store_true")
+KEEP_BASELINE = Flag.of("--keep-baseline", action="store_true")
+REPO = Flag.of("--repo", read=lambda value: checked(value, "--repo"))
+OTHER_SIDE = Flag.of("--no-other-side", action="store_false")
+LIGHTNING_UP_TO = Flag.of("--lightning-up-to", read=lambda value: checked(value, "--lightning-up-to"))
+TRACK = Flag.of("--track", choices=("main", "releases"))
+NO_FETCH = Flag.of("--no-fetch", action="store_true")
+MINIMIZE_BUDGET = Flag.of("--minimize-budget", default="10m")
+CORPUS_ENTRIES = Flag.of("--corpus", action="append", default=[], metavar="ENTRY", read=split)  # entries to run
+CORPUS_DIR = Flag.of("--corpus-dir", type=Path)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CloneOptions:
-    """``_add_clone_options``' group, read once: the clone a night follows (main) or searches between releases'
-    tags, and how long each regression of main is minimized."""
+    """The clone a night follows (main) or searches between releases' tags, and how long each regression of main is
+    minimized; each option declared here once, as its field."""
 
-    git: Path | None = None
-    track: Literal["main", "releases"] | None = None
-    culprits: bool = False
-    no_fetch: bool = False
-    minimize_budget: str = "10m"
+    git: Path | None = option(
+        CLONE,
+        help="a whole clone of DeepSpeed: follow --deepspeed REF (default: its default branch, DeepSpeed's master) "
+        "in it, commit by commit, against last night's commit; each regression gets its commit and pull request, "
+        "a minimized script and the fixes that pass",
+    )
+    track: Literal["main", "releases"] | None = option(
+        TRACK,
+        help="with --git: follow the clone's branch commit by commit (main, the default), or run the new releases "
+        "and find each regression's commit and pull request between their tags in the clone, with a minimized "
+        "script and the fixes that pass (releases)",
+    )
+    culprits: bool = option(
+        CULPRITS,
+        help="the release track with a clone of DeepSpeed's repository the harness keeps under <envs>/clones "
+        "(cloned once, fetched each night): --track releases without --git",
+    )
+    no_fetch: bool = option(NO_FETCH, help="with --git: use the clone as it is (offline), no git fetch")
+    minimize_budget: str = option(MINIMIZE_BUDGET, help="with --git: minimize each regression for this long (600, 10m)")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CloneOptions:
         """The group as parsed."""
-        return cls(
-            git=args.git,
-            track=args.track,
-            culprits=args.culprits,
-            no_fetch=args.no_fetch,
-            minimize_budget=args.minimize_budget,
-        )
+        return read_fields(cls, args)
+
+
+def _script(args: argparse.Namespace) -> ScriptOptions:
+    return ScriptOptions.from_args(args, script_args=args.script_args)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    """The common block, with ``--deepspeed``'s meaning here."""
+    pin_help = {"deepspeed": "a release (instead of the new ones) or a git ref of DeepSpeed such as main (a VCS cell)"}
+    add_common(parser, pin_help=pin_help)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class NightlyOptions:
-    """``nightly``'s command line, read once. ``--deepspeed`` (what runs instead of the new releases) is the
-    ``deepspeed`` pin of ``common``."""
+    """``nightly``'s command line, read once; each option declared here once, as its field, in the order ``--help``
+    lists them (commands/declared.py). ``--deepspeed`` (what runs instead of the new releases) is the ``deepspeed``
+    pin of ``common``; --repo, --baseline-release and --up-to are checked as every pin is."""
 
-    state: Path
-    backend: Literal["auto", "cuda", "cpu"] = "auto"
-    up_to: str | None = None
-    baseline_release: str | None = None
-    repros: tuple[str, ...] = ()  # --repro, split
-    forms: tuple[str, ...] = ()
-    fixes: tuple[str, ...] = ()
-    jobs: int = 1
-    timeout: float | None = None
-    max_releases: int = 3
-    max_bisects: int = 3
-    fail_on_change: bool = False
-    keep_baseline: bool = False
-    repo: str | None = None
-    other_side: bool = True  # --no-other-side: False
-    lightning_up_to: str | None = None
-    clone: CloneOptions = dataclasses.field(default_factory=CloneOptions)
-    repeat: int = 1
-    corpus: tuple[str, ...] = ()  # --corpus, split: entries, 'all' or 'none'
-    corpus_dir: Path | None = None
-    script: ScriptOptions = dataclasses.field(default_factory=ScriptOptions)
-    timing: TimingOptions = dataclasses.field(default_factory=TimingOptions)  # --slower-than: the baseline's
-    engine: EngineOptions = dataclasses.field(default_factory=EngineOptions)
-    common: CommonOptions
+    state: Path = option(STATE, help="the baseline and history, carried from night to night (a CI artifact)")
+    backend: Literal["auto", "cuda", "cpu"] = option(BACKEND, help=None)
+    up_to: str | None = option(UP_TO, help="consider releases up to this one only (what was out on a past night)")
+    baseline_release: str | None = option(
+        BASELINE_RELEASE, help="(re)seed: run the slice on this release and make it the baseline"
+    )
+    repros: tuple[str, ...] = option(REPROS, help="repro name(s); default: matrix.yaml's nightly.repros", dest="repro")
+    forms: tuple[str, ...] = option(FORMS, help="form(s) instead of the backend's", dest="form")
+    fixes: tuple[str, ...] = option(FIXES, help="fix name(s); default: all", dest="fix")
+    jobs: int = option(JOBS, help="runs at a time")
+    timeout: float | None = option(TIMEOUT, help=TIMEOUT_HELP)
+    max_releases: int = option(MAX_RELEASES, help="run at most the N newest new releases")
+    max_bisects: int = option(MAX_BISECTS, help="bisect at most N changed runs")
+    fail_on_change: bool = option(FAIL_ON_CHANGE, help="exit 1 on any change, not only regressions")
+    keep_baseline: bool = option(KEEP_BASELINE, help="do not advance the baseline")
+    repo: str | None = option(REPO, help="DeepSpeed's git repository, for --deepspeed REF")
+    # whether each regression runs again with newer Lightning releases, to say whose side its fix is on
+    other_side: bool = option(
+        OTHER_SIDE,
+        help="do not run each regression again with the newest Lightning release (and search the first that passes)",
+    )
+    lightning_up_to: str | None = option(
+        LIGHTNING_UP_TO, help="the newest Lightning release that check tries (default: the newest on the index)"
+    )
+    clone: CloneOptions = composed(
+        lambda parser: add_fields(parser, CloneOptions), CloneOptions.from_args, CloneOptions
+    )
+    repeat: int = option(REPEAT, help="runs of each (repro, form, fix): disagreeing is flaky")
+    corpus: tuple[str, ...] = option(
+        CORPUS_ENTRIES,
+        help="run this regression corpus entry (corpus/ENTRY/issue.py) beside the repros, repeatable; 'all' for "
+        "every entry, 'none' for none (default: matrix.yaml's nightly.corpus, when no --repro, script or --pytest)",
+    )  # entries, 'all' or 'none'
+    corpus_dir: Path | None = option(CORPUS_DIR, help="the corpus folder (default: corpus/ beside matrix.yaml)")
+    script: ScriptOptions = composed(add_script_options, _script, ScriptOptions)
+    timing: TimingOptions = composed(
+        lambda parser: add_timing(parser, compare_with=False), TimingOptions.from_args, TimingOptions
+    )  # --slower-than: compared with the baseline's
+    engine: EngineOptions = composed(add_executor, EngineOptions.from_args, EngineOptions)
+    common: CommonOptions = composed(_add_common, CommonOptions.from_args)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> NightlyOptions:
-        """The command line as parsed; --repo, --baseline-release and --up-to are checked as every pin is."""
-        common = CommonOptions.from_args(args)
-        repo = checked(args.repo, "--repo")
-        baseline_release = checked(args.baseline_release, "--baseline-release")
-        up_to = checked(args.up_to, "--up-to")
-        lightning_up_to = checked(args.lightning_up_to, "--lightning-up-to")
-        return cls(
-            state=args.state,
-            backend=args.backend,
-            up_to=up_to,
-            baseline_release=baseline_release,
-            repros=split(args.repro),
-            forms=split(args.form),
-            fixes=split(args.fix),
-            jobs=args.jobs,
-            timeout=args.timeout,
-            max_releases=args.max_releases,
-            max_bisects=args.max_bisects,
-            fail_on_change=args.fail_on_change,
-            keep_baseline=args.keep_baseline,
-            repo=repo,
-            other_side=args.other_side,
-            lightning_up_to=lightning_up_to,
-            clone=CloneOptions.from_args(args),
-            repeat=args.repeat,
-            corpus=split(args.corpus),
-            corpus_dir=args.corpus_dir,
-            script=ScriptOptions.from_args(args, script_args=args.script_args),
-            timing=TimingOptions.from_args(args),
-            engine=EngineOptions.from_args(args),
-            common=common,
-        )
+        """The command line as parsed."""
+        return read_fields(cls, args)
 
     @property
     def deepspeed(self) -> str | None:
         """``--deepspeed``: a release or a git ref to run instead of the new releases."""
         return self.common.pins.get("deepspeed")
+
+
+def setup_arguments(subparsers: Subparsers) -> None:
+    """Add ``nightly`` and its options (``NightlyOptions``); ``--deepspeed`` here names what to run instead of the
+    new releases."""
+    parser = subparsers.add_parser(
+        "nightly", help="run DeepSpeed releases newer than the baseline, compare, bisect; exit 1 on a regression"
+    )
+    add_fields(parser, NightlyOptions)
+    parser.set_defaults(run=run_from_args, out=Path("reports/nightly/latest"), script_args=())
 
 
 def _night(options: NightlyOptions) -> int:
