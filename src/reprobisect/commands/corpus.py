@@ -27,7 +27,8 @@ from typing import Any, Literal
 from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.slowdown_answer import slower_ranges
 from reprobisect.commands.corpus_jobs import default_entry_jobs, failed_row, run_entries
-from reprobisect.commands.options import CLONES, CommonOptions, Subparsers, add_common, add_jobs, number_option
+from reprobisect.commands.declared import Flag, add_fields, composed, option, read_fields
+from reprobisect.commands.options import CLONES, JOBS, CommonOptions, Subparsers, add_common, number_option
 from reprobisect.commands.triage_flow import triage_answers
 from reprobisect.commands.triage_options import parse_triage
 from reprobisect.corpus.entries import entry_folders, gpus_here, why_not_here
@@ -40,48 +41,10 @@ from reprobisect.corpus.table import Header, NotRun, Table, markdown, write_tabl
 from reprobisect.corpus.truth import load_truth
 from reprobisect.corpus.truth_model import PACKAGES, Truth
 from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError
-from reprobisect.util.bounds import JOBS
+from reprobisect.util import bounds
 from reprobisect.util.neutral import command_line
 
 __all__ = ["CorpusOptions", "run_from_args", "setup_arguments"]
-
-
-def setup_arguments(subparsers: Subparsers) -> None:
-    """Add ``corpus`` and its options."""
-    parser = subparsers.add_parser(
-        "corpus",
-        help="triage every corpus entry this machine can run and score it against its truth: k of n exact",
-        description="reprobisect corpus --entry ds-bf16-stray-grad --git ~/DeepSpeed",
-    )
-    parser.add_argument("--corpus", type=Path, default=Path("corpus"), help="the folder of entries")
-    parser.add_argument("--entry", action="append", default=[], help="run only this entry (repeatable)")
-    parser.add_argument(
-        "--backend",
-        choices=("cpu", "cuda"),
-        default="cpu",
-        help="cpu: the CPU entries; cuda: the GPU entries too (on GPUs), the CPU ones still on the CPU",
-    )
-    parser.add_argument("--gpus", type=int, help="GPUs this machine has (default: as nvidia-smi lists them)")
-    CLONES.add_to(
-        parser,
-        "git",
-        "a whole clone of the package whose releases an entry varies; PACKAGE= (deepspeed, lightning) gives it "
-        "to that package's entries only, repeatable, so that one call scores both kinds; a bare CLONE is every entry's",
-    )
-    parser.add_argument(
-        "--no-culprits",
-        action="store_true",
-        help="score ranges and signatures only; the pull request columns say 'not asked' and count as wrong",
-    )
-    add_jobs(parser, help="runs at a time within an entry's triage")
-    parser.add_argument(
-        "--entry-jobs",
-        type=number_option("--entry-jobs", JOBS),
-        help="entries at a time, each in its own process on its share of the cores (default: half the cores, at "
-        "most one per entry); a performance entry always runs alone",
-    )
-    add_common(parser)
-    parser.set_defaults(run=run_from_args, out=Path("reports/corpus"))
 
 
 def refuse_pins(truths: Sequence[Truth], pins: Mapping[str, str]) -> None:
@@ -103,34 +66,57 @@ def _varied(truth: Truth) -> tuple[str, ...]:
     return (truth.package, truth.interaction.partner) if truth.interaction else (truth.package,)
 
 
+CORPUS_DIR = Flag.of("--corpus", type=Path, default=Path("corpus"))  # the folder (nightly's --corpus: entries)
+ENTRY = Flag.of("--entry", action="append", default=[], read=tuple)
+ENTRY_BACKEND = Flag.of("--backend", choices=("cpu", "cuda"), default="cpu")  # which entries, not which forms
+GPUS = Flag.of("--gpus", type=int)
+NO_CULPRITS = Flag.of("--no-culprits", action="store_true")
+ENTRY_JOBS = Flag.of("--entry-jobs", type=number_option("--entry-jobs", bounds.JOBS))
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CorpusOptions:
-    """``corpus``'s command line, read once."""
+    """``corpus``'s command line, read once; each option declared here once, as its field, in the order ``--help``
+    lists them (commands/declared.py)."""
 
-    corpus: Path = Path("corpus")
-    entries: tuple[str, ...] = ()  # --entry: only these
-    backend: Literal["cpu", "cuda"] = "cpu"
-    gpus: int | None = None  # None: as nvidia-smi lists them
-    git: tuple[str, ...] = ()  # [PACKAGE=]CLONE, as given
-    no_culprits: bool = False
-    jobs: int = 1
-    entry_jobs: int | None = None  # None: default_entry_jobs
-    common: CommonOptions
+    corpus: Path = option(CORPUS_DIR, help="the folder of entries")
+    entries: tuple[str, ...] = option(ENTRY, help="run only this entry (repeatable)", dest="entry")
+    backend: Literal["cpu", "cuda"] = option(
+        ENTRY_BACKEND, help="cpu: the CPU entries; cuda: the GPU entries too (on GPUs), the CPU ones still on the CPU"
+    )
+    gpus: int | None = option(GPUS, help="GPUs this machine has (default: as nvidia-smi lists them)")
+    git: tuple[str, ...] = option(
+        CLONES,
+        help="a whole clone of the package whose releases an entry varies; PACKAGE= (deepspeed, lightning) gives it "
+        "to that package's entries only, repeatable, so that one call scores both kinds; a bare CLONE is every entry's",
+    )  # [PACKAGE=]CLONE, as given
+    no_culprits: bool = option(
+        NO_CULPRITS,
+        help="score ranges and signatures only; the pull request columns say 'not asked' and count as wrong",
+    )
+    jobs: int = option(JOBS, help="runs at a time within an entry's triage")
+    entry_jobs: int | None = option(
+        ENTRY_JOBS,
+        help="entries at a time, each in its own process on its share of the cores (default: half the cores, at "
+        "most one per entry); a performance entry always runs alone",
+    )  # None: default_entry_jobs
+    common: CommonOptions = composed(add_common, CommonOptions.from_args)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CorpusOptions:
         """The command line as parsed (a pin is held against the chosen entries once they are read)."""
-        return cls(
-            corpus=args.corpus,
-            entries=tuple(args.entry),
-            backend=args.backend,
-            gpus=args.gpus,
-            git=tuple(args.git),
-            no_culprits=args.no_culprits,
-            jobs=args.jobs,
-            entry_jobs=args.entry_jobs,
-            common=CommonOptions.from_args(args),
-        )
+        return read_fields(cls, args)
+
+
+def setup_arguments(subparsers: Subparsers) -> None:
+    """Add ``corpus`` and its options (``CorpusOptions``)."""
+    parser = subparsers.add_parser(
+        "corpus",
+        help="triage every corpus entry this machine can run and score it against its truth: k of n exact",
+        description="reprobisect corpus --entry ds-bf16-stray-grad --git ~/DeepSpeed",
+    )
+    add_fields(parser, CorpusOptions)
+    parser.set_defaults(run=run_from_args, out=Path("reports/corpus"))
 
 
 def _gpus(options: CorpusOptions) -> int:

@@ -89,7 +89,9 @@ FORM = Flag.of("--form")  # one form: a search or a minimization follows one
 FRESH = Flag.of("--fresh", action="store_true")
 REPROS = Flag.of("--repro", action="append", read=split)  # matrix.yaml's repros, several, comma-separated or repeated
 CLONE = Flag.of("--git", type=Path)  # one whole clone of one package
-CLONES = Flag.of("--git", action="append", default=[], metavar="[PACKAGE=]CLONE")  # a clone per package, or one
+CLONES = Flag.of(
+    "--git", action="append", default=[], metavar="[PACKAGE=]CLONE", read=tuple
+)  # a clone per package, or one
 CULPRITS = Flag.of("--culprits", action="store_true")  # a clone the harness makes of the package's repository
 
 
