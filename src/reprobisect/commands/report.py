@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reprobisect.commands.declared import Flag, add_fields, option, read_fields
 from reprobisect.commands.options import DEBUG, OUT, Subparsers, number_option
 from reprobisect.errors import FAIL_EXIT, ConfigError, NothingToDoError
 from reprobisect.minimize.sections import sections_under
@@ -41,50 +42,13 @@ _FAIL_KINDS = {"regression": "timing-regression", "new-failure": "new-failure"}
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
-    """Add ``report`` and its options (none of the cell-building ones: it only reads records)."""
+    """Add ``report`` and its options (``ReportOptions``; none of the cell-building ones: it only reads records)."""
     parser = subparsers.add_parser(
         "report",
         help="records -> runs.parquet/csv, report.md/html, plots; --baseline DIR",
         description="Records -> runs.parquet, runs.csv, report.md, report.html and PNG plots.",
     )
-    OUT.add_to(parser, "out", "records root (default: reports)")
-    parser.add_argument(
-        "--merge",
-        type=Path,
-        nargs="+",
-        default=[],
-        metavar="DIR",
-        help="more records roots (other machines) merged into one report; a run_id seen twice once",
-    )
-    parser.add_argument(
-        "--latest",
-        action="store_true",
-        help="one record per run (repro, cell, form, fix, repeat): the one that finished last; older records of a "
-        "run recorded again (another session, a fix changed since) are left out",
-    )
-    parser.add_argument("--baseline", type=Path, help="records root to compare with")
-    parser.add_argument(
-        "--threshold",
-        type=number_option("--threshold", Bound(1, 100, whole=False, above=True)),
-        default=1.10,
-        help="median step-time ratio above which a slow-down may count (default 1.10)",
-    )
-    parser.add_argument(
-        "--noise-k",
-        type=number_option("--noise-k", Bound(0, 1000, whole=False)),
-        default=3.0,
-        help="a slow-down must also exceed k × the measured noise (default 3)",
-    )
-    parser.add_argument(
-        "--fail-on",
-        action="append",
-        choices=sorted(_FAIL_KINDS),
-        default=[],
-        help="exit 1 when the baseline comparison finds this (repeatable)",
-    )
-    parser.add_argument("--dest", type=Path, help="where the report files go (default: OUT/report)")
-    parser.add_argument("--markdown", action="store_true", help="print the whole Markdown, not a summary")
-    DEBUG.add_to(parser, "debug", "show tracebacks of harness errors")
+    add_fields(parser, ReportOptions)
     parser.set_defaults(run=run_from_args, error_prefix=PROG)
 
 
@@ -150,34 +114,44 @@ def _failed(comparison: Comparison | None, fail_on: Sequence[str]) -> list[str]:
     return [name for name in fail_on if counts[_FAIL_KINDS[name]]]
 
 
+MERGE = Flag.of("--merge", type=Path, nargs="+", default=[], metavar="DIR", read=tuple)
+LATEST = Flag.of("--latest", action="store_true")
+BASELINE = Flag.of("--baseline", type=Path)
+THRESHOLD = Flag.of(
+    "--threshold", type=number_option("--threshold", Bound(1, 100, whole=False, above=True)), default=1.10
+)
+NOISE_K = Flag.of("--noise-k", type=number_option("--noise-k", Bound(0, 1000, whole=False)), default=3.0)
+FAIL_ON = Flag.of("--fail-on", action="append", choices=sorted(_FAIL_KINDS), default=[], read=tuple)
+REPORT_DEST = Flag.of("--dest", type=Path)  # None: OUT/report
+MARKDOWN = Flag.of("--markdown", action="store_true")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ReportOptions:
-    """``report``'s command line, read once: which records, compared with what, written where."""
+    """``report``'s command line, read once: which records, compared with what, written where. Each option declared
+    here once, as its field, in the order ``--help`` lists them (commands/declared.py)."""
 
-    out: Path = Path("reports")
-    merge: tuple[Path, ...] = ()
-    latest: bool = False
-    baseline: Path | None = None
-    threshold: float = 1.10
-    noise_k: float = 3.0
-    fail_on: tuple[str, ...] = ()
-    dest: Path | None = None  # None: OUT/report
-    markdown: bool = False
+    out: Path = option(OUT, help="records root (default: reports)")
+    merge: tuple[Path, ...] = option(
+        MERGE, help="more records roots (other machines) merged into one report; a run_id seen twice once"
+    )
+    latest: bool = option(
+        LATEST,
+        help="one record per run (repro, cell, form, fix, repeat): the one that finished last; older records of a "
+        "run recorded again (another session, a fix changed since) are left out",
+    )
+    baseline: Path | None = option(BASELINE, help="records root to compare with")
+    threshold: float = option(THRESHOLD, help="median step-time ratio above which a slow-down may count (default 1.10)")
+    noise_k: float = option(NOISE_K, help="a slow-down must also exceed k × the measured noise (default 3)")
+    fail_on: tuple[str, ...] = option(FAIL_ON, help="exit 1 when the baseline comparison finds this (repeatable)")
+    dest: Path | None = option(REPORT_DEST, help="where the report files go (default: OUT/report)")
+    markdown: bool = option(MARKDOWN, help="print the whole Markdown, not a summary")
+    debug: bool = option(DEBUG, help="show tracebacks of harness errors")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ReportOptions:
         """The command line as parsed."""
-        return cls(
-            out=args.out,
-            merge=tuple(args.merge),
-            latest=args.latest,
-            baseline=args.baseline,
-            threshold=args.threshold,
-            noise_k=args.noise_k,
-            fail_on=tuple(args.fail_on),
-            dest=args.dest,
-            markdown=args.markdown,
-        )
+        return read_fields(cls, args)
 
 
 def run_from_args(args: argparse.Namespace) -> int:
