@@ -16,7 +16,8 @@ from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.envs import ensure_env
 from reprobisect.cells.pinning import resolve_cell
-from reprobisect.commands.options import CommonOptions, Subparsers, add_common, add_jobs, prepare
+from reprobisect.commands.declared import Flag, add_fields, composed, option, read_fields
+from reprobisect.commands.options import JOBS, CommonOptions, Subparsers, add_common, prepare
 from reprobisect.config.load import Config, load_config
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
@@ -25,29 +26,35 @@ from reprobisect.util.console import heartbeat
 __all__ = ["BenchOptions", "run_from_args", "setup_arguments"]
 
 
+RUNS = Flag.of("--runs", type=int, default=5)
+NO_PIP = Flag.of("--no-pip", action="store_true", read=lambda skip: not skip)  # with_pip: not --no-pip
+WORKLOADS = Flag.of("--workloads", action="store_true")
+GPU = Flag.of("--gpu", action="store_true")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BenchOptions:
-    """``bench``'s command line, read once (``setup_arguments`` adds it): what to measure and how often."""
+    """``bench``'s command line, read once: what to measure and how often. Each option declared here once, as its
+    field, in the order ``--help`` lists them (commands/declared.py)."""
 
-    runs: int = 5  # runs of the repro for the overhead ratio
-    with_pip: bool = True  # the virtualenv+pip comparison (--no-pip: off)
-    workloads: bool = False
-    gpu: bool = False  # only the GPU rows (bench/gpu.py)
-    jobs: int = 8  # with --gpu: runs at once
-    common: CommonOptions
+    runs: int = option(RUNS, help="runs of the repro for the overhead ratio")
+    with_pip: bool = option(NO_PIP, help="skip the virtualenv+pip comparison", dest="no_pip")  # --no-pip: False
+    workloads: bool = option(
+        WORKLOADS,
+        help="also time a fresh repro gan, a cold all-transitions bisection and --jobs 1 vs 2 (about 20 minutes)",
+    )
+    gpu: bool = option(
+        GPU,
+        help="only the GPU rows: imports and CUDA init, the GAN's cuda form bare and through the harness, alone and "
+        "--jobs at once, with the harness's phases (needs a GPU)",
+    )  # only the GPU rows (bench/gpu.py)
+    jobs: int = option(dataclasses.replace(JOBS, default=8), help="with --gpu: runs at once for the 'N at once' row")
+    common: CommonOptions = composed(add_common, CommonOptions.from_args)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BenchOptions:
         """The command line as parsed."""
-        common = CommonOptions.from_args(args)
-        return cls(
-            runs=args.runs,
-            with_pip=not args.no_pip,
-            workloads=args.workloads,
-            gpu=args.gpu,
-            jobs=args.jobs,
-            common=common,
-        )
+        return read_fields(cls, args)
 
     def request(self) -> BenchRequest:
         """What bench/figures.py measures, from these options."""
@@ -61,23 +68,9 @@ class BenchOptions:
 
 
 def setup_arguments(subparsers: Subparsers) -> None:
-    """Add ``bench`` and its options."""
+    """Add ``bench`` and its options (``BenchOptions``)."""
     parser = subparsers.add_parser("bench", help="cell build and run overhead figures, side by side")
-    parser.add_argument("--runs", type=int, default=5, help="runs of the repro for the overhead ratio")
-    parser.add_argument("--no-pip", action="store_true", help="skip the virtualenv+pip comparison")
-    parser.add_argument(
-        "--workloads",
-        action="store_true",
-        help="also time a fresh repro gan, a cold all-transitions bisection and --jobs 1 vs 2 (about 20 minutes)",
-    )
-    parser.add_argument(
-        "--gpu",
-        action="store_true",
-        help="only the GPU rows: imports and CUDA init, the GAN's cuda form bare and through the harness, alone and "
-        "--jobs at once, with the harness's phases (needs a GPU)",
-    )
-    add_jobs(parser, default=8, help="with --gpu: runs at once for the 'N at once' row")
-    add_common(parser)
+    add_fields(parser, BenchOptions)
     parser.set_defaults(run=run_from_args)
 
 

@@ -6,20 +6,22 @@ import argparse
 import dataclasses
 from typing import Literal
 
+from reprobisect.commands.declared import Flag, add_fields, composed, option, read_fields
 from reprobisect.commands.options import (
+    BACKEND,
+    FIXES,
+    FORMS,
+    JOBS,
+    NPROC,
+    NPROC_HELP,
+    REPEAT,
+    TIMEOUT,
+    TIMEOUT_HELP,
     CommonOptions,
     Subparsers,
-    add_backend,
     add_common,
-    add_fixes,
-    add_forms,
-    add_jobs,
-    add_nproc,
-    add_repeat,
-    add_timeout,
     prepare,
     run_context,
-    split,
 )
 from reprobisect.commands.output import print_runs
 from reprobisect.commands.script_options import ScriptOptions, add_cli_fixes, cli_fix_options, with_script
@@ -37,65 +39,49 @@ from reprobisect.util.shell import shown_setting
 __all__ = ["RunReproOptions", "run_from_args", "setup_arguments"]
 
 
-def setup_arguments(subparsers: Subparsers) -> None:
-    """Add ``repro`` and its options."""
-    parser = subparsers.add_parser("repro", help="run one repro's forms × fixes in one cell and print the table")
-    parser.add_argument("repro", help="repro name from matrix.yaml (gan, zero3)")
-    add_backend(parser, help="auto: the cuda form when torch sees a GPU, else the CPU forms")
-    add_fixes(
-        parser,
-        help="fix name(s), comma-separated or repeated; 'all' for every fix; default: the repro's default_fixes in "
-        "matrix.yaml (the report's code and the fixes that answer it), else every fix",
-    )
-    add_forms(parser, help="form(s) to run instead of the backend's")
-    add_repeat(parser, help="run each form × fix N times")
-    add_jobs(
-        parser,
-        default=None,
-        help="runs at a time (default: one per core the harness may use, at most 8; on the cuda backend they share "
-        "the GPUs round-robin)",
-    )
-    parser.add_argument("--resume", action="store_true", help="reuse stored records of identical runs")
-    add_nproc(parser)
-    add_timeout(parser)
-    add_cli_fixes(parser)
-    add_common(parser)
-    parser.set_defaults(run=run_from_args)
+REPRO = Flag.of("repro")
+RESUME = Flag.of("--resume", action="store_true")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunReproOptions:
-    """``repro``'s command line, read once."""
+    """``repro``'s command line, read once; each option declared here once, as its field, in the order ``--help``
+    lists them (commands/declared.py)."""
 
-    repro: str
-    backend: Literal["auto", "cuda", "cpu"] = "auto"
-    fixes: tuple[str, ...] = ()  # --fix, split ('all' for every fix)
-    forms: tuple[str, ...] = ()  # --form, split
-    repeat: int = 1
-    jobs: int | None = None  # None: one per core the harness may use, at most 8
-    resume: bool = False
-    nproc: str | None = None
-    timeout: float | None = None
-    cli_fixes: CliFixes = dataclasses.field(default_factory=CliFixes)
-    common: CommonOptions
+    repro: str = option(REPRO, help="repro name from matrix.yaml (gan, zero3)")
+    backend: Literal["auto", "cuda", "cpu"] = option(
+        BACKEND, help="auto: the cuda form when torch sees a GPU, else the CPU forms"
+    )
+    fixes: tuple[str, ...] = option(
+        FIXES,
+        help="fix name(s), comma-separated or repeated; 'all' for every fix; default: the repro's default_fixes in "
+        "matrix.yaml (the report's code and the fixes that answer it), else every fix",
+        dest="fix",
+    )  # 'all' for every fix
+    forms: tuple[str, ...] = option(FORMS, help="form(s) to run instead of the backend's", dest="form")
+    repeat: int = option(REPEAT, help="run each form × fix N times")
+    jobs: int | None = option(
+        dataclasses.replace(JOBS, default=None),
+        help="runs at a time (default: one per core the harness may use, at most 8; on the cuda backend they share "
+        "the GPUs round-robin)",
+    )  # None: one per core the harness may use, at most 8
+    resume: bool = option(RESUME, help="reuse stored records of identical runs")
+    nproc: str | None = option(NPROC, help=NPROC_HELP)
+    timeout: float | None = option(TIMEOUT, help=TIMEOUT_HELP)
+    cli_fixes: CliFixes = composed(add_cli_fixes, cli_fix_options, CliFixes)
+    common: CommonOptions = composed(add_common, CommonOptions.from_args)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunReproOptions:
         """The command line as parsed."""
-        common = CommonOptions.from_args(args)
-        return cls(
-            repro=args.repro,
-            backend=args.backend,
-            fixes=split(args.fix),
-            forms=split(args.form),
-            repeat=args.repeat,
-            jobs=args.jobs,
-            resume=args.resume,
-            nproc=args.nproc,
-            timeout=args.timeout,
-            cli_fixes=cli_fix_options(args),
-            common=common,
-        )
+        return read_fields(cls, args)
+
+
+def setup_arguments(subparsers: Subparsers) -> None:
+    """Add ``repro`` and its options (``RunReproOptions``)."""
+    parser = subparsers.add_parser("repro", help="run one repro's forms × fixes in one cell and print the table")
+    add_fields(parser, RunReproOptions)
+    parser.set_defaults(run=run_from_args)
 
 
 def _reproduce_command(options: RunReproOptions) -> str:
@@ -112,14 +98,14 @@ def _reproduce_command(options: RunReproOptions) -> str:
     if options.nproc:
         extra += ["--nproc", options.nproc]
     given = options.cli_fixes
-    for option, values in (
+    for flag, values in (
         ("--fix-args", given.args),
         ("--fix-patch", given.patch),
         ("--fix-override", given.override),
         ("--fix-env", given.env),
     ):
         for value in values:
-            extra += [option, shown_setting(value, fix=True) if option == "--fix-env" else value]
+            extra += [flag, shown_setting(value, fix=True) if flag == "--fix-env" else value]
     return command_line(followed_by(repro_head(options.repro), extra))
 
 

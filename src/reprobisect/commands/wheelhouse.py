@@ -10,46 +10,43 @@ from pathlib import Path
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.index import IndexCache
 from reprobisect.cells.offline_wheelhouse import build_wheelhouse
+from reprobisect.commands.declared import Flag, add_fields, composed, option, read_fields
 from reprobisect.commands.options import CommonOptions, Subparsers, add_common, split
 from reprobisect.config.expand import resolve_value
 
 __all__ = ["WheelhouseOptions", "run_from_args", "setup_arguments"]
 
 
-def setup_arguments(subparsers: Subparsers) -> None:
-    """Add ``wheelhouse`` and its options."""
-    parser = subparsers.add_parser(
-        "wheelhouse", help="build a wheelhouse for offline cells (GPU nodes without network)"
-    )
-    parser.add_argument("--dest", type=Path, default=Path(".whl"), help="folder to fill")
-    parser.add_argument("--target-python", default="3.12", help="Python version of the offline machine")
-    parser.add_argument("--system", action="append", default=[], help="package the target interpreter already has")
-    parser.add_argument("--with", dest="extra", action="append", default=[], help="another requirement to include")
-    add_common(parser)
-    parser.set_defaults(run=run_from_args)
+WHEELHOUSE_DEST = Flag.of("--dest", type=Path, default=Path(".whl"))
+TARGET_PYTHON = Flag.of("--target-python", default="3.12")
+SYSTEM = Flag.of("--system", action="append", default=[], read=split)
+WITH = Flag.of("--with", action="append", default=[], read=tuple)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WheelhouseOptions:
-    """``wheelhouse``'s command line, read once; ``--deepspeed`` is the ``deepspeed`` pin of ``common``."""
+    """``wheelhouse``'s command line, read once; ``--deepspeed`` is the ``deepspeed`` pin of ``common``. Each option
+    declared here once, as its field (commands/declared.py)."""
 
-    dest: Path = Path(".whl")
-    target_python: str = "3.12"
-    system: tuple[str, ...] = ()  # --system, split
-    extra: tuple[str, ...] = ()  # --with
-    common: CommonOptions
+    dest: Path = option(WHEELHOUSE_DEST, help="folder to fill")
+    target_python: str = option(TARGET_PYTHON, help="Python version of the offline machine")
+    system: tuple[str, ...] = option(SYSTEM, help="package the target interpreter already has")
+    extra: tuple[str, ...] = option(WITH, help="another requirement to include")  # --with
+    common: CommonOptions = composed(add_common, CommonOptions.from_args)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> WheelhouseOptions:
         """The command line as parsed."""
-        common = CommonOptions.from_args(args)
-        return cls(
-            dest=args.dest,
-            target_python=args.target_python,
-            system=split(args.system),
-            extra=tuple(args.extra),
-            common=common,
-        )
+        return read_fields(cls, args)
+
+
+def setup_arguments(subparsers: Subparsers) -> None:
+    """Add ``wheelhouse`` and its options (``WheelhouseOptions``)."""
+    parser = subparsers.add_parser(
+        "wheelhouse", help="build a wheelhouse for offline cells (GPU nodes without network)"
+    )
+    add_fields(parser, WheelhouseOptions)
+    parser.set_defaults(run=run_from_args)
 
 
 def run_from_args(args: argparse.Namespace) -> int:
