@@ -51,15 +51,24 @@ class Flag:
     default: Any = None
     read: Callable[[Any], Any] = _same
     given: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # argparse's own keywords
+    default_from: Callable[[], Any] | None = None  # a default that depends on where it runs (an env variable, cwd)
 
     @classmethod
-    def of(cls, *names: str, default: Any = None, read: Callable[[Any], Any] = _same, **argparse_kwargs: Any) -> Flag:
+    def of(
+        cls,
+        *names: str,
+        default: Any = None,
+        read: Callable[[Any], Any] = _same,
+        default_from: Callable[[], Any] | None = None,
+        **argparse_kwargs: Any,
+    ) -> Flag:
         """``Flag.of("--jobs", type=..., default=1)``: the spelling first, then argparse's own keywords. A switch
-        (``store_true``, ``store_false``) defaults to what argparse gives when it is not given."""
+        (``store_true``, ``store_false``) defaults to what argparse gives when it is not given; ``default_from``
+        makes the default each time a parser is made (its field then has none: the parser always gives it)."""
         switch = {"store_true": False, "store_false": True}.get(argparse_kwargs.get("action", ""))
         if switch is not None and default is None:
             default = switch
-        return cls(names=names, default=default, read=read, given=argparse_kwargs)
+        return cls(names=names, default=default, read=read, given=argparse_kwargs, default_from=default_from)
 
     @property
     def name(self) -> str:
@@ -70,7 +79,7 @@ class Flag:
         """Add this flag to ``parser``, its value at ``dest``."""
         kwargs = dict(self.given)
         if kwargs.get("action", "store") in ("store", "append"):
-            kwargs["default"] = self.default
+            kwargs["default"] = self.default if self.default_from is None else self.default_from()
         if not self.names[0].startswith("-"):  # a positional argument: argparse names it by its one name
             parser.add_argument(*self.names, help=help, **kwargs)
             return
@@ -91,7 +100,7 @@ def option(flag: Flag, *, help: str | None, group: str | None = None, dest: str 
     the value when not under the field's name. Its default is the flag's, through its ``read``."""
     metadata = {_KEY: _Field(flag=flag, help=help, group=group, dest=dest)}
     positional = not flag.names[0].startswith("-") and flag.given.get("nargs") not in ("?", "*")
-    if flag.given.get("required") or positional:
+    if flag.given.get("required") or positional or flag.default_from is not None:
         return dataclasses.field(metadata=metadata)  # no default: the command line always gives it
     if isinstance(flag.default, list | dict | set):  # read anew for each object: never one list shared
         return dataclasses.field(default_factory=lambda: flag.read(list(flag.default)), metadata=metadata)

@@ -24,11 +24,11 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 from reprobisect.cells.base import base_interpreter
 from reprobisect.cells.offline_wheelhouse import use_wheelhouse
-from reprobisect.commands.declared import Flag
+from reprobisect.commands.declared import Flag, add_fields, as_tuple, composed, option, read_fields
 from reprobisect.config.expand import PINNED_AXES
 from reprobisect.config.load import check_pin, default_config_path
 from reprobisect.model.store import Store
@@ -155,80 +155,44 @@ def add_timeout(parser: argparse.ArgumentParser, help: str = TIMEOUT_HELP) -> No
     TIMEOUT.add_to(parser, "timeout", help)
 
 
+ENVS = Flag.of("--envs", type=Path, default_from=default_cells_dir)
+CONFIG = Flag.of("--config", type=Path, default_from=default_config_path)
+BASE_PYTHON = Flag.of("--base-python", default_from=lambda: os.environ.get("REPROBISECT_BASE_PYTHON", _default_base()))
+WHEELHOUSE = Flag.of("--wheelhouse", type=Path, default_from=lambda: os.environ.get("REPROBISECT_WHEELHOUSE"))
+CPUS_PER_RUN = Flag.of("--cpus-per-run", type=number_option("--cpus-per-run", Bound(0, 4096)))
+SANDBOX = Flag.of("--no-sandbox", action="store_false")
+NETWORK = Flag.of("--network", choices=("on", "off"), default="on")
+PROFILE = Flag.of("--profile", action="store_true")
+
+
+def _pin_flag(name: str) -> Flag:
+    """``--torch``, ``--deepspeed``, ...: a pinned package's flag, its value checked as the options are read."""
+
+    def read(value: str | None) -> str | None:
+        return checked(value, f"--{name}")
+
+    return Flag.of(f"--{name}", read=read)
+
+
+PINS = {name: _pin_flag(name) for name in PINNED_AXES}  # one flag per pinned package
+
+
 def add_envs(parser: argparse.ArgumentParser, help: str = "one venv per cell lives here") -> None:
     """``--envs DIR``: where the cells (and the op cache beside them) live; the help says where that is now."""
-    default = default_cells_dir()
-    where = f"default here: {default} ($REPROBISECT_ENVS, else ./.cells under nox, else the user's cache folder)"
-    parser.add_argument("--envs", type=Path, default=default, help=f"{help}; {where}")
+    where = f"default here: {default_cells_dir()} ($REPROBISECT_ENVS, else ./.cells under nox, else the user's cache "
+    where += "folder)"
+    ENVS.add_to(parser, "envs", f"{help}; {where}")
 
 
 def add_common(parser: argparse.ArgumentParser, *, pin_help: Mapping[str, str] | None = None) -> None:
     """The block every cell-building command ends with: files, the base interpreter, pins, wheelhouse,
     confinement, --debug (``CommonOptions``). ``pin_help`` replaces the help of a pin whose meaning the command
     changes."""
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=default_config_path(),
-        help="the matrix file (default: ./matrix.yaml, else the one installed with the package)",
-    )
-    OUT.add_to(parser, "out", "records, logs and summaries go here")
-    add_envs(parser)
-    parser.add_argument(
-        "--base-python",
-        default=os.environ.get("REPROBISECT_BASE_PYTHON", _default_base()),
-        help="interpreter cells are made from; 'system' torch is its torch",
-    )
-    for name in PINNED_AXES:
-        default_help = f"pin {name}: a version, a specifier, 'latest'" + _PIN_EXTRA.get(name, "")
-        parser.add_argument(f"--{name}", help=(pin_help or {}).get(name, default_help))
-    parser.add_argument(
-        "--wheelhouse",
-        type=Path,
-        default=os.environ.get("REPROBISECT_WHEELHOUSE"),
-        help="offline: install only from this folder of wheels (env REPROBISECT_WHEELHOUSE)",
-    )
-    parser.add_argument(
-        "--cpus-per-run",
-        type=number_option("--cpus-per-run", Bound(0, 4096)),
-        default=None,
-        help="pin each run to N cores of its own (0: unpinned); default 1 on the cuda backend, unpinned on the CPU",
-    )
-    parser.add_argument(
-        "--no-sandbox",
-        dest="sandbox",
-        action="store_false",
-        help="run repros unconfined (by default each runs in a bubblewrap sandbox: own PID namespace, read-only "
-        "file system, private HOME and /tmp)",
-    )
-    parser.add_argument(
-        "--network",
-        choices=("on", "off"),
-        default="on",
-        help="off: each sandboxed run has only a loopback of its own (gloo and one-host NCCL still work)",
-    )
-    parser.add_argument(
-        "--profile",
-        action="store_true",
-        help="time each run's phases (sandbox start, imports, CUDA init, ops, script, exit report, teardown, record), "
-        "print them after each run and keep them in its record (config.profile)",
-    )
-    _add_secret_env(parser)
-    DEBUG.add_to(parser, "debug", "show tracebacks of harness errors")
+    add_fields(parser, CommonOptions, help=pin_help)
 
 
-def _add_secret_env(parser: argparse.ArgumentParser) -> None:
-    """``--secret-env VAR``: a name the rule of ``util.redact.secret_name`` does not know, made a secret's."""
-    parser.add_argument(
-        "--secret-env",
-        action="append",
-        type=_variable_name,
-        metavar="VAR",
-        help="treat VAR as a secret whatever its name (repeatable): its value, given by --env, --fix-env or "
-        "matrix.yaml, is never written or printed, and runs never get your own $VAR. Names with TOKEN, SECRET, "
-        "PASSW, APIKEY, API_KEY, AUTH, CREDENTIAL, PRIVATE, COOKIE or WEBHOOK in them, a part KEY, KEYS or PASS "
-        "(WANDB_API_KEY, DB_PASS), or starting with AWS_, GITHUB_, AZURE_, GOOGLE_ or HF_TOKEN are secrets already",
-    )
+def _pin_help(name: str) -> str:
+    return f"pin {name}: a version, a specifier, 'latest'" + _PIN_EXTRA.get(name, "")
 
 
 def register_option_secrets(args: argparse.Namespace) -> None:
@@ -275,43 +239,70 @@ def checked(value: str | None, option: str) -> str | None:
     return None if value is None else check_pin(value, option)
 
 
-def _pins(args: argparse.Namespace) -> dict[str, str]:
-    """The pins given on the command line, by package name, each checked (``checked``)."""
-    given = {name: vars(args)[name] for name in PINNED_AXES}  # the block's own options, one per pinned axis
-    return {name: check_pin(value, f"--{name}") for name, value in given.items() if value}
+SECRET_ENV = Flag.of("--secret-env", action="append", type=_variable_name, metavar="VAR", read=as_tuple)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CommonOptions:
     """``add_common``'s block, read once: the files, the base interpreter, the pins, the wheelhouse, the cores and
-    the confinement of each run, ``--profile`` and ``--debug``."""
+    the confinement of each run, ``--profile`` and ``--debug``. Each option declared here once, as its field, in the
+    order ``--help`` lists them (commands/declared.py); a pin that would be read as an option (or breaks a line) is
+    refused as the object is built."""
 
-    config: Path
-    out: Path
-    envs: Path
-    base_python: str
-    pins: Mapping[str, str] = dataclasses.field(default_factory=dict)  # the pins given, by package name
-    wheelhouse: Path | None = None
-    cpus_per_run: int | None = None
-    confinement: Confinement = dataclasses.field(default_factory=Confinement)  # --no-sandbox, --network
-    profile: bool = False
-    debug: bool = False
+    config: Path = option(
+        CONFIG, help="the matrix file (default: ./matrix.yaml, else the one installed with the package)"
+    )
+    out: Path = option(OUT, help="records, logs and summaries go here")
+    envs: Path = composed(add_envs, lambda args: args.envs)
+    base_python: str = option(BASE_PYTHON, help="interpreter cells are made from; 'system' torch is its torch")
+    torch: str | None = option(PINS["torch"], help=_pin_help("torch"))
+    deepspeed: str | None = option(PINS["deepspeed"], help=_pin_help("deepspeed"))
+    lightning: str | None = option(PINS["lightning"], help=_pin_help("lightning"))
+    torchvision: str | None = option(PINS["torchvision"], help=_pin_help("torchvision"))
+    wheelhouse: Path | None = option(
+        WHEELHOUSE, help="offline: install only from this folder of wheels (env REPROBISECT_WHEELHOUSE)"
+    )
+    cpus_per_run: int | None = option(
+        CPUS_PER_RUN,
+        help="pin each run to N cores of its own (0: unpinned); default 1 on the cuda backend, unpinned on the CPU",
+    )
+    sandbox: bool = option(
+        SANDBOX,
+        help="run repros unconfined (by default each runs in a bubblewrap sandbox: own PID namespace, read-only "
+        "file system, private HOME and /tmp)",
+    )
+    network: Literal["on", "off"] = option(
+        NETWORK, help="off: each sandboxed run has only a loopback of its own (gloo and one-host NCCL still work)"
+    )
+    profile: bool = option(
+        PROFILE,
+        help="time each run's phases (sandbox start, imports, CUDA init, ops, script, exit report, teardown, record), "
+        "print them after each run and keep them in its record (config.profile)",
+    )
+    secret_env: tuple[str, ...] = option(
+        SECRET_ENV,
+        help="treat VAR as a secret whatever its name (repeatable): its value, given by --env, --fix-env or "
+        "matrix.yaml, is never written or printed, and runs never get your own $VAR. Names with TOKEN, SECRET, "
+        "PASSW, APIKEY, API_KEY, AUTH, CREDENTIAL, PRIVATE, COOKIE or WEBHOOK in them, a part KEY, KEYS or PASS "
+        "(WANDB_API_KEY, DB_PASS), or starting with AWS_, GITHUB_, AZURE_, GOOGLE_ or HF_TOKEN are secrets already",
+    )  # made secrets before anything runs (register_option_secrets)
+    debug: bool = option(DEBUG, help="show tracebacks of harness errors")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CommonOptions:
-        """The block as parsed; a pin that would be read as an option (or breaks a line) is refused here."""
-        return cls(
-            config=args.config,
-            out=args.out,
-            envs=args.envs,
-            base_python=args.base_python,
-            pins=_pins(args),
-            wheelhouse=args.wheelhouse,
-            cpus_per_run=args.cpus_per_run,
-            confinement=Confinement(sandbox=args.sandbox, network=args.network),
-            profile=args.profile,
-            debug=args.debug,
-        )
+        """The block as parsed."""
+        return read_fields(cls, args)
+
+    @property
+    def pins(self) -> Mapping[str, str]:
+        """The pins given, by package name."""
+        given = {"torch": self.torch, "deepspeed": self.deepspeed, "lightning": self.lightning}
+        return {name: value for name, value in {**given, "torchvision": self.torchvision}.items() if value}
+
+    @property
+    def confinement(self) -> Confinement:
+        """Each run's sandbox: ``--no-sandbox``, ``--network``."""
+        return Confinement(sandbox=self.sandbox, network=self.network)
 
     def environ(self) -> Mapping[str, str]:
         """The environment runs start from: this process's, with ``--profile``'s switch for the runs' phase clock."""
