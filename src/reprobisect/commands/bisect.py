@@ -71,10 +71,6 @@ PRE = Flag.of("--pre", action="store_true")
 ALL_PARENTS = Flag.of("--all-parents", action="store_true")
 
 
-def _script(args: argparse.Namespace) -> ScriptOptions:
-    return ScriptOptions.from_args(args, script_args=args.script_args)
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BisectOptions:
     """``bisect``'s command line, read once: what is searched, for what, how, and where it runs. Each option is
@@ -82,7 +78,7 @@ class BisectOptions:
     ``--fix`` name one of each (a probe is one run), so they are not the repeatable ones of the other commands."""
 
     repro: str | None = option(REPRO, help="repro name from matrix.yaml")
-    script: ScriptOptions = composed(add_script_options, _script)
+    script: ScriptOptions = composed(add_script_options, ScriptOptions.from_args)
     axis: str = option(AXIS, help="the package whose releases are searched")
     good: str = option(GOOD, help="a release (or git revision) without the target")
     bad: str = option(BAD, help="a release (or git revision) with the target")

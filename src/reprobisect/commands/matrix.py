@@ -33,17 +33,13 @@ LIST = Flag.of("--list", action="store_true")
 LIST_JSON = Flag.of("--list-json", action="store_true")
 
 
-def _script(args: argparse.Namespace) -> ScriptOptions:
-    return ScriptOptions.from_args(args, script_args=args.script_args)
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MatrixOptions:
     """``matrix``'s command line, read once; each option declared here once, as its field, in the order ``--help``
     lists them (commands/declared.py)."""
 
     repros: tuple[str, ...] = option(REPROS, help="repro name(s) from matrix.yaml; default: all", dest="repro")
-    script: ScriptOptions = composed(add_script_options, _script, ScriptOptions)
+    script: ScriptOptions = composed(add_script_options, ScriptOptions.from_args, ScriptOptions)
     run: RunOptions = composed(add_run_options, RunOptions.from_args, RunOptions)
     cells: tuple[str, ...] = option(CELL, help="run only the cell(s) with this id", dest="cell")
     list: bool = option(LIST, help="list the cells with their ids and stop")

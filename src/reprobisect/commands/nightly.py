@@ -102,10 +102,6 @@ class CloneOptions:
         return read_fields(cls, args)
 
 
-def _script(args: argparse.Namespace) -> ScriptOptions:
-    return ScriptOptions.from_args(args, script_args=args.script_args)
-
-
 def _add_common(parser: argparse.ArgumentParser) -> None:
     """The common block, with ``--deepspeed``'s meaning here."""
     pin_help = {"deepspeed": "a release (instead of the new ones) or a git ref of DeepSpeed such as main (a VCS cell)"}
@@ -152,7 +148,7 @@ class NightlyOptions:
         "every entry, 'none' for none (default: matrix.yaml's nightly.corpus, when no --repro, script or --pytest)",
     )  # entries, 'all' or 'none'
     corpus_dir: Path | None = option(CORPUS_DIR, help="the corpus folder (default: corpus/ beside matrix.yaml)")
-    script: ScriptOptions = composed(add_script_options, _script, ScriptOptions)
+    script: ScriptOptions = composed(add_script_options, ScriptOptions.from_args, ScriptOptions)
     timing: TimingOptions = composed(
         lambda parser: add_timing(parser, compare_with=False), TimingOptions.from_args, TimingOptions
     )  # --slower-than: compared with the baseline's

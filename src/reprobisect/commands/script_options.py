@@ -119,10 +119,11 @@ class ScriptOptions:
     fixes: CliFixes = dataclasses.field(default_factory=CliFixes)
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, *, script_args: Sequence[str] = ()) -> ScriptOptions:
-        """The group as parsed (triage's script is its argument, the others' ``--script``); ``script_args``: what
-        followed ``--``, for a command that takes it."""
-        return read_fields(cls, args, script_args=tuple(script_args), fixes=cli_fix_options(args))
+    def from_args(cls, args: argparse.Namespace) -> ScriptOptions:
+        """The group as parsed (triage's script is its argument, the others' ``--script``), with what followed
+        ``--`` (``args.script_args``: commands/main.py puts it there for a command that takes it)."""
+        script_args = tuple(getattr(args, "script_args", ()))
+        return read_fields(cls, args, script_args=script_args, fixes=cli_fix_options(args))
 
 
 def add_script_options(parser: argparse.ArgumentParser, *, script: bool = True) -> None:

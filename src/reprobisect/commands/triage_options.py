@@ -33,16 +33,12 @@ def _add_script(parser: argparse.ArgumentParser) -> None:
     add_script_options(parser, script=False)
 
 
-def _script(args: argparse.Namespace) -> ScriptOptions:
-    return ScriptOptions.from_args(args, script_args=args.script_args)
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TriageOptions:
     """``triage``'s command line, read once: the script (or tests), the run, the clones for the commits. Each option
     declared here once, as its field, in the order ``--help`` lists them (commands/declared.py)."""
 
-    script: ScriptOptions = composed(_add_script, _script, ScriptOptions)
+    script: ScriptOptions = composed(_add_script, ScriptOptions.from_args, ScriptOptions)
     run: RunOptions = composed(add_run_options, RunOptions.from_args, RunOptions)
     clones: tuple[str, ...] = option(
         CLONES,
