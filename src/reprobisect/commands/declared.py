@@ -90,13 +90,14 @@ class Flag:
 class _Field:
     flag: Flag
     help: str | None
-    group: str | None
+    group: str | tuple[str, str] | None  # a title, or (title, description)
     dest: str | None  # where argparse keeps it, when not the field's name (its metavar follows it: --fix FIX)
 
 
-def option(flag: Flag, *, help: str | None, group: str | None = None, dest: str | None = None) -> Any:
+def option(flag: Flag, *, help: str | None, group: str | tuple[str, str] | None = None, dest: str | None = None) -> Any:
     """A dataclass field filled from ``flag``: ``help`` is what this command's ``--help`` says of it, ``group`` the
-    title of the argument group it is listed under (None: the command's own options), ``dest`` where argparse keeps
+    title of the argument group it is listed under, or its title and description (None: the command's own options;
+    a group's description is said by its first field), ``dest`` where argparse keeps
     the value when not under the field's name. Its default is the flag's, through its ``read``."""
     metadata = {_KEY: _Field(flag=flag, help=help, group=group, dest=dest)}
     positional = not flag.names[0].startswith("-") and flag.given.get("nargs") not in ("?", "*")
@@ -158,9 +159,10 @@ def add_fields(
         declared: _Field = field.metadata[_KEY]
         target: argparse.ArgumentParser | argparse._ArgumentGroup = parser
         if declared.group is not None:
-            if declared.group not in groups:
-                groups[declared.group] = parser.add_argument_group(declared.group)
-            target = groups[declared.group]
+            title, description = declared.group if isinstance(declared.group, tuple) else (declared.group, None)
+            if title not in groups:
+                groups[title] = parser.add_argument_group(title, description)
+            target = groups[title]
         declared.flag.add_to(target, declared.dest or field.name, (help or {}).get(field.name, declared.help))
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
+from typing import Literal
 
+from reprobisect.commands.declared import Flag, add_fields, declared_flags, option, read_fields
 from reprobisect.commands.options import number_option
 from reprobisect.engine.slurm import SlurmExecutor, SlurmOptions, slurm_arg, slurm_available
 from reprobisect.errors import ConfigError
@@ -21,58 +23,6 @@ _MINUTES = Bound(1, 60 * 24 * 30, unit="minutes")  # a cell's job: up to the lon
 _CPUS = Bound(1, 1024)
 
 __all__ = ["EngineOptions", "add_executor", "engine_summary"]
-
-
-def add_executor(parser: argparse.ArgumentParser) -> None:
-    """``--executor local|slurm`` and what passes through to Slurm (engine/slurm.py): each cell a job, each wave of
-    cells (a matrix, a round of bisection probes, a nightly slice) one job array."""
-    group = parser.add_argument_group(
-        "where runs happen",
-        "with --executor slurm, --out and --envs must lie on a filesystem every node sees (records, cells, op cache)",
-    )
-    group.add_argument(
-        "--executor",
-        choices=("local", "slurm"),
-        default="local",
-        help="local: this machine; slurm: one job per cell, one job array per wave (submitit, sacct, scancel)",
-    )
-    group.add_argument("--slurm-partition", metavar="NAME", help="the partition every job goes to")
-    group.add_argument("--slurm-account", metavar="NAME", help="the account the jobs are charged to")
-    group.add_argument(
-        "--slurm-time",
-        metavar="MINUTES",
-        type=number_option("--slurm-time", _MINUTES),
-        help="time limit of each cell's job (default 60)",
-    )
-    group.add_argument("--slurm-constraint", metavar="FEATURES", help="node features the jobs need (--constraint)")
-    group.add_argument(
-        "--slurm-cpus", metavar="N", type=number_option("--slurm-cpus", _CPUS), help="cores per job (--cpus-per-task)"
-    )
-    group.add_argument(
-        "--slurm-arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any other sbatch option for every job, e.g. qos=high (repeatable); --gres=gpu:N comes from the runs' "
-        "nproc on --backend cuda",
-    )
-    group.add_argument(
-        "--slurm-folder", type=Path, metavar="DIR", help="the jobs' pickles and logs (default: --out/slurm)"
-    )
-
-
-def _slurm_given(args: argparse.Namespace) -> list[str]:
-    """The Slurm options given on the command line, by name."""
-    given = {
-        "--slurm-partition": args.slurm_partition,
-        "--slurm-account": args.slurm_account,
-        "--slurm-time": args.slurm_time,
-        "--slurm-constraint": args.slurm_constraint,
-        "--slurm-cpus": args.slurm_cpus,
-        "--slurm-arg": args.slurm_arg,
-        "--slurm-folder": args.slurm_folder,
-    }
-    return [option for option, value in given.items() if value not in (None, [])]
 
 
 def _sbatch_value(value: str | None, option: str) -> str | None:
@@ -86,33 +36,77 @@ def _sbatch_value(value: str | None, option: str) -> str | None:
     return value
 
 
+_WHERE = (
+    "where runs happen",
+    "with --executor slurm, --out and --envs must lie on a filesystem every node sees (records, cells, op cache)",
+)
+EXECUTOR = Flag.of("--executor", choices=("local", "slurm"), default="local")
+SLURM_PARTITION = Flag.of("--slurm-partition", metavar="NAME")
+SLURM_ACCOUNT = Flag.of("--slurm-account", metavar="NAME")
+SLURM_TIME = Flag.of("--slurm-time", metavar="MINUTES", type=number_option("--slurm-time", _MINUTES))
+SLURM_CONSTRAINT = Flag.of("--slurm-constraint", metavar="FEATURES")
+SLURM_CPUS = Flag.of("--slurm-cpus", metavar="N", type=number_option("--slurm-cpus", _CPUS))
+SLURM_ARG = Flag.of("--slurm-arg", action="append", default=[], metavar="KEY=VALUE", read=tuple)
+SLURM_FOLDER = Flag.of("--slurm-folder", type=Path, metavar="DIR", read=lambda path: path.resolve() if path else None)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EngineOptions:
-    """``add_executor``'s group, read once: ``slurm`` holds what passes through to Slurm with ``--executor slurm``;
-    None is ``--executor local`` (this machine)."""
+    """``--executor local|slurm`` and what passes through to Slurm (engine/slurm.py): each cell a job, each wave of
+    cells (a matrix, a round of bisection probes, a nightly slice) one job array. Each option declared here once,
+    as its field (commands/declared.py); ``slurm`` is what they say, None for ``--executor local`` (this machine).
+    Slurm options without ``--executor slurm`` are refused as the object is built, naming the first: they would be
+    ignored; so is a ``--slurm-arg`` that is no sbatch option, and a value sbatch would read as two lines."""
 
-    slurm: SlurmOptions | None = None
+    executor: Literal["local", "slurm"] = option(
+        EXECUTOR,
+        help="local: this machine; slurm: one job per cell, one job array per wave (submitit, sacct, scancel)",
+        group=_WHERE,
+    )
+    slurm_partition: str | None = option(SLURM_PARTITION, help="the partition every job goes to", group=_WHERE)
+    slurm_account: str | None = option(SLURM_ACCOUNT, help="the account the jobs are charged to", group=_WHERE)
+    slurm_time: int | None = option(SLURM_TIME, help="time limit of each cell's job (default 60)", group=_WHERE)
+    slurm_constraint: str | None = option(
+        SLURM_CONSTRAINT, help="node features the jobs need (--constraint)", group=_WHERE
+    )
+    slurm_cpus: int | None = option(SLURM_CPUS, help="cores per job (--cpus-per-task)", group=_WHERE)
+    slurm_arg: tuple[str, ...] = option(
+        SLURM_ARG,
+        help="any other sbatch option for every job, e.g. qos=high (repeatable); --gres=gpu:N comes from the runs' "
+        "nproc on --backend cuda",
+        group=_WHERE,
+    )
+    slurm_folder: Path | None = option(
+        SLURM_FOLDER, help="the jobs' pickles and logs (default: --out/slurm)", group=_WHERE
+    )
+
+    def __post_init__(self) -> None:
+        given = [flag.name for name, flag in declared_flags(EngineOptions).items()
+                 if name != "executor" and getattr(self, name) not in (None, ())]  # fmt: skip
+        if self.executor == "local" and given:
+            msg = f"{given[0]} goes with --executor slurm"
+            raise ConfigError(msg)
+        _ = self.slurm  # each value one sbatch line, each --slurm-arg an sbatch option: refused here, by flag
+
+    @property
+    def slurm(self) -> SlurmOptions | None:
+        """What passes through to Slurm with ``--executor slurm``; None: this machine."""
+        if self.executor == "local":
+            return None
+        return SlurmOptions(  # each value one sbatch line: never an option in disguise, never two lines
+            partition=_sbatch_value(self.slurm_partition, "--slurm-partition"),
+            account=_sbatch_value(self.slurm_account, "--slurm-account"),
+            time_minutes=self.slurm_time or 60,
+            constraint=_sbatch_value(self.slurm_constraint, "--slurm-constraint"),
+            cpus_per_job=self.slurm_cpus,
+            extra=dict(slurm_arg(text) for text in self.slurm_arg),
+            folder=self.slurm_folder,
+        )
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> EngineOptions:
-        """The group as parsed. Slurm options without ``--executor slurm`` are refused, naming the first: they would
-        be ignored; so is a ``--slurm-arg`` that is no sbatch option."""
-        if args.executor == "local":
-            given = _slurm_given(args)
-            if given:
-                msg = f"{given[0]} goes with --executor slurm"
-                raise ConfigError(msg)
-            return cls()
-        slurm = SlurmOptions(  # each value one sbatch line: never an option in disguise, never two lines
-            partition=_sbatch_value(args.slurm_partition, "--slurm-partition"),
-            account=_sbatch_value(args.slurm_account, "--slurm-account"),
-            time_minutes=args.slurm_time or 60,
-            constraint=_sbatch_value(args.slurm_constraint, "--slurm-constraint"),
-            cpus_per_job=args.slurm_cpus,
-            extra=dict(slurm_arg(text) for text in args.slurm_arg),
-            folder=args.slurm_folder.resolve() if args.slurm_folder else None,
-        )
-        return cls(slurm=slurm)
+        """The group as parsed."""
+        return read_fields(cls, args)
 
     def engine(self) -> MatrixExecutor | None:
         """A new engine of these options, None for this machine: a command makes one, with its ``RunContext``,
@@ -121,6 +115,11 @@ class EngineOptions:
             return None
         slurm_available()
         return SlurmExecutor(self.slurm)
+
+
+def add_executor(parser: argparse.ArgumentParser) -> None:
+    """``EngineOptions``' options, in their group."""
+    add_fields(parser, EngineOptions)
 
 
 def engine_summary(engine: MatrixExecutor | None) -> list[str]:
