@@ -130,5 +130,5 @@ def _indent(token: tokenize.TokenInfo) -> int:
 def _tokens(source: str) -> list[tokenize.TokenInfo]:
     try:
         return list(tokenize.generate_tokens(io.StringIO(source).readline))
-    except (tokenize.TokenError, SyntaxError):
+    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):  # 3.13 raises the last on some text
         return []

@@ -426,7 +426,7 @@ def string_lines(source: str) -> frozenset[int]:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
             if token.type == tokenize.STRING or token.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
                 found.update(range(token.start[0] + 1, token.end[0] + 1))
-    except (tokenize.TokenError, SyntaxError):
+    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):  # 3.13 raises the last on some text
         pass
     return frozenset(found)
 
@@ -438,7 +438,7 @@ def size_of(source: str) -> Size:
     layout = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
     try:
         tokens = sum(1 for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type not in layout)
-    except (tokenize.TokenError, SyntaxError):
+    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):  # 3.13 raises the last on some text
         tokens = len(source.split())
     return Size(lines=lines, tokens=tokens)
 
@@ -458,7 +458,7 @@ def tidy(source: str) -> str:
                 comment_only.add(row)
             elif token.type == tokenize.STRING or token.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
                 in_string.update(range(row + 1, end_row + 1))
-    except (tokenize.TokenError, SyntaxError):
+    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):  # 3.13 raises the last on some text
         return source
     out: list[str] = []
     for number, line in enumerate(lines, start=1):
