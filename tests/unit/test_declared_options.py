@@ -120,3 +120,13 @@ def test_a_flag_the_command_does_not_take_keeps_its_default() -> None:
     parser = argparse.ArgumentParser()
     add_timing(parser, compare_with=False)  # triage and the nightly compare with their first release
     assert TimingOptions.from_args(parser.parse_args(["--slower-than", "10"])).compare_with == "good"
+
+
+def test_options_that_exclude_each_other_are_refused_together() -> None:
+    from reprobisect.commands.main import _parse
+    from reprobisect.commands.ops import OpsOptions
+
+    assert OpsOptions.from_args(_parse(["ops", "--envs", "e", "--max-gib", "2"])).max_gib == 2
+    with pytest.raises(SystemExit) as exited:
+        _parse(["ops", "--envs", "e", "--clear", "--max-gib", "2"])
+    assert exited.value.code == 2

@@ -92,14 +92,23 @@ class _Field:
     help: str | None
     group: str | tuple[str, str] | None  # a title, or (title, description)
     dest: str | None  # where argparse keeps it, when not the field's name (its metavar follows it: --fix FIX)
+    exclusive: str | None  # the options of one name here exclude each other (argparse's mutually exclusive group)
 
 
-def option(flag: Flag, *, help: str | None, group: str | tuple[str, str] | None = None, dest: str | None = None) -> Any:
+def option(
+    flag: Flag,
+    *,
+    help: str | None,
+    group: str | tuple[str, str] | None = None,
+    dest: str | None = None,
+    exclusive: str | None = None,
+) -> Any:
     """A dataclass field filled from ``flag``: ``help`` is what this command's ``--help`` says of it, ``group`` the
     title of the argument group it is listed under, or its title and description (None: the command's own options;
-    a group's description is said by its first field), ``dest`` where argparse keeps
-    the value when not under the field's name. Its default is the flag's, through its ``read``."""
-    metadata = {_KEY: _Field(flag=flag, help=help, group=group, dest=dest)}
+    a group's description is said by its first field), ``dest`` where argparse keeps the value when not under the
+    field's name, ``exclusive`` a name the fields that exclude each other share. Its default is the flag's, through
+    its ``read``."""
+    metadata = {_KEY: _Field(flag=flag, help=help, group=group, dest=dest, exclusive=exclusive)}
     positional = not flag.names[0].startswith("-") and flag.given.get("nargs") not in ("?", "*")
     if flag.given.get("required") or positional or flag.default_from is not None:
         return dataclasses.field(metadata=metadata)  # no default: the command line always gives it
@@ -148,6 +157,7 @@ def add_fields(
     once, by title); ``skip``: fields this command does not take; ``help``: a field's help replaced for this
     command, by field name."""
     groups: dict[str, argparse._ArgumentGroup] = {}
+    exclusive: dict[str, argparse._MutuallyExclusiveGroup] = {}
     for field in dataclasses.fields(cls):
         if field.name in skip:
             continue
@@ -163,6 +173,10 @@ def add_fields(
             if title not in groups:
                 groups[title] = parser.add_argument_group(title, description)
             target = groups[title]
+        if declared.exclusive is not None:
+            if declared.exclusive not in exclusive:
+                exclusive[declared.exclusive] = target.add_mutually_exclusive_group()
+            target = exclusive[declared.exclusive]
         declared.flag.add_to(target, declared.dest or field.name, (help or {}).get(field.name, declared.help))
 
 

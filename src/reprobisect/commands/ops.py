@@ -12,31 +12,12 @@ from pathlib import Path
 from reprobisect.cells.built_wheels import WHEELS
 from reprobisect.cells.op_builds import OPS
 from reprobisect.cells.shared_cache import CacheEntry, SharedCache
+from reprobisect.commands.declared import Flag, add_fields, composed, option, read_fields
 from reprobisect.commands.options import Subparsers, add_envs, number_option
 from reprobisect.run.bytecode import BYTECODE
 from reprobisect.util.bounds import Bound
 
 __all__ = ["OpsOptions", "run_from_args", "setup_arguments"]
-
-
-def setup_arguments(subparsers: Subparsers) -> None:
-    """Add ``ops`` and its options."""
-    parser = subparsers.add_parser(
-        "ops", help="show, bound or clear the shared caches of just-in-time built ops, kept wheels and byte code"
-    )
-    add_envs(
-        parser,
-        help="the cells whose caches they are (REPROBISECT_OP_CACHE, "
-        "REPROBISECT_WHEEL_CACHE and REPROBISECT_BYTECODE_CACHE move them)",
-    )
-    action = parser.add_mutually_exclusive_group()
-    action.add_argument("--clear", action="store_true", help="remove every op build, kept wheel and byte code")
-    action.add_argument(
-        "--max-gib",
-        type=number_option("--max-gib", Bound(0, 1e6, whole=False, above=True)),
-        help="remove least recently used entries above this size, each cache",
-    )
-    parser.set_defaults(run=run_from_args)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -80,18 +61,42 @@ _SHOWN = (
 )
 
 
+CLEAR = Flag.of("--clear", action="store_true")
+MAX_GIB = Flag.of("--max-gib", type=number_option("--max-gib", Bound(0, 1e6, whole=False, above=True)))
+
+
+def _add_envs(parser: argparse.ArgumentParser) -> None:
+    add_envs(
+        parser,
+        help="the cells whose caches they are (REPROBISECT_OP_CACHE, "
+        "REPROBISECT_WHEEL_CACHE and REPROBISECT_BYTECODE_CACHE move them)",
+    )
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OpsOptions:
-    """``ops``' command line, read once: the cells whose caches they are, and what to do to them."""
+    """``ops``' command line, read once: the cells whose caches they are, and what to do to them (one of clearing
+    and bounding). Each option declared here once, as its field (commands/declared.py)."""
 
-    envs: Path
-    clear: bool = False
-    max_gib: float | None = None  # remove least recently used entries above this size, each cache
+    envs: Path = composed(_add_envs, lambda args: args.envs)
+    clear: bool = option(CLEAR, help="remove every op build, kept wheel and byte code", exclusive="action")
+    max_gib: float | None = option(
+        MAX_GIB, help="remove least recently used entries above this size, each cache", exclusive="action"
+    )
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> OpsOptions:
         """The command line as parsed."""
-        return cls(envs=args.envs, clear=args.clear, max_gib=args.max_gib)
+        return read_fields(cls, args)
+
+
+def setup_arguments(subparsers: Subparsers) -> None:
+    """Add ``ops`` and its options (``OpsOptions``)."""
+    parser = subparsers.add_parser(
+        "ops", help="show, bound or clear the shared caches of just-in-time built ops, kept wheels and byte code"
+    )
+    add_fields(parser, OpsOptions)
+    parser.set_defaults(run=run_from_args)
 
 
 def run_from_args(args: argparse.Namespace) -> int:
