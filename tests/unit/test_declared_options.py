@@ -130,3 +130,15 @@ def test_options_that_exclude_each_other_are_refused_together() -> None:
     with pytest.raises(SystemExit) as exited:
         _parse(["ops", "--envs", "e", "--clear", "--max-gib", "2"])
     assert exited.value.code == 2
+
+
+def test_every_option_of_a_command_is_a_flag() -> None:
+    """Outside commands/declared.py no command adds an argument by hand: each is a ``Flag``, declared once."""
+    by_hand = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted((SRC / "commands").glob("*.py"))
+        if path.name != "declared.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
+    ]
+    assert by_hand == []

@@ -23,13 +23,12 @@ __all__ = ["TriageOptions", "add_triage_options", "parse_triage"]
 
 
 FULL_GRID = Flag.of("--full-grid", action="store_true")
+SCRIPT_ARGUMENT = Flag.of("script", type=Path, nargs="?")  # triage's script: its argument, not --script
 
 
 def _add_script(parser: argparse.ArgumentParser) -> None:
     """The script, triage's argument (not ``--script``), and what goes with it."""
-    parser.add_argument(
-        "script", type=Path, nargs="?", help="the script to run (any file; it is run as untrusted code), or --pytest"
-    )
+    SCRIPT_ARGUMENT.add_to(parser, "script", "the script to run (any file; it is run as untrusted code), or --pytest")
     add_script_options(parser, script=False)
 
 
