@@ -314,6 +314,24 @@ def test_find_python_looks_in_pyenv(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert find_python("3.1") == str(tmp_path / "pyenv" / "versions" / "3.1.9" / "bin" / "python3.1")
 
 
+def test_find_python_finds_a_full_version_in_pyenv_by_its_minor_binary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pin of 3.12.1 is pyenv's versions/3.12.1/bin/python3.12 (no python3.12.1 binary exists); 3.1.2 is not
+    3.1.20, and 3.1 takes the newest 3.1.x by number (3.1.20 over 3.1.10 and 3.1.2), never 3.10."""
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    versions = tmp_path / "pyenv" / "versions"
+    for version, binary in (("3.1.2", "python3.1"), ("3.1.20", "python3.1"), ("3.1.10", "python3.1"),
+                            ("3.10.4", "python3.10"), ("3.1.9-debug", "python3.1")):  # fmt: skip
+        (versions / version / "bin").mkdir(parents=True)
+        (versions / version / "bin" / binary).write_text("")
+    assert find_python("3.1.2") == str(versions / "3.1.2" / "bin" / "python3.1")
+    assert find_python("3.1.3") is None
+    assert find_python("3.1") == str(versions / "3.1.20" / "bin" / "python3.1")
+    assert find_python("3.10") == str(versions / "3.10.4" / "bin" / "python3.10")
+
+
 # --- resolving pins ----------------------------------------------------------------------------------------
 
 

@@ -491,7 +491,23 @@ def find_python(version: str) -> str | None:
     found = shutil.which(f"python{version}")
     if found and _runs(found):
         return found
+    return _pyenv_python(version)
+
+
+def _pyenv_python(version: str) -> str | None:
+    """pyenv's interpreter of ``version``: ``3.12.1`` is ``versions/3.12.1/bin/python3.12`` (the binary is named by
+    the minor version: looking for ``python3.12.1`` found none, and a corpus entry pinning 3.12.1 was ENV_ERROR in
+    every cell on a machine that had it); ``3.12`` is the newest ``versions/3.12.*``."""
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    for candidate in sorted(pyenv.glob(f"{version}*/bin/python{version}"), reverse=True):
-        return str(candidate)
-    return None
+    minor = ".".join(version.split(".")[:2])
+    if version.count(".") >= 2:
+        exact = pyenv / version / "bin" / f"python{minor}"
+        return str(exact) if exact.is_file() else None
+    found = [p for p in pyenv.glob(f"{version}.*/bin/python{minor}") if _release(p.parents[1].name) is not None]
+    return str(max(found, key=lambda p: _release(p.parents[1].name) or ())) if found else None
+
+
+def _release(name: str) -> tuple[int, ...] | None:
+    """``3.12.1`` as ``(3, 12, 1)``; None for a folder that is not a plain release (``3.12.1-debug``)."""
+    parts = name.split(".")
+    return tuple(int(part) for part in parts) if all(part.isdigit() for part in parts) else None
