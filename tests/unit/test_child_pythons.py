@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.cells.envs import find_python
+from reprobisect.cells.pythons import find_python
 
 CHILD = Path(__file__).parents[2] / "src" / "reprobisect" / "run" / "child"
 OLDEST = "3.8"

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from reprobisect.cells import envs, pinning
 from reprobisect.cells.base import BaseInterpreter, base_interpreter
-from reprobisect.cells.envs import MARKER, CellEnv, ensure_env, find_python, installer, tree_digest
+from reprobisect.cells.envs import MARKER, CellEnv, ensure_env, installer, tree_digest
 from reprobisect.cells.pinning import install_requirement, resolve_cell
+from reprobisect.cells.pythons import find_python
 from reprobisect.errors import ConfigError, EnvBuildError
 from reprobisect.model.cell import SYSTEM, Cell
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reprobisect.cells.base import BaseInterpreter, base_interpreter
-from reprobisect.cells.envs import find_python
 from reprobisect.cells.index import IndexCache
+from reprobisect.cells.pythons import find_python
 from reprobisect.config.expand import NON_PACKAGE_AXES, PINNED_AXES, RANKS_AXIS, PlannedCell, expand, matches
 from reprobisect.config.load import Config, load_config
 from reprobisect.config.script_imports import rules_for_scripts
