@@ -1,10 +1,9 @@
 """Options that several subcommands share, defined once here, and the typed object their values become.
 
 An option several commands take with one meaning is declared once: a ``Flag`` here (``OUT``, ``DEBUG``, ``FRESH``,
-``CLONE``, ...; commands/declared.py), which each command adds with its own help, or an ``add_*`` function that adds
-it (or the common block) where the caller puts it: argparse lists options in the order they were added, so a
-command keeps its own order and its ``--help`` stays as it was. A help text that differs between commands is a
-parameter, not a copy of the option (tests/unit/test_declared_options.py).
+``CLONE``, ``JOBS``, ...; commands/declared.py), which each command's options class makes a field with its own help,
+in the order its ``--help`` lists them. A help text that differs between commands is the field's, not a copy of the
+option (tests/unit/test_declared_options.py).
 
 A command reads its parsed command line once, into one frozen options object of its own (``BisectOptions``,
 ``MatrixOptions``, ...), right after parsing; the groups several commands share are small options objects of their
@@ -43,15 +42,8 @@ from reprobisect.util.redact import declare_secret_name, register_secret, secret
 __all__ = [
     "CommonOptions",
     "Subparsers",
-    "add_backend",
     "add_common",
     "add_envs",
-    "add_fixes",
-    "add_forms",
-    "add_jobs",
-    "add_nproc",
-    "add_repeat",
-    "add_timeout",
     "checked",
     "number_option",
     "prepare",
@@ -118,41 +110,6 @@ REPEAT = Flag.of("--repeat", type=number_option("--repeat", bounds.REPEATS), def
 JOBS = Flag.of("--jobs", type=number_option("--jobs", bounds.JOBS), default=1)  # runs (probes, candidates) at a time
 TIMEOUT = Flag.of("--timeout", type=number_option("--timeout", bounds.TIMEOUT))  # per run; None: each repro's own
 TIMEOUT_HELP = "seconds per run (default: the repro's)"
-
-
-def add_repeat(parser: argparse.ArgumentParser, help: str = "run each unit N times") -> None:
-    """``--repeat N``: runs of each unit, 1 to 100."""
-    REPEAT.add_to(parser, "repeat", help)
-
-
-def add_jobs(parser: argparse.ArgumentParser, help: str, default: int | None = 1) -> None:
-    """``--jobs N``: runs (or probes, candidates) at a time, 1 to 256."""
-    dataclasses.replace(JOBS, default=default).add_to(parser, "jobs", help)
-
-
-def add_backend(parser: argparse.ArgumentParser, help: str | None = None) -> None:
-    """``--backend auto|cuda|cpu``: which forms of a repro run."""
-    BACKEND.add_to(parser, "backend", help)
-
-
-def add_fixes(parser: argparse.ArgumentParser, help: str = "fix name(s); default: all") -> None:
-    """``--fix``, repeatable and comma-separated (read it with ``split``)."""
-    FIXES.add_to(parser, "fix", help)
-
-
-def add_forms(parser: argparse.ArgumentParser, help: str = "form(s) instead of the backend's") -> None:
-    """``--form``, repeatable and comma-separated (read it with ``split``)."""
-    FORMS.add_to(parser, "form", help)
-
-
-def add_nproc(parser: argparse.ArgumentParser) -> None:
-    """``--nproc 1,2``: ranks per run, an axis (replaces matrix.yaml's ``nproc`` axis)."""
-    NPROC.add_to(parser, "nproc", NPROC_HELP)
-
-
-def add_timeout(parser: argparse.ArgumentParser, help: str = TIMEOUT_HELP) -> None:
-    """``--timeout SECONDS`` per run; None leaves each repro's own."""
-    TIMEOUT.add_to(parser, "timeout", help)
 
 
 ENVS = Flag.of("--envs", type=Path, default_from=default_cells_dir)
@@ -296,8 +253,8 @@ class CommonOptions:
     @property
     def pins(self) -> Mapping[str, str]:
         """The pins given, by package name."""
-        given = {"torch": self.torch, "deepspeed": self.deepspeed, "lightning": self.lightning}
-        return {name: value for name, value in {**given, "torchvision": self.torchvision}.items() if value}
+        given = {name: getattr(self, name) for name in PINNED_AXES}  # one field per pinned package
+        return {name: value for name, value in given.items() if value}
 
     @property
     def confinement(self) -> Confinement:
