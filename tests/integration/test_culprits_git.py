@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.culprits import find_culprits
-from reprobisect.bisect.history import Commit
 from reprobisect.bisect.probes import BisectRequest
 from reprobisect.cells.base import base_interpreter
 from reprobisect.config.load import load_config
 from reprobisect.config.scripts import script_repro
+from reprobisect.model.bisect_report import BisectReport, SeenState, TransitionEntry
+from reprobisect.model.culprit import Commit, Culprit
 from reprobisect.model.store import Store
 from reprobisect.run.context import RunContext
 from reprobisect.run.sandbox import Confinement
@@ -83,12 +83,12 @@ def test_each_release_transition_gets_its_commit_and_pull_request(tmp_path: Path
     )  # fmt: skip
     assert failing.returncode == 0, failing.stdout + failing.stderr
     [report] = (tmp_path / "reports").glob("bisect-*.json")
-    bug = json.loads(report.read_text())["transitions"][0]["to"]
-    ok = {"outcome": "PASS", "signature_id": None, "signature": None}
+    bug = BisectReport.from_json(json.loads(report.read_text()), where=str(report)).transitions[0].after
+    ok = SeenState(outcome="PASS")
     transitions = [
-        {"last": "0.1.0", "first": "0.2.0", "from": ok, "to": bug, "skipped_between": []},
-        {"last": "0.2.0", "first": "0.3.0", "from": bug, "to": ok, "skipped_between": []},
-        {"last": "0.3.0", "first": "0.4.0", "from": ok, "to": bug, "skipped_between": []},  # no such tag
+        TransitionEntry(last="0.1.0", first="0.2.0", before=ok, after=bug),
+        TransitionEntry(last="0.2.0", first="0.3.0", before=bug, after=ok),
+        TransitionEntry(last="0.3.0", first="0.4.0", before=ok, after=bug),  # no such tag
     ]
     lines: list[str] = []
     found = find_culprits(

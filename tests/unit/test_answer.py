@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reprobisect.bisect.answer import answer_markdown, sweep_answers, sweep_axis
-from reprobisect.bisect.culprit import Culprit, SearchTarget
-from reprobisect.bisect.history import Commit
+from reprobisect.model.culprit import Commit, Culprit, SearchTarget
 from reprobisect.model.record import Record
 from reprobisect.model.signature import Signature
 

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reprobisect.bisect.history import Commit
 from reprobisect.bisect.search import ProbeResult, all_transitions, first_bad, first_sample
 from reprobisect.errors import BisectInconclusiveError
+from reprobisect.model.culprit import Commit
+from tests.bisect_reports import bisect_report, transition
 
 VERSIONS = [f"0.16.{i}" for i in range(16)]
 
@@ -215,7 +216,7 @@ def test_run_bisect_with_jobs_runs_a_wave_as_one_matrix_run(tmp_path, monkeypatc
     # nine releases: every one probed, in one matrix run with two slots
     assert requests[0].axes["deepspeed"] == tuple(releases) and requests[0].jobs == 2 and len(requests) == 1
     assert all(r.backend == "cpu" for r in requests) and asked == [1]
-    assert report["probes_made"] == len({v for r in requests for v in r.axes["deepspeed"]})
+    assert report.probes_made == len({v for r in requests for v in r.axes["deepspeed"]})
 
 
 # --- no stretch assumed constant (issue #28) ----------------------------------------------------------------
@@ -398,15 +399,12 @@ def test_the_culprit_searches_of_two_changes_run_side_by_side_sharing_the_jobs(t
         if len(tags) == 4:
             both_running.wait()  # fails unless the other search is running at the same time
         step = SimpleNamespace(first="b", last="a", skipped_between=())
-        return SimpleNamespace(transitions=[step]), {"range": {"versions": ["a", "b"]}, "probes_made": 2}, None
+        return SimpleNamespace(transitions=[step]), bisect_report(versions=("a", "b")), None
 
     monkeypatch.setattr(culprits, "run_bisect", fake_bisect)
     state = {"outcome": "PASS", "signature_id": None}
     bad = {"outcome": "OTHER_FAILURE", "signature_id": "f7cdbdf8b3"}
-    changes = [
-        {"last": "0.16.4", "first": "0.16.5", "from": state, "to": bad},
-        {"last": "0.17.0", "first": "0.17.1", "from": bad, "to": state},
-    ]
+    changes = [transition("0.16.4", "0.16.5", state, bad), transition("0.17.0", "0.17.1", bad, state)]
     request = BisectRequest(repro="script-x", axis="deepspeed", good="0.16.4", bad="0.17.1", jobs=8)
     ctx = SimpleNamespace(echo=lambda line: None, envs_dir=tmp_path / "envs")  # no cell: each end is its tag
     start = time.perf_counter()

@@ -12,6 +12,7 @@ import pytest
 
 from reprobisect.bisect import culprits, history
 from reprobisect.bisect.probes import BisectRequest
+from tests.bisect_reports import bisect_report, transition
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -69,21 +70,21 @@ def test_the_search_starts_at_the_branch_point_probed_as_a_commit(
     def fake_bisect(config, request, ctx):  # type: ignore[no-untyped-def]
         asked.append(request)
         step = SimpleNamespace(first=lightning_like["2.2.0"], last=lightning_like["fork"], skipped_between=())
-        return SimpleNamespace(transitions=[step]), {"range": {"versions": ["a", "b"]}, "probes_made": 2}, None
+        return SimpleNamespace(transitions=[step]), bisect_report(versions=("a", "b")), None
 
     monkeypatch.setattr(culprits, "run_bisect", fake_bisect)
     monkeypatch.setattr(culprits.history, "check_clone", lambda repo: None)
     monkeypatch.setattr(culprits.history, "github_slug", lambda repo, package: None)
     said: list[str] = []
     ctx = SimpleNamespace(echo=said.append, envs_dir=repo.parent / "envs")
-    change = {
-        "last": "2.1.4",
-        "first": "2.2.0",
-        "from": {"outcome": "PASS", "signature_id": None},
-        "to": {"outcome": "OTHER_FAILURE", "signature_id": "f7cdbdf8b3"},
-    }
+    change = transition(
+        "2.1.4",
+        "2.2.0",
+        {"outcome": "PASS", "signature_id": None},
+        {"outcome": "OTHER_FAILURE", "signature_id": "f7cdbdf8b3"},
+    )
     request = BisectRequest(repro="script-x", axis="lightning", good="2.1.4", bad="2.2.0")
-    [found] = culprits.find_culprits(None, request, [change], clone=repo, ctx=ctx, form="cpu", source=())  # type: ignore[arg-type]
+    [found] = culprits.find_culprits(None, request, [change], clone=repo, ctx=ctx, form="cpu", source=())
     assert asked[0].good == lightning_like["fork"] and asked[0].bad == "2.2.0"
     assert asked[0].end_releases == (None, "2.2.0")  # the branch point is no release: its records answer nothing
     assert "is not on 2.2.0's line" in found.release_sources[0] and found.commit is not None

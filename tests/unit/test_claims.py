@@ -9,7 +9,6 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -17,13 +16,15 @@ from hypothesis import strategies as st
 
 from reprobisect.bisect.timed import TimedProbes, ambiguous_versions
 from reprobisect.commands import bisect as bisect_command
-from reprobisect.errors import AMBIGUOUS_EXIT, HarnessError
+from reprobisect.errors import AMBIGUOUS_EXIT, ConfigError, HarnessError
+from reprobisect.model.bisect_report import BisectReport
 from reprobisect.model.record import Record, StepTime
 from reprobisect.model.slowdown import NOT_SLOWER, SLOWER, SlowdownRule, compare_timings, refused_steps
 from reprobisect.report.frame import claimed_text
 from reprobisect.report.timing_view import timing_lines, timing_markdown
 from reprobisect.run.events import EVENT_MARK, parse_events, read_events
 from reprobisect.run.measured import checked_steps
+from tests.bisect_reports import report_of
 
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"
 RULE = SlowdownRule(threshold=0.10, resamples=200)
@@ -113,22 +114,29 @@ def test_a_timing_search_lists_the_versions_whose_steps_were_refused() -> None:
     assert any("Step times refused as claims" in ln for ln in timing_markdown(report, "bisect.json"))
 
 
-def _report(reference: str, probes: list[tuple[str, str, str]], refused: list[str] | None = None) -> dict[str, Any]:
+def _report(reference: str, probes: list[tuple[str, str, str]], refused: list[str] | None = None) -> BisectReport:
     """A timing search's report as ``run_bisect`` writes it, with each probe's verdict and the metric it used."""
-    return {
-        "slowdown": RULE.describe(),
-        "range": {"versions": [p[0] for p in probes]},
-        "reference": {"version": reference},
-        "claims_refused": refused or [],
-        "probes": [
-            {
-                "version": version,
-                "slower": {"slower": True, "not slower": False}.get(verdict),
-                "timing": {"verdict": verdict, "metric": metric, "value": 10.0, "ratio": 1.0, "runs": 3},
-            }
-            for version, verdict, metric in probes
-        ],
-    }
+    versions = [p[0] for p in probes]
+    return report_of(
+        {
+            "slowdown": RULE.describe(),
+            "range": {"good": versions[0], "bad": versions[-1], "versions": versions},
+            "reference": {"version": reference, "runs": 3},
+            "unlike": [],
+            "busy": None,
+            "claims_refused": refused or [],
+            "target": f"step slower than {reference} by more than 10%",
+            "probes": [
+                {
+                    "version": version,
+                    "outcome": "PASS",
+                    "slower": {"slower": True, "not slower": False}.get(verdict),
+                    "timing": {"verdict": verdict, "metric": metric, "value": 10.0, "ratio": 1.0, "runs": 3},
+                }
+                for version, verdict, metric in probes
+            ],
+        }
+    )
 
 
 def test_an_ambiguous_timing_search_exits_with_its_own_code(capsys: pytest.CaptureFixture[str]) -> None:
@@ -138,7 +146,9 @@ def test_an_ambiguous_timing_search_exits_with_its_own_code(capsys: pytest.Captu
     assert "0.2 stayed ambiguous" in capsys.readouterr().out
     decided = _report("0.1", [("0.1", "not slower", "step"), ("0.3", "slower", "step")])
     assert bisect_command._timing_exit(decided) == 0
-    assert bisect_command._timing_exit({"probes": "junk"}) == 0  # a search on outcomes, or a malformed file
+    assert bisect_command._timing_exit(report_of({})) == 0  # a search on outcomes
+    with pytest.raises(ConfigError, match="'probes' is 'junk'"):  # a malformed file is refused on reading
+        report_of({"probes": "junk"})
 
 
 def test_the_ambiguous_code_is_no_harness_errors_code() -> None:

@@ -19,8 +19,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reprobisect.bisect.culprit import ChangeKind, Culprit, SearchTarget
-from reprobisect.bisect.history import Commit
 from reprobisect.commands import output
 from reprobisect.commands.corpus import _clone_for
 from reprobisect.commands.main import main
@@ -29,6 +27,7 @@ from reprobisect.corpus.table import Header, NotRun, Ran, Table, markdown, write
 from reprobisect.corpus.truth import load_truth, parse_truth
 from reprobisect.corpus.truth_model import Truth
 from reprobisect.errors import ConfigError
+from reprobisect.model.culprit import ChangeKind, Commit, Culprit, SearchTarget
 from tests.conftest import ROOT
 
 RELEASES = ["0.16.4", "0.16.5", "0.16.6", "0.17.0", "0.17.1"]

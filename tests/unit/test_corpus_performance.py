@@ -17,13 +17,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reprobisect.bisect.answer import Answer
-from reprobisect.bisect.culprit import ChangeKind, Culprit, SearchTarget
-from reprobisect.bisect.history import Commit
 from reprobisect.commands import corpus
 from reprobisect.commands.triage_flow import Triaged
 from reprobisect.corpus.truth import parse_truth
 from reprobisect.corpus.truth_model import Truth
 from reprobisect.errors import ConfigError
+from reprobisect.model.bisect_report import BisectReport, SeenState
+from reprobisect.model.culprit import ChangeKind, Commit, Culprit, SearchTarget
+from tests.bisect_reports import bisect_report, probe
 from tests.conftest import tool_module
 
 RELEASES = ["0.18.4", "0.18.5", "0.18.6", "0.18.7"]
@@ -118,13 +119,10 @@ def test_a_performance_entry_is_triaged_as_a_timing_search_one_run_at_a_time(tmp
     assert argv[argv.index("--metric") + 1] == "step" and argv[argv.index("--git") + 1] == "/clone"
 
 
-def _report(slower: dict[str, bool | None]) -> dict[str, Any]:
-    return {
-        "axis": "deepspeed",
-        "range": {"versions": RELEASES},
-        "probes": [{"version": v, "slower": s, "timing": {}} for v, s in slower.items()],
-        "transitions": [],
-    }
+def _report(slower: dict[str, bool | None]) -> BisectReport:
+    return bisect_report(
+        versions=RELEASES, probes=[probe(v, SeenState(outcome="PASS", slower=s, timing={})) for v, s in slower.items()]
+    )
 
 
 def _culprit(kind: ChangeKind, last: str, first: str, pr: str) -> Culprit:
@@ -137,7 +135,7 @@ def _culprit(kind: ChangeKind, last: str, first: str, pr: str) -> Culprit:
 CAME, WENT = ("introduced", "0.18.4", "0.18.5"), ("fixed", "0.18.6", "0.18.7")
 
 
-def _row(monkeypatch, tmp_path: Path, report: dict[str, Any] | None, culprits: list[Culprit]) -> Any:
+def _row(monkeypatch, tmp_path: Path, report: BisectReport | None, culprits: list[Culprit]) -> Any:
     from reprobisect.bisect.probes import ProbeResult
 
     states = {r: ProbeResult(version=r, outcome="PASS", signature_id=None, signature=None) for r in RELEASES}

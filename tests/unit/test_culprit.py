@@ -1,4 +1,4 @@
-"""The typed culprit (bisect/culprit.py, issue #53 item 2): it writes the very JSON the reports held before (keys,
+"""The typed culprit (model/culprit.py, issue #53 item 2): it writes the very JSON the reports held before (keys,
 order, values), reads it back equal, and refuses, by key and value, what a planted report file puts there."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reprobisect.bisect.culprit import Culprit, SearchTarget
-from reprobisect.bisect.history import Commit
 from reprobisect.errors import ConfigError
+from reprobisect.model.culprit import Commit, Culprit, SearchTarget
 
 FOUND = Culprit(
     last="0.16.4",

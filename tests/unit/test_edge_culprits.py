@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import itertools
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reprobisect.bisect import edge_culprits
-from reprobisect.bisect.culprit import Culprit, SearchTarget
 from reprobisect.bisect.culprits import change_kind
 from reprobisect.bisect.edge_culprits import (
     EdgeSearch,
@@ -24,10 +23,11 @@ from reprobisect.bisect.edge_culprits import (
 )
 from reprobisect.bisect.grid_answer import grid_report
 from reprobisect.bisect.grid_result import CellState, GridResult
-from reprobisect.bisect.history import Commit
 from reprobisect.bisect.probes import BisectRequest
 from reprobisect.bisect.search import ProbeResult
 from reprobisect.errors import ConfigError
+from reprobisect.model.bisect_report import TransitionEntry
+from reprobisect.model.culprit import Commit, Culprit, SearchTarget
 from reprobisect.report.grid_view import grid_markdown
 
 ROWS = ("0.1", "0.2", "0.3")  # deepspeed
@@ -75,15 +75,15 @@ class FakeCulprits:
     """find_culprits: the calls it got, and a commit for each transition."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[BisectRequest, list[Mapping[str, Any]], Path]] = []
+        self.calls: list[tuple[BisectRequest, list[TransitionEntry], Path]] = []
 
-    def __call__(self, config: Any, request: BisectRequest, transitions: Sequence[Mapping[str, Any]], **kw: Any):
+    def __call__(self, config: Any, request: BisectRequest, transitions: Sequence[TransitionEntry], **kw: Any):
         self.calls.append((request, list(transitions), kw["clone"]))
         [t] = transitions
         commit = Commit(sha="a" * 40, subject=f"Change {request.axis} (#7)", pull_request="acme/pkg#7")
-        kind = change_kind(t["from"]["outcome"], t["to"]["outcome"])
-        target = SearchTarget(outcome=t["to"]["outcome"], signature_id=t["to"].get("signature_id"))
-        return [Culprit(last=t["last"], first=t["first"], kind=kind, target=target, commit=commit, rerun="re")]
+        kind = change_kind(t.before.outcome, t.after.outcome)
+        target = SearchTarget(outcome=t.after.outcome, signature_id=t.after.signature_id)
+        return [Culprit(last=t.last, first=t.first, kind=kind, target=target, commit=commit, rerun="re")]
 
 
 class FakeMeasure:
@@ -138,11 +138,11 @@ def test_each_axis_is_searched_with_its_clone_the_other_pinned_at_the_edge(tmp_p
     (ds_request, [ds_transition], ds_clone), (pl_request, [pl_transition], pl_clone) = fake.calls
     assert (ds_request.axis, ds_request.good, ds_request.bad) == ("deepspeed", "0.1", "0.2")
     assert dict(ds_request.pins) == {"torch": "system", "lightning": "1.1"} and ds_clone == tmp_path / "ds"
-    assert ds_transition["from"]["outcome"] == "PASS" and ds_transition["to"]["signature_id"] == "ce31b496b3"
+    assert ds_transition.before.outcome == "PASS" and ds_transition.after.signature_id == "ce31b496b3"
     # a fix: the older release fails, the newer passes, and the search looks for PASS from 1.1 to 1.2
     assert (pl_request.axis, pl_request.good, pl_request.bad) == ("lightning", "1.1", "1.2")
     assert dict(pl_request.pins) == {"torch": "system", "deepspeed": "0.3"} and pl_clone == tmp_path / "pl"
-    assert pl_transition["from"]["outcome"] == "OTHER_FAILURE" and pl_transition["to"]["outcome"] == "PASS"
+    assert pl_transition.before.outcome == "OTHER_FAILURE" and pl_transition.after.outcome == "PASS"
     assert brought["direction"] == "brought" and brought["commit"]["pull_request"] == "acme/pkg#7"
     assert brought["at"] == "1.1" and brought["edges_at"] == ["1.1", "1.0"] and not brought["measured_now"]
     assert fixed["direction"] == "fixed" and fixed["kind"] == "fixed" and fixed["clone"] == str(tmp_path / "pl")
@@ -180,7 +180,7 @@ def test_an_inferred_edge_has_its_two_cells_run_before_its_commits_are_searched(
     assert measure.asked == [[("0.1", "1.0"), ("0.2", "1.0")]]
     assert brought["measured_now"] and brought["at"] == "1.0" and brought["commit"] is not None
     [(request, [transition], _)] = fake.calls
-    assert transition["to"]["signature_id"] == "ce31b496b3" and dict(request.pins)["lightning"] == "1.0"
+    assert transition.after.signature_id == "ce31b496b3" and dict(request.pins)["lightning"] == "1.0"
 
 
 @pytest.mark.parametrize("outcomes", [["PASS", "PASS"], ["OTHER_FAILURE", "OTHER_FAILURE"], ["PASS", "ENV_ERROR"]])

@@ -21,11 +21,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from reprobisect.bisect import edge_culprits, grid_probes
-from reprobisect.bisect.culprit import Culprit, SearchTarget
-from reprobisect.bisect.history import Commit
 from reprobisect.commands import output, triage, triage_flow
 from reprobisect.commands.triage_options import TriageOptions
 from reprobisect.errors import ConfigError
+from reprobisect.model.culprit import Commit, Culprit, SearchTarget
 from reprobisect.model.record import Record
 from reprobisect.model.signature import Signature
 from reprobisect.model.store import Store
@@ -152,11 +151,11 @@ class FakeCulprits:
     def __call__(self, config: Any, request: Any, transitions: Sequence[Any], **kw: Any) -> list[Culprit]:
         [t] = transitions
         self.asked.append((request.axis, request.good, request.bad, dict(request.pins), kw["clone"]))
-        kind = "introduced" if t["to"]["outcome"] != "PASS" else "fixed"
+        kind = "introduced" if t.after.outcome != "PASS" else "fixed"
         commit = Commit(sha="b" * 40, subject=f"Touch {request.axis} (#7018)", pull_request="acme/x#7018")
-        target = SearchTarget(outcome=t["to"]["outcome"], signature_id=t["to"].get("signature_id"))
+        target = SearchTarget(outcome=t.after.outcome, signature_id=t.after.signature_id)
         rerun = f"reprobisect bisect --axis {request.axis}"
-        return [Culprit(last=t["last"], first=t["first"], kind=kind, target=target, commit=commit, rerun=rerun)]
+        return [Culprit(last=t.last, first=t.first, kind=kind, target=target, commit=commit, rerun=rerun)]
 
 
 def _clone(path: Path) -> Path:

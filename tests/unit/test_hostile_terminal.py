@@ -15,37 +15,29 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reprobisect.bisect.culprit import Culprit, SearchTarget
-from reprobisect.bisect.history import Commit
 from reprobisect.commands.bisect import _print_report
 from reprobisect.commands.main import main
+from reprobisect.model.bisect_report import BisectReport
+from reprobisect.model.culprit import Commit, Culprit, SearchTarget
 from reprobisect.report.summary import markdown_summary
 from reprobisect.util.console import NeutralStream, neutral_terminal
 from reprobisect.util.neutral import command_line, md_code
+from tests.bisect_reports import bisect_report, transition
 
 HOSTILE = "Fix it\x1b]0;pwned\x07\x1b[2J\x1b]52;c;cm0gLXJmIH4=\x07\nrm -rf ~ (#7)"
 BASELINE = Path(__file__).parents[1] / "resources" / "records" / "baseline"
 
 
-def _report_with_culprit(subject: str) -> dict[str, object]:
+def _report_with_culprit(subject: str) -> BisectReport:
     side = {"outcome": "FAIL", "signature_id": "abc", "signature": "AssertionError: x"}
-    return {
-        "transitions": [{"last": "0.16.4", "first": "0.16.5", "from": side, "to": side, "skipped_between": []}],
-        "culprits": [
-            Culprit(
-                last="0.16.4",
-                first="0.16.5",
-                kind="introduced",
-                target=SearchTarget(outcome="FAIL", signature_id="abc"),
-                commit=Commit(sha="a" * 40, subject=subject, pull_request="o/r#7"),
-            ).to_json()
-        ],
-        "skipped": [],
-        "probes_made": 3,
-        "releases_in_range": 2,
-        "runs": 3,
-        "reused": 0,
-    }
+    culprit = Culprit(
+        last="0.16.4",
+        first="0.16.5",
+        kind="introduced",
+        target=SearchTarget(outcome="FAIL", signature_id="abc"),
+        commit=Commit(sha="a" * 40, subject=subject, pull_request="o/r#7"),
+    )
+    return bisect_report(transitions=[transition("0.16.4", "0.16.5", side, side)], culprits=(culprit,), runs=3)
 
 
 def test_a_culprit_subject_reaches_the_terminal_inert_and_on_one_line(

@@ -14,6 +14,7 @@ from reprobisect.nightly.release_follow_up import release_pair
 from reprobisect.nightly.release_text import NightNews, title_of
 from reprobisect.report.frame import Bisect
 from reprobisect.run.sandbox import Confinement
+from tests.bisect_reports import bisect_report, transition
 
 PASS = {"outcome": "PASS", "signature_id": None}
 FAIL = {"outcome": "OTHER_FAILURE", "signature_id": "f7cdbdf8b3"}
@@ -29,10 +30,8 @@ def _clone(root: Path, tags: list[str]) -> Path:
 
 
 def _bisect(*transitions: tuple[str, str, dict, dict]) -> Bisect:
-    steps = [{"last": a, "first": b, "from": f, "to": t} for a, b, f, t in transitions]
-    return Bisect(
-        path=Path("bisect.json"), data={"repro": "r", "form": "cpu-deepspeed", "fix": "none", "transitions": steps}
-    )
+    steps = [transition(a, b, f, t) for a, b, f, t in transitions]
+    return Bisect(path=Path("bisect.json"), report=bisect_report(repro="r", transitions=steps))
 
 
 def test_the_pair_is_the_transition_from_a_pass_with_both_tags(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from reprobisect.bisect.culprit import Culprit, SearchTarget
-from reprobisect.bisect.history import Commit
 from reprobisect.commands import nightly as command
+from reprobisect.model.bisect_report import BisectReport
+from reprobisect.model.culprit import Commit, Culprit, SearchTarget
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.nightly import release_night as night_run
 from reprobisect.nightly import slowdowns
@@ -25,6 +25,7 @@ from reprobisect.nightly.release_text import NightNews, issue_body, title_of
 from reprobisect.report.compare import compare
 from reprobisect.report.frame import Bisect
 from reprobisect.run.sandbox import Confinement
+from tests.bisect_reports import bisect_report, report_of
 from tests.unit.test_nightly import _night
 from tests.unit.test_slowdown_bisect import _bisect
 
@@ -50,7 +51,7 @@ def test_the_screen_flags_runs_beyond_the_rules_limit_only() -> None:
 
 
 class _FakeNight:
-    def __init__(self, report: dict[str, Any], tmp_path: Path, git: Path | None = None) -> None:
+    def __init__(self, report: BisectReport, tmp_path: Path, git: Path | None = None) -> None:
         self.report, self.config, self.ctx = report, None, None
         self.request = types.SimpleNamespace(git=git, backend="cpu", timeout=None, confinement=None)
         self.slice = {"axes": {"torch": "system"}}
@@ -59,7 +60,7 @@ class _FakeNight:
 
     def bisect(self, key: Any, good: str, bad: str, *, slowdown: SlowdownRule | None = None) -> Bisect:
         self.asked.append((key, good, bad, slowdown))
-        return Bisect(path=self.path, data=self.report)
+        return Bisect(path=self.path, report=self.report)
 
 
 def _news(found: list[slowdowns.Slowdown]) -> NightNews:
@@ -112,7 +113,7 @@ def test_with_a_clone_the_title_names_the_pull_request(monkeypatch, tmp_path) ->
 
 
 def test_no_more_searches_than_max_bisects(tmp_path) -> None:
-    night = _FakeNight({"transitions": [], "probes": []}, tmp_path)
+    night = _FakeNight(bisect_report(), tmp_path)
     flagged = [((f"r{i}", "c", "f", "none"), "0.18.9") for i in range(5)]
     assert len(slowdowns.night_slowdowns(night, flagged, "0.18.3", RULE, limit=2)) == 2
 
@@ -175,17 +176,18 @@ def _clone(tmp_path: Path) -> tuple[Path, list[str]]:
     return repo, shas
 
 
-def _commit_report(shas: list[str], slower: bool) -> dict[str, Any]:
+def _commit_report(shas: list[str], slower: bool) -> BisectReport:
     def side(sha: str, is_slower: bool, ratio: float) -> dict[str, Any]:
         timing = {"verdict": "slower" if is_slower else "not slower", "ratio": ratio, "low": ratio * 0.9, "high": ratio * 1.1}  # fmt: skip
         return {"version": sha[:12], "outcome": "PASS", "slower": is_slower, "timing": timing}
 
     probes = [side(shas[0], False, 1.0), side(shas[1], slower, 8.4 if slower else 1.02)]
     transitions = [{"last": shas[0][:12], "first": shas[1][:12], "from": probes[0], "to": probes[1]}] if slower else []
-    return {
-        "axis": "deepspeed", "git": "clone", "range": {"versions": shas}, "probes": probes,
-        "transitions": transitions, "slowdown": {"metric": "step", "threshold_percent": 50},
-    }  # fmt: skip
+    return report_of({
+        "axis": "deepspeed", "git": "clone", "range": {"good": shas[0], "bad": shas[-1], "versions": shas},
+        "probes": probes, "transitions": transitions, "slowdown": {"metric": "step", "threshold_percent": 50},
+        "reference": {"version": shas[0][:12], "runs": 3}, "target": "step slower than the good end by more than 50%",
+    })  # fmt: skip
 
 
 def test_main_nights_slowdown_names_the_first_slower_commit_and_its_pull_request(monkeypatch, tmp_path) -> None:
@@ -197,7 +199,7 @@ def test_main_nights_slowdown_names_the_first_slower_commit_and_its_pull_request
         return None, _commit_report(shas, slower=True), tmp_path / "bisect-main.json"
 
     monkeypatch.setattr(slowdowns, "run_bisect", fake_bisect)
-    night = _FakeNight({}, tmp_path)
+    night = _FakeNight(bisect_report(), tmp_path)
     pair = types.SimpleNamespace(clone=repo, good=shas[0], bad=shas[1])
     [found] = slowdowns.main_slowdowns(night, [KEY], pair, RULE, limit=3)  # type: ignore[arg-type]
     [request] = seen
@@ -222,7 +224,7 @@ def test_main_nights_flagged_run_cleared_by_its_search_is_no_regression(monkeypa
         slowdowns, "run_bisect", lambda *a: (None, _commit_report(shas, slower=False), tmp_path / "b.json")
     )
     pair = types.SimpleNamespace(clone=repo, good=shas[0], bad=shas[1])
-    [found] = slowdowns.main_slowdowns(_FakeNight({}, tmp_path), [KEY], pair, RULE, limit=3)  # type: ignore[arg-type]
+    [found] = slowdowns.main_slowdowns(_FakeNight(bisect_report(), tmp_path), [KEY], pair, RULE, limit=3)  # type: ignore[arg-type]
     news = MainNews(at="t", backend="cpu", ref="master", clone=str(repo), after=shas[1], before=shas[0], slowdowns=(found,))  # fmt: skip
     assert not found.confirmed and not news.is_regression and found.culprits == ()
     assert "Flagged slower, then cleared by a timing search here" in main_body(news)

@@ -22,6 +22,7 @@ from reprobisect.report.markdown import report_markdown
 from reprobisect.report.plots import outcome_band, step_time_plot
 from reprobisect.report.views import ReportData
 from reprobisect.report.write import write_report
+from tests.bisect_reports import report_of
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -61,7 +62,7 @@ def _bisect() -> Bisect:
             }
         ],
     }
-    return Bisect(path=Path("bisect-gan-deepspeed.json"), data=data)
+    return Bisect(path=Path("bisect-gan-deepspeed.json"), report=report_of(data))
 
 
 def test_markdown_has_environment_matrix_transitions_and_commands() -> None:
@@ -218,9 +219,11 @@ def test_html_autoescapes_whatever_a_record_says() -> None:
         glyph=HOSTILE,
     )
     bisect = _bisect()
-    transition = {**bisect.data["transitions"][0], "last": HOSTILE}
-    transition["to"] = {**transition["to"], "signature": HOSTILE, "signature_id": HOSTILE}
-    hostile_bisect = dataclasses.replace(bisect, data={**bisect.data, "transitions": [transition]})
+    first = bisect.report.transitions[0]
+    transition = dataclasses.replace(
+        first, last=HOSTILE, after=dataclasses.replace(first.after, signature=HOSTILE, signature_id=HOSTILE)
+    )
+    hostile_bisect = dataclasses.replace(bisect, report=dataclasses.replace(bisect.report, transitions=(transition,)))
     logs = {r: LogExcerpt(tail=HOSTILE, lines=1, traceback=HOSTILE) for r in frame["run_id"]}
     hostile = dataclasses.replace(data, frame=frame, logs=logs, skipped=[HOSTILE], bisects=[hostile_bisect])
     page = report_html(hostile, title=HOSTILE)
@@ -333,15 +336,19 @@ def _timing_bisect(version: str = "0.18.5", unlike: tuple[str, ...] = ()) -> Bis
         return {"version": name, "outcome": "PASS", "timing": timing}
 
     data = {
-        **_bisect().data,
+        **_bisect().report.to_json(),
         "range": {"good": "0.18.4", "bad": "0.18.9", "versions": ["0.18.4", version]},
         "transitions": [],
         "skipped": [],
         "slowdown": {"metric": "step", "threshold_percent": 10, "min_repeats": 3, "max_repeats": 10},
         "probes": [probe(version, "slower", 8.5), probe("0.18.4", "not slower", 1.0)],
         "unlike": list(unlike),
+        "reference": {"version": "0.18.4", "runs": 3},
+        "busy": None,
+        "claims_refused": [],
+        "target": "step slower than 0.18.4 by more than 10%",
     }
-    return Bisect(path=Path("bisect-slow.json"), data=data)
+    return Bisect(path=Path("bisect-slow.json"), report=report_of(data))
 
 
 def test_a_timing_search_shows_each_version_with_its_interval_in_markdown_and_html() -> None:

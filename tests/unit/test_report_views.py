@@ -24,6 +24,7 @@ from reprobisect.report.views import (
     step_stats,
     sweep_transitions,
 )
+from tests.bisect_reports import bisect_report, transition
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 
@@ -152,34 +153,19 @@ def _bisect(tmp_path: Path, name: str, data: object) -> None:
 
 
 def test_bisect_files_are_read_and_broken_ones_skipped(tmp_path: Path) -> None:
-    good = {
-        "repro": "gan",
-        "form": "cpu-deepspeed",
-        "precision": "bf16",
-        "axis": "deepspeed",
-        "cell": {},
-        "range": ["0.16.4", "0.19.8"],
-        "runs": 5,
-        "releases_in_range": 12,
-        "probes": [],
-        "skipped": [],
-        "transitions": [
-            {
-                "last": "0.16.9",
-                "first": "0.17.0",
-                "from": {"outcome": "REPRODUCED", "signature_id": "36b244a365", "signature": "t"},
-                "to": {"outcome": "OTHER_FAILURE", "signature_id": "e149c29f78", "signature": "u"},
-            }
-        ],
-    }
-    _bisect(tmp_path, "bisect-gan.json", good)
+    reproduced = {"outcome": "REPRODUCED", "signature_id": "36b244a365", "signature": "t"}
+    other = {"outcome": "OTHER_FAILURE", "signature_id": "e149c29f78", "signature": "u"}
+    good = bisect_report(versions=("0.16.4", "0.19.8"), transitions=[transition("0.16.9", "0.17.0", reproduced, other)])
+    _bisect(tmp_path, "bisect-gan.json", good.to_json())
+    _bisect(tmp_path, "bisect-range.json", {**good.to_json(), "range": ["0.16.4", "0.19.8"]})
     _bisect(tmp_path, "bisect-old.json", {"repro": "gan"})
     (tmp_path / "bisect-cut.json").write_text('{"repro": "gan", "tra', encoding="utf-8")
     with pytest.warns(SkippedFileWarning) as caught:
         found = load_bisects([tmp_path])
     assert [b.path.name for b in found] == ["bisect-gan.json"]
     messages = " ".join(str(w.message) for w in caught)
-    assert "bisect-old.json" in messages and "missing key 'form'" in messages
+    assert "bisect-old.json" in messages and "bisect report 'form' is None; expected a string" in messages
+    assert "bisect-range.json: bisect report 'range' must be a JSON object, not list" in messages
     assert "bisect-cut.json" in messages
 
 

@@ -22,6 +22,7 @@ from reprobisect.bisect.timed import timed_slots
 from reprobisect.commands import bisect as command
 from reprobisect.config.load import load_config
 from reprobisect.errors import BisectInconclusiveError, ConfigError
+from reprobisect.model.bisect_report import BisectReport, SeenState
 from reprobisect.model.fairness import UNSAID, busy, how_it_ran, unlike
 from reprobisect.model.record import StepTime
 from reprobisect.model.slowdown import SlowdownRule
@@ -29,6 +30,7 @@ from reprobisect.model.store import Store
 from reprobisect.report.timing_view import timing_lines, timing_search
 from reprobisect.run.context import RunContext
 from reprobisect.run.resources import run_resources
+from tests.bisect_reports import report_of
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASES = [f"0.18.{i}" for i in range(3, 10)]
@@ -69,7 +71,7 @@ def _fake_records(speed: dict[str, float], requests: list[Any], resources: dict[
 
 def _bisect(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, speed: dict[str, float], **changes: Any
-) -> tuple[Any, dict[str, Any], list[Any]]:
+) -> tuple[Any, BisectReport, list[Any]]:
     monkeypatch.setattr(probes, "releases_between", lambda *a, **k: RELEASES)
     requests: list[Any] = []
     monkeypatch.setattr(probes, "run_matrix", _fake_records(speed, requests, changes.pop("resources", None)))
@@ -102,9 +104,9 @@ def test_the_first_slower_release_is_found_with_three_runs_each(monkeypatch, tmp
     assert (t.last, t.first) == ("0.18.4", "0.18.5") and t.after.slower and not t.before.slower
     assert {r.repeat for r in requests} == {3}  # every verdict clear at the minimum: no extra runs
     assert all(r.jobs == 1 for r in requests)
-    assert report["comparable"] and report["slowdown"]["threshold_percent"] == 10
-    slower = next(p for p in report["probes"] if p["version"] == "0.18.5")
-    assert slower["timing"]["verdict"] == "slower" and slower["timing"]["ratio"] == pytest.approx(3.0, rel=0.05)
+    assert report.timing is not None and not report.timing.unlike and report.timing.slowdown["threshold_percent"] == 10
+    slower = next(p.state.timing for p in report.probes if p.version == "0.18.5")
+    assert slower is not None and slower["verdict"] == "slower" and slower["ratio"] == pytest.approx(3.0, rel=0.05)
 
 
 def test_a_slowdown_that_came_and_went_gives_both_transitions(monkeypatch, tmp_path) -> None:
@@ -117,15 +119,16 @@ def test_compared_with_the_bad_end_the_search_finds_where_a_slowdown_went(monkey
     result, report, _ = _bisect(monkeypatch, tmp_path, speed, compare_with="bad")
     [t] = result.transitions
     assert (t.last, t.first) == ("0.18.6", "0.18.7") and t.before.slower and t.after.slower is False
-    assert report["reference"]["version"] == "0.18.9" and report["target"].startswith("step no longer slower")
+    assert report.timing is not None and report.timing.reference == "0.18.9"
+    assert report.target is not None and report.target.startswith("step no longer slower")
 
 
 def test_a_version_at_the_threshold_is_repeated_then_skipped_and_listed(monkeypatch, tmp_path) -> None:
     speed = {**SLOW_FROM_5, "0.18.6": NOISY}  # the middle probe sits on the limit, in much noise
     rule = SlowdownRule(threshold=0.10, max_repeats=5)
     result, report, requests = _bisect(monkeypatch, tmp_path, speed, rule=rule)
-    [skip] = [s for s in report["skipped"] if s["version"] == "0.18.6"]
-    assert skip["why"].startswith("ambiguous:") and "straddles" in skip["why"]
+    [skip] = [s for s in report.skipped if s.version == "0.18.6"]
+    assert skip.why.startswith("ambiguous:") and "straddles" in skip.why
     asked = [r.repeat for r in requests if r.axes["deepspeed"] == ("0.18.6",)]
     assert asked == [3, 4, 5]  # one more run a round, up to the budget
     reference = [r.repeat for r in requests if r.axes["deepspeed"] == ("0.18.3",)]
@@ -137,7 +140,8 @@ def test_a_version_at_the_threshold_is_repeated_then_skipped_and_listed(monkeypa
 def test_runs_that_did_not_run_alike_are_said(monkeypatch, tmp_path) -> None:
     other = {**ALIKE, "jobs": 4}
     _, report, _ = _bisect(monkeypatch, tmp_path, SLOW_FROM_5, resources={"0.18.9": other})
-    assert report["comparable"] is False and report["unlike"] == ["jobs: 1 (12 runs), 4 (3 runs)"]
+    assert report.timing is not None and report.timing.unlike == ("jobs: 1 (12 runs), 4 (3 runs)",)
+    assert report.to_json()["comparable"] is False
     lines = timing_lines(report)
     assert any("NOT COMPARABLE" in line for line in lines) and any("jobs: 1 (12 runs)" in line for line in lines)
 
@@ -168,7 +172,7 @@ def test_a_good_end_that_times_nothing_stops_the_search_by_name(monkeypatch, tmp
 
 def test_the_timing_picture_lists_every_probe_in_version_order(monkeypatch, tmp_path) -> None:
     _, report, _ = _bisect(monkeypatch, tmp_path, SLOW_FROM_5)
-    search = timing_search(json.loads(json.dumps(report)))
+    search = timing_search(BisectReport.from_json(json.loads(json.dumps(report.to_json())), where="bisect.json"))
     assert search is not None and search.limit == pytest.approx(1.1)
     versions = [row.version for row in search.rows]
     assert versions == sorted(versions, key=RELEASES.index)
@@ -213,27 +217,50 @@ def test_a_record_says_how_its_run_was_given_the_machine() -> None:
     assert unlike([older, older]) == []
 
 
+_TIMED = {
+    "slowdown": {"metric": "step", "threshold_percent": 10},
+    "reference": {"version": "0.18.3", "runs": 3},
+    "unlike": [],
+    "busy": None,
+    "claims_refused": [],
+    "target": "step slower than 0.18.3 by more than 10%",
+}
+
+
 @pytest.mark.parametrize(
-    "probe",
+    "timing",
     [
-        {"version": "0.18.5", "timing": {"verdict": "slower", "ratio": "NaN", "low": None, "runs": True}},
-        {"version": "0.18.5", "timing": {"verdict": "<script>", "ratio": float("inf"), "runs": -3}},
-        {"version": "0.18.5", "timing": ["not", "a", "dict"]},
-        {"version": "0.18.5"},
+        {"verdict": "slower", "ratio": "NaN", "low": None, "runs": True},
+        {"verdict": "<script>", "ratio": float("inf"), "runs": -3},
+        {},
     ],
 )
-def test_a_malformed_timing_in_a_merged_file_shows_as_unmeasured(probe: dict[str, Any]) -> None:
-    data = {"slowdown": {"metric": "step", "threshold_percent": 10}, "probes": [probe], "range": {}}
-    search = timing_search(data)
+def test_a_malformed_timing_in_a_merged_file_shows_as_unmeasured(timing: dict[str, Any]) -> None:
+    probe = {"version": "0.18.5", "outcome": "PASS", "signature_id": None, "signature": None, "timing": timing}
+    search = timing_search(report_of({**_TIMED, "probes": [probe]}))
     assert search is not None
     [row] = search.rows
     assert row.ratio is None and row.runs == 0 and row.verdict in ("slower", "unmeasured")
 
 
+@pytest.mark.parametrize(
+    ("probe", "key"),
+    [
+        ({"version": "0.18.5", "outcome": "PASS", "timing": ["not", "a", "dict"]}, "'timing'"),
+        ({"version": "0.18.5"}, "'outcome'"),
+        ({"version": 5, "outcome": "PASS"}, "'version'"),
+        ({"version": "0.18.5", "outcome": "PASS", "slower": "yes", "timing": {}}, "'slower'"),
+    ],
+)
+def test_a_merged_file_whose_probe_is_no_probe_is_refused_by_key(probe: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError, match=rf"bisect-test.json: probes\[0\] {key} is"):
+        report_of({**_TIMED, "probes": [probe]})
+
+
 def test_a_slowdown_that_came_or_went_is_searched_by_commit_and_its_rerun_line_is_a_timing_search(tmp_path) -> None:
     from reprobisect.bisect import culprits
 
-    came = ({"outcome": "PASS", "slower": False}, {"outcome": "PASS", "slower": True})
+    came = (SeenState(outcome="PASS", slower=False), SeenState(outcome="PASS", slower=True))
     assert culprits.timing_kind(*came) == "introduced" and culprits.timing_kind(*reversed(came)) == "fixed"
     request = probes.BisectRequest(
         repro="gan", axis="deepspeed", good="v0.18.4", bad="v0.18.5", slowdown=SlowdownRule(threshold=0.5)
@@ -260,7 +287,7 @@ def test_fresh_reruns_a_version_once_not_at_every_extra_repeat(monkeypatch, tmp_
     )
     asked = [(r.axes["deepspeed"], r.repeat, r.fresh) for r in requests if r.axes["deepspeed"] == ("0.18.6",)]
     assert asked == [(("0.18.6",), 3, True), (("0.18.6",), 4, False), (("0.18.6",), 5, False)]
-    assert report["reference"] == {"version": "0.18.3", "runs": 5}
+    assert report.timing is not None and (report.timing.reference, report.timing.reference_runs) == ("0.18.3", 5)
 
 
 @settings(max_examples=25, deadline=None)
@@ -341,7 +368,7 @@ def test_on_four_gpus_a_versions_runs_go_four_at_a_time_and_stay_comparable(monk
     assert {r.jobs for r in requests} == {4}  # every matrix run of the search: one run per GPU, 4 at a time
     asked = sorted({r.repeat for r in requests})
     assert asked[0] == 3 and all(b - a == 4 or b == 12 for a, b in itertools.pairwise(asked))  # four more at once
-    assert report["comparable"]
+    assert report.timing is not None and not report.timing.unlike
 
 
 def test_on_the_cpu_jobs_leave_a_timing_search_one_run_at_a_time_and_say_why(monkeypatch, tmp_path) -> None:

@@ -14,21 +14,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reprobisect.bisect.answer import Answer
-from reprobisect.bisect.culprit import Culprit, SearchTarget
-from reprobisect.bisect.history import Commit
 from reprobisect.bisect.slowdown_answer import slowdown_headline, slowdown_markdown, slower_ranges
 from reprobisect.commands import triage, triage_flow
 from reprobisect.commands.triage_options import TriageOptions
 from reprobisect.config.load import load_config
 from reprobisect.errors import BisectInconclusiveError, ConfigError
+from reprobisect.model.bisect_report import BisectReport
+from reprobisect.model.culprit import Commit, Culprit, SearchTarget
 from reprobisect.model.slowdown import SlowdownRule
+from tests.bisect_reports import report_of
 from tests.unit.test_slowdown_bisect import RELEASES, _bisect
 
 ROOT = Path(__file__).resolve().parents[2]
 CAME_AND_WENT = {"0.18.5": 3.0, "0.18.6": 3.0, "0.18.7": 3.0}
 
 
-def _report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, speed: dict[str, float]) -> dict[str, Any]:
+def _report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, speed: dict[str, float]) -> BisectReport:
     _, report, _ = _bisect(monkeypatch, tmp_path, speed, all_transitions=True, probe_all_up_to=len(RELEASES))
     return report
 
@@ -78,12 +79,13 @@ _PROBE = st.fixed_dictionaries(
 @given(st.lists(_PROBE, min_size=1, max_size=12), st.text(max_size=20))
 def test_any_probes_give_ranges_of_exactly_the_slower_versions(probes: list[dict[str, Any]], hostile: str) -> None:
     versions = [f"1.{i}" for i in range(len(probes))]
-    report = {
-        "axis": hostile,
-        "range": {"versions": versions},
-        "probes": [{"version": v, **p} for v, p in zip(versions, probes, strict=True)],
-        "transitions": [],
-    }
+    report = report_of(
+        {
+            "axis": hostile,
+            "range": {"good": versions[0], "bad": versions[-1], "versions": versions},
+            "probes": [{"version": v, "outcome": "PASS", **p} for v, p in zip(versions, probes, strict=True)],
+        }
+    )
     ranges = slower_ranges(report)
     flat = [v for span in ranges for v in span]
     assert flat == [v for v, p in zip(versions, probes, strict=True) if p["slower"]]

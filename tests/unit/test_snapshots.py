@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 
 from reprobisect.bisect.answer import answer_markdown, sweep_answers
-from reprobisect.bisect.culprit import Culprit, SearchTarget
-from reprobisect.bisect.history import Commit
 from reprobisect.commands.bisect import _print_report
 from reprobisect.commands.main import COMMANDS, main
+from reprobisect.model.bisect_report import BisectReport
+from reprobisect.model.culprit import Commit, Culprit, SearchTarget
 from reprobisect.model.store import Store
 from reprobisect.report.grid_view import grid_markdown, grid_terminal
 from tests.conftest import ROOT
@@ -90,13 +90,13 @@ def _triage_answer(tmp: Path) -> Outputs:
 def _bisect_lines(tmp: Path) -> Outputs:
     """The bisect command's lines for a real all-transitions bisection, and with a culprit per transition."""
     [path] = (RECORDS / "bisect").glob("bisect-*.json")
-    report = json.loads(path.read_text())
-    first = report["transitions"][0]
+    report = BisectReport.from_json(json.loads(path.read_text()), where=str(path))
+    first = report.transitions[0]
     culprit = Culprit(
-        last=first["last"],
-        first=first["first"],
+        last=first.last,
+        first=first.first,
         kind="introduced",
-        target=SearchTarget(outcome=first["to"]["outcome"], signature_id=first["to"]["signature_id"]),
+        target=SearchTarget(outcome=first.after.outcome, signature_id=first.after.signature_id),
         commit=Commit(
             sha="c" * 40, subject="Change the step\x1b[2J (#7000)", pull_request="deepspeedai/DeepSpeed#7000"
         ),
@@ -105,7 +105,7 @@ def _bisect_lines(tmp: Path) -> Outputs:
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         _print_report(report, Path("bisect.json"), all_transitions=True)
-        _print_report({**report, "culprits": [culprit.to_json()]}, Path("bisect.json"), all_transitions=True)
+        _print_report(report.with_culprits([culprit]), Path("bisect.json"), all_transitions=True)
     return {"stdout.txt": printed.getvalue()}
 
 

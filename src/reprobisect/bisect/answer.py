@@ -17,11 +17,11 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.culprits import FAILING, change_kind
 from reprobisect.bisect.probes import probe_result
 from reprobisect.bisect.search import ProbeResult, Transition, all_transitions
 from reprobisect.model.cell import SYSTEM
+from reprobisect.model.culprit import Culprit
 from reprobisect.model.record import Record
 from reprobisect.util.neutral import md_document, md_safe
 

@@ -11,16 +11,16 @@ from the shared op cache), so a second search reuses every record, and it runs w
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from reprobisect.bisect import history
-from reprobisect.bisect.culprit import ChangeKind, Culprit, SearchTarget
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.release_source import UntrustedTagError, search_ends
 from reprobisect.config.load import Config
 from reprobisect.errors import BisectInconclusiveError
+from reprobisect.model.bisect_report import SeenState, TransitionEntry
+from reprobisect.model.culprit import ChangeKind, Culprit, SearchTarget
 from reprobisect.run.context import RunContext
 from reprobisect.util.neutral import command_line
 from reprobisect.util.stop import in_parallel
@@ -30,11 +30,11 @@ __all__ = ["change_kind", "find_culprits", "timing_kind"]
 FAILING = ("REPRODUCED", "OTHER_FAILURE", "CRASH")
 
 
-def timing_kind(before: Mapping[str, Any], after: Mapping[str, Any]) -> ChangeKind:
+def timing_kind(before: SeenState, after: SeenState) -> ChangeKind:
     """A timing search's transition: ``introduced`` (the slowdown came), ``fixed`` (it went) or ``changed``."""
-    if after.get("slower") and not before.get("slower"):
+    if after.slower and not before.slower:
         return "introduced"
-    if before.get("slower") and not after.get("slower"):
+    if before.slower and not after.slower:
         return "fixed"
     return "changed"
 
@@ -63,7 +63,7 @@ class _Search:
 def find_culprits(
     config: Config,
     request: BisectRequest,
-    transitions: Sequence[Mapping[str, Any]],
+    transitions: Sequence[TransitionEntry],
     *,
     clone: Path,
     ctx: RunContext,
@@ -94,19 +94,19 @@ def find_culprits(
     return in_parallel(lambda t: _culprit(shared, t), list(transitions), len(transitions))
 
 
-def _tags(search: _Search, transition: Mapping[str, Any]) -> tuple[str, str] | None:
+def _tags(search: _Search, transition: TransitionEntry) -> tuple[str, str] | None:
     """The clone's tags of a transition's two releases, or None when it lacks one."""
-    last, first = (history.release_tag(search.clone, transition[end]) for end in ("last", "first"))
+    last, first = (history.release_tag(search.clone, end) for end in (transition.last, transition.first))
     return (str(last), str(first)) if last is not None and first is not None else None
 
 
-def _culprit(search: _Search, transition: Mapping[str, Any]) -> Culprit:
-    after = transition["to"]
+def _culprit(search: _Search, transition: TransitionEntry) -> Culprit:
+    after = transition.after
     timed = search.request.slowdown is not None
     found = _unfound(transition, timed)
-    tags = [history.release_tag(search.clone, transition[end]) for end in ("last", "first")]
+    tags = [history.release_tag(search.clone, end) for end in (transition.last, transition.first)]
     if None in tags:
-        missing = transition["last"] if tags[0] is None else transition["first"]
+        missing = transition.last if tags[0] is None else transition.first
         why = (
             f"{search.clone} has no tag of {search.request.axis} {missing} (v{missing} or {missing}); "
             f"fetch its tags: git -C {search.clone} fetch --tags"
@@ -115,11 +115,11 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> Culprit:
     good, bad = str(tags[0]), str(tags[1])
     if timed and found.kind == "changed":
         return dataclasses.replace(found, why="the two releases are alike in timing: no commit to look for")
-    ends = _search_ends(search, (good, bad), (str(transition["last"]), str(transition["first"])))
+    ends = _search_ends(search, (good, bad), (transition.last, transition.first))
     if isinstance(ends, str):
         return dataclasses.replace(found, why=ends)
     (good, bad), notes = ends
-    releases: tuple[str | None, str | None] = (str(transition["last"]), str(transition["first"]))
+    releases: tuple[str | None, str | None] = (transition.last, transition.first)
     fork = _branch_start(search, good, bad, releases)
     if fork is not None:
         good, releases = fork[0], (None, releases[1])
@@ -132,8 +132,8 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> Culprit:
         bad=bad,
         all_transitions=False,
         any_failure=False,
-        target_outcome=after["outcome"],
-        target=after["signature_id"],
+        target_outcome=after.outcome,
+        target=after.signature_id,
         # the tags are the releases the transition was found between: their records answer the ends (no round of
         # two commit builds and runs that only repeat them; on an H100 that round cost 45 s of a 230 s triage)
         end_releases=releases,
@@ -151,8 +151,8 @@ def _culprit(search: _Search, transition: Mapping[str, Any]) -> Culprit:
     [step] = result.transitions
     return dataclasses.replace(
         found,
-        commits=len(report["range"]["versions"]) - 1,
-        probes=report["probes_made"],
+        commits=len(report.versions) - 1,
+        probes=report.probes_made,
         skipped_between=tuple(step.skipped_between),
         commit=history.commit_info(search.clone, step.first, search.slug),
         last_good_commit=history.commit_info(search.clone, step.last, search.slug),
@@ -190,21 +190,21 @@ def _branch_start(
     return fork, note
 
 
-def _unfound(transition: Mapping[str, Any], timed: bool) -> Culprit:
+def _unfound(transition: TransitionEntry, timed: bool) -> Culprit:
     """A transition's entry before its search: the kind of change, what is looked for, nothing found yet."""
-    before, after = transition["from"], transition["to"]
+    before, after = transition.before, transition.after
     return Culprit(
-        last=str(transition["last"]),
-        first=str(transition["first"]),
-        kind=timing_kind(before, after) if timed else change_kind(before["outcome"], after["outcome"]),
-        target=SearchTarget(outcome=after["outcome"], signature_id=after["signature_id"]),
+        last=transition.last,
+        first=transition.first,
+        kind=timing_kind(before, after) if timed else change_kind(before.outcome, after.outcome),
+        target=SearchTarget(outcome=after.outcome, signature_id=after.signature_id),
     )
 
 
-def _wanted(request: BisectRequest, kind: str, after: Mapping[str, Any]) -> str:
+def _wanted(request: BisectRequest, kind: str, after: SeenState) -> str:
     """What a commit search looks for, as its first line says it."""
     if request.slowdown is None:
-        return f"{after['outcome']} {after['signature_id'] or ''}".rstrip()
+        return f"{after.outcome} {after.signature_id or ''}".rstrip()
     if kind == "fixed":
         return f"the first commit no longer slower than {request.bad}"
     return f"the first commit slower than {request.good}"

@@ -25,10 +25,11 @@ from typing import Any
 
 from reprobisect.bisect import history
 from reprobisect.bisect.culprits import FAILING, find_culprits
-from reprobisect.bisect.probes import BisectRequest
+from reprobisect.bisect.probes import BisectRequest, seen_state
 from reprobisect.bisect.search import ProbeResult
 from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError
+from reprobisect.model.bisect_report import SeenState, TransitionEntry
 from reprobisect.run.context import RunContext
 
 __all__ = [
@@ -236,32 +237,30 @@ def _unsearched(why: str | None) -> dict[str, Any]:
     return {"commit": None, "last_good_commit": None, "commits": None, "probes": 0, "why": why, "rerun": None}
 
 
-def _states(
-    search: EdgeSearch, report: Mapping[str, Any], choice: EdgeChoice
-) -> tuple[dict[str, Any], dict[str, Any]] | str:
+def _states(search: EdgeSearch, report: Mapping[str, Any], choice: EdgeChoice) -> tuple[SeenState, SeenState] | str:
     """The passing and the failing cell's states: read from the grid where both ran, else run now (the grid's probe)
     and checked against what was inferred; a string says why the edge is not searched."""
     if choice.measured:
         rows, cols = [str(v) for v in report["rows"]], [str(v) for v in report["cols"]]
         ran = [report["grid"][rows.index(r)][cols.index(c)] for r, c in choice.cells]
-        good, bad = ({"outcome": cell["outcome"], "signature_id": cell.get("signature_id")} for cell in ran)
+        good, bad = (SeenState(outcome=str(cell["outcome"]), signature_id=cell.get("signature_id")) for cell in ran)
         return good, bad
     passing, failing = search.measure(list(choice.cells))
     if passing.outcome == "PASS" and failing.outcome in FAILING and not passing.skipped and not failing.skipped:
-        return passing.describe(), failing.describe()
+        return seen_state(passing), seen_state(failing)
     said = "; ".join(f"({r}, {c}) {p.outcome}" for (r, c), p in zip(choice.cells, (passing, failing), strict=True))
     return f"the edge's two cells, run for this search, do not bear out what was inferred ({said})"
 
 
 def _culprit(
-    search: EdgeSearch, choice: EdgeChoice, clone: Path, states: tuple[dict[str, Any], dict[str, Any]]
+    search: EdgeSearch, choice: EdgeChoice, clone: Path, states: tuple[SeenState, SeenState]
 ) -> dict[str, Any]:
     """The commit search of one edge: a release transition from the older release to the newer, the other axis
     pinned at ``at``, handed to ``find_culprits``."""
     passing, failing = states
     older, newer = (choice.passing, choice.failing) if choice.breaking else (choice.failing, choice.passing)
     before, after = (passing, failing) if choice.breaking else (failing, passing)
-    transition = {"last": older, "first": newer, "from": before, "to": after, "skipped_between": []}
+    transition = TransitionEntry(last=older, first=newer, before=before, after=after)
     request = dataclasses.replace(
         search.request,
         axis=choice.axis,

@@ -19,12 +19,12 @@ from urllib.parse import urlparse
 from packaging.utils import canonicalize_name
 
 from reprobisect.errors import ConfigError, ToolError
+from reprobisect.model.culprit import Commit
 from reprobisect.util.cmd import run_tool
 from reprobisect.util.git_names import is_commit_hash
 
 __all__ = [
     "KNOWN_REPOSITORIES",
-    "Commit",
     "FileChange",
     "check_clone",
     "clone_known",
@@ -48,18 +48,6 @@ KNOWN_REPOSITORIES: Mapping[str, str] = {
     "torchvision": "https://github.com/pytorch/vision",
 }
 _PR = re.compile(r"\(#(\d{1,7})\)\s*$|\bMerge pull request #(\d{1,7})\b")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Commit:
-    """One commit as a culprit is reported: its hash, subject, and the pull request its subject names."""
-
-    sha: str
-    subject: str
-    pull_request: str | None  # ``deepspeedai/DeepSpeed#7018``, or None when the subject names none
-
-    def describe(self) -> dict[str, str | None]:
-        return {"sha": self.sha, "subject": self.subject, "pull_request": self.pull_request}
 
 
 def git_output(repo: Path, *args: str, timeout: float = 300) -> str:

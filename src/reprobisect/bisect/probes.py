@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from packaging.version import Version
 
@@ -28,6 +27,16 @@ from reprobisect.cells.build_jail import BuildJail
 from reprobisect.cells.index import IndexCache
 from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError
+from reprobisect.model.bisect_report import (
+    BisectReport,
+    ProbeEntry,
+    SeenState,
+    SkipEntry,
+    StretchEntry,
+    TimingSection,
+    TransitionEntry,
+    write_bisect_report,
+)
 from reprobisect.model.record import Record
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.model.verdict import fold_repeats
@@ -37,7 +46,6 @@ from reprobisect.run.matrix_run import run_matrix
 from reprobisect.run.matrix_units import gpu_count
 from reprobisect.run.sandbox import Confinement
 from reprobisect.run.select import detect_cuda
-from reprobisect.util.files import write_atomic
 
 __all__ = [
     "BisectRequest",
@@ -46,7 +54,8 @@ __all__ = [
     "probe_result",
     "releases_between",
     "run_bisect",
-    "transition_dict",
+    "seen_state",
+    "transition_entry",
 ]
 
 
@@ -155,7 +164,7 @@ def run_bisect(
     config: Config,
     request: BisectRequest,
     ctx: RunContext,
-) -> tuple[BisectResult, dict[str, Any], Path]:
+) -> tuple[BisectResult, BisectReport, Path]:
     """Search, write ``<out>/bisect-<id>.json`` under the context's store and return the result, the report and
     its path. The probes run quietly: the search prints its own lines."""
     echo = ctx.echo
@@ -201,11 +210,10 @@ def run_bisect(
             if prebuilder is not None:
                 prebuilder.close()
     stats = runs.stats
-    report = _report(config, request, repro.name, form, versions, result, stats, held)
-    if timed is not None:
-        report.update(_timing_report(request, timed))
+    timing = _timing_report(request, timed) if timed is not None else None
+    report = _report(config, request, (repro.name, form, versions), result, stats, held, timing)
     path = ctx.store.root / f"bisect-{bisect_slug(repro.name, form, request, mode)}.json"
-    write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
+    write_bisect_report(path, report)
     return result, report, path
 
 
@@ -344,20 +352,24 @@ def _timing_words(request: BisectRequest) -> str:
     )
 
 
-def _timing_report(request: BisectRequest, timed: TimedProbes) -> dict[str, Any]:
+def _timing_report(request: BisectRequest, timed: TimedProbes) -> TimingSection:
     """What a timing search adds to its report: the rule, and whether its runs ran alike."""
     assert request.slowdown is not None  # only timing searches have a TimedProbes
-    differences = timed.unlike()
-    return {
-        "slowdown": request.slowdown.describe(),
-        "reference": {"version": timed.reference, "runs": len(timed.records.get(timed.reference, []))},
-        "comparable": not differences,
-        "unlike": differences,
-        "busy": timed.busy(),
-        "claims_refused": timed.refused(),
-        "target": f"{request.slowdown.metric} {'no longer ' if request.compare_with == 'bad' else ''}slower than "
-        f"{timed.reference} by more than {request.slowdown.threshold:.0%}",
-    }
+    return TimingSection(
+        slowdown=request.slowdown.describe(),
+        reference=timed.reference,
+        reference_runs=len(timed.records.get(timed.reference, [])),
+        unlike=tuple(timed.unlike()),
+        busy=timed.busy(),
+        claims_refused=tuple(timed.refused()),
+    )
+
+
+def _timing_target(request: BisectRequest, reference: str) -> str:
+    """What a timing search counts as bad, in words: its report's ``target``."""
+    assert request.slowdown is not None
+    no_longer = "no longer " if request.compare_with == "bad" else ""
+    return f"{request.slowdown.metric} {no_longer}slower than {reference} by more than {request.slowdown.threshold:.0%}"
 
 
 def _default_form(forms: list[str], backend: str) -> str:
@@ -379,64 +391,88 @@ def bisect_slug(repro: str, form: str, request: BisectRequest, mode: str) -> str
     return re.sub(r"[^A-Za-z0-9._-]", "_", raw)
 
 
-def _target_name(request: BisectRequest) -> str:
+def _target_name(request: BisectRequest, timing: TimingSection | None) -> str | None:
+    """What counted as bad, as the report names it: the slowdown in words, a signature or outcome, ``any-failure``
+    or ``expected``; None where every transition was asked for."""
+    if timing is not None:
+        return _timing_target(request, timing.reference)
+    if request.all_transitions:
+        return None
     if request.target_outcome:
         return request.target_outcome + (f" {request.target}" if request.target else "")
     return request.target or ("any-failure" if request.any_failure else "expected")
 
 
-def transition_dict(t: Transition) -> dict[str, Any]:
+def seen_state(probe: ProbeResult) -> SeenState:
+    """A probe's state as reports write it (``slower`` and ``timing`` only in a timing search)."""
+    timed = probe.timing is not None
+    return SeenState(
+        outcome=probe.outcome,
+        signature_id=probe.signature_id,
+        signature=probe.signature,
+        slower=probe.slower if timed else None,
+        timing=dict(probe.timing) if probe.timing is not None else None,
+    )
+
+
+def transition_entry(t: Transition) -> TransitionEntry:
     """A transition as bisect reports write it (and culprit searches read it)."""
-    return {
-        "last": t.last,
-        "first": t.first,
-        "from": t.before.describe(),
-        "to": t.after.describe(),
-        "skipped_between": list(t.skipped_between),
-    }
+    return TransitionEntry(
+        last=t.last,
+        first=t.first,
+        before=seen_state(t.before),
+        after=seen_state(t.after),
+        skipped_between=tuple(t.skipped_between),
+    )
 
 
 def _report(
     config: Config,
     request: BisectRequest,
-    repro: str,
-    form: str,
-    versions: list[str],
+    asked: tuple[str, str, list[str]],
     result: BisectResult,
     stats: RunStats,
     held: Mapping[str, str],
-) -> dict[str, Any]:
+    timing: TimingSection | None,
+) -> BisectReport:
+    """The search's report: what it was asked (``asked``: repro, form, versions), what it found and what it cost."""
+    repro, form, versions = asked
     short = [v[:12] for v in versions] if request.git else versions
     probed = {p.version for p in result.probes}
     precision = config.repros[repro].forms[form].precision if repro in config.repros else "as written"  # type: ignore[index]
-    return {
-        "repro": repro,
-        "form": form,
-        "precision": precision,
-        "axis": request.axis,
-        "fix": request.fix,
-        "mode": "all-transitions" if request.all_transitions else "first-bad",
-        "target": None if request.all_transitions else _target_name(request),
-        "cell": dict(held),
-        "git": str(request.git) if request.git else None,
-        "range": {"good": request.good, "bad": request.bad, "versions": versions},
-        "transitions": [transition_dict(t) for t in result.transitions],
-        "probes": [{"version": p.version, **p.describe(), "flaky": p.flaky, "runs": p.runs} for p in result.probes],
-        "skipped": [{"version": p.version, "why": p.skipped} for p in result.skipped],
-        "probed": [v for v in short if v in probed],
-        "not_probed": [v for v in short if v not in probed],
-        "assumed_constant": [
-            {
-                "last_probed": a.last_probed,
-                "next_probed": a.next_probed,
-                "outcome": a.state[0],
-                "signature_id": a.state[1],
-                "unprobed": list(a.unprobed),
-            }
+    return BisectReport(
+        repro=repro,
+        form=form,
+        precision=precision,
+        axis=request.axis,
+        fix=request.fix,
+        mode="all-transitions" if request.all_transitions else "first-bad",
+        target=_target_name(request, timing),
+        cell=dict(held),
+        git=str(request.git) if request.git else None,
+        good=request.good,
+        bad=request.bad,
+        versions=tuple(versions),
+        transitions=tuple(transition_entry(t) for t in result.transitions),
+        probes=tuple(
+            ProbeEntry(version=p.version, state=seen_state(p), flaky=p.flaky, runs=p.runs) for p in result.probes
+        ),
+        skipped=tuple(SkipEntry(version=p.version, why=p.skipped or "") for p in result.skipped),
+        probed=tuple(v for v in short if v in probed),
+        not_probed=tuple(v for v in short if v not in probed),
+        assumed_constant=tuple(
+            StretchEntry(
+                last_probed=a.last_probed,
+                next_probed=a.next_probed,
+                outcome=a.state[0],
+                signature_id=a.state[1],
+                unprobed=tuple(a.unprobed),
+            )
             for a in result.assumed
-        ],
-        "runs": stats.executed,
-        "reused": stats.reused,
-        "probes_made": len(result.probes),
-        "releases_in_range": len(versions),
-    }
+        ),
+        runs=stats.executed,
+        reused=stats.reused,
+        probes_made=len(result.probes),
+        releases_in_range=len(versions),
+        timing=timing,
+    )

@@ -13,11 +13,12 @@ by definition.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from reprobisect.bisect.search import ProbeResult
 from reprobisect.errors import BisectInconclusiveError
+from reprobisect.model.bisect_report import BisectReport
 from reprobisect.model.fairness import busy, unlike
 from reprobisect.model.record import Record
 from reprobisect.model.slowdown import (
@@ -64,16 +65,10 @@ def timed_result(base: ProbeResult, verdict: SlowdownVerdict, differences: Seque
     return dataclasses.replace(base, ambiguous=f"{verdict.verdict}: {verdict.why}", timing=timing)
 
 
-def ambiguous_versions(report: Mapping[str, Any]) -> list[str]:
+def ambiguous_versions(report: BisectReport) -> list[str]:
     """The versions a timing search's report left ambiguous (their interval still straddled the limit at
     ``max_repeats``): the search's answer holds only if none moves, so the command exits ``AMBIGUOUS_EXIT``."""
-    probes = report.get("probes")
-    found = []
-    for probe in probes if isinstance(probes, list) else []:
-        timing = probe.get("timing") if isinstance(probe, dict) else None
-        if isinstance(timing, dict) and timing.get("verdict") == AMBIGUOUS:
-            found.append(str(probe.get("version", "?"))[:40])
-    return found
+    return [p.version[:40] for p in report.probes if (p.state.timing or {}).get("verdict") == AMBIGUOUS]
 
 
 class TimedProbes:

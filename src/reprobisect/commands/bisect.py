@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from reprobisect.bisect import history
-from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.search import PROBE_ALL_UP_TO
@@ -42,11 +39,12 @@ from reprobisect.commands.script_options import ScriptOptions, add_script_option
 from reprobisect.commands.timing_options import TimingOptions, add_timing, refuse_beside_others, timing_rule
 from reprobisect.config.load import check_pin, load_config
 from reprobisect.errors import AMBIGUOUS_EXIT, ConfigError
+from reprobisect.model.bisect_report import BisectReport, SeenState, write_bisect_report
+from reprobisect.model.culprit import Culprit
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.report.timing_view import timing_lines
 from reprobisect.util.bounds import Bound
 from reprobisect.util.console import cut
-from reprobisect.util.files import write_atomic
 from reprobisect.util.invocation import rerun_head
 
 __all__ = ["BisectOptions", "run_from_args", "setup_arguments"]
@@ -199,47 +197,46 @@ def _request(options: BisectOptions, repro: str) -> BisectRequest:
     )
 
 
-def _print_report(report: dict[str, Any], path: Path, *, all_transitions: bool) -> None:
+def _print_report(report: BisectReport, path: Path, *, all_transitions: bool) -> None:
     """The transitions with their signatures and culprits, what was skipped or never probed, the cost, where the
     report is."""
     print()
-    read = (Culprit.from_json(c, where=f"{path} culprits[{i}]") for i, c in enumerate(report.get("culprits", [])))
-    culprits = {(c.last, c.first): c for c in read}
-    for t in report["transitions"]:
-        between = f" (skipped between: {', '.join(t['skipped_between'])})" if t["skipped_between"] else ""
-        print(f"{t['last']} {_side(t['from'])} -> {t['first']} {_side(t['to'])}{between}")
-        for side in ("from", "to"):
-            if t[side]["signature"]:
-                print(f"    {t[side]['signature_id']}: {t[side]['signature']}")
-        if (t["last"], t["first"]) in culprits:
-            print(f"    {culprit_line(culprits[t['last'], t['first']])}")
-    if not report["transitions"]:
-        probed = len(report.get("probed", []))
+    culprits = {(c.last, c.first): c for c in report.culprits or ()}
+    for t in report.transitions:
+        between = f" (skipped between: {', '.join(t.skipped_between)})" if t.skipped_between else ""
+        print(f"{t.last} {_side(t.before)} -> {t.first} {_side(t.after)}{between}")
+        for side in (t.before, t.after):
+            if side.signature:
+                print(f"    {side.signature_id}: {side.signature}")
+        if (t.last, t.first) in culprits:
+            print(f"    {culprit_line(culprits[t.last, t.first])}")
+    if not report.transitions:
         print(
             "No transition: the outcome is the same at both ends"
-            + (f" and at every one of the {probed} versions probed." if all_transitions else ".")
+            + (f" and at every one of the {len(report.probed)} versions probed." if all_transitions else ".")
         )
-    for skip in report["skipped"]:
-        print(f"skipped {skip['version']}: {skip['why']}")
+    for skip in report.skipped:
+        print(f"skipped {skip.version}: {skip.why}")
     for line in timing_lines(report):
         print(line)
-    for stretch in report.get("assumed_constant", []):
+    for stretch in report.assumed_constant:
         print(
-            f"not probed: {', '.join(stretch['unprobed'])} — assumed {stretch['outcome']} like "
-            f"{stretch['last_probed']} and {stretch['next_probed']} around them"
+            f"not probed: {', '.join(stretch.unprobed)} — assumed {stretch.outcome} like "
+            f"{stretch.last_probed} and {stretch.next_probed} around them"
         )
     print(
-        f"\n{report['probes_made']} probes over {report['releases_in_range']} versions; "
-        f"{report['runs']} runs executed, {report['reused']} reused from records. Report: {path}"
+        f"\n{report.probes_made} probes over {report.releases_in_range} versions; "
+        f"{report.runs} runs executed, {report.reused} reused from records. Report: {path}"
     )
 
 
-def _side(side: dict[str, Any]) -> str:
+def _side(side: SeenState) -> str:
     """``PASS 36b244a365``, or in a timing search ``PASS slower ×1.52``."""
-    if side.get("slower") is None:
-        return f"{side['outcome']} {side['signature_id'] or ''}"
-    ratio = side.get("timing", {}).get("ratio")
-    return f"{side['outcome']} {'slower' if side['slower'] else 'not slower'}" + (f" ×{ratio:.2f}" if ratio else "")
+    if side.slower is None:
+        return f"{side.outcome} {side.signature_id or ''}"
+    ratio = (side.timing or {}).get("ratio")
+    shown = f" ×{ratio:.2f}" if isinstance(ratio, (int, float)) and ratio else ""
+    return f"{side.outcome} {'slower' if side.slower else 'not slower'}" + shown
 
 
 def culprit_line(culprit: Culprit) -> str:
@@ -279,21 +276,21 @@ def run_from_args(args: argparse.Namespace) -> int:
         culprits = find_culprits(
             config,
             request,
-            report["transitions"],
+            report.transitions,
             clone=clone,
             ctx=ctx,
-            form=report["form"],
+            form=report.form,
             source=source_options(options.repro, script, options.common),
         )
-        report["culprits"] = [c.to_json() for c in culprits]
-        write_atomic(path, json.dumps(report, indent=2), what="the bisection's result")
+        report = report.with_culprits(culprits)
+        write_bisect_report(path, report)
     _print_report(report, path, all_transitions=options.all_transitions)
     for line in engine_summary(ctx.executor):
         print(line)
     return _timing_exit(report)
 
 
-def _timing_exit(report: Mapping[str, Any]) -> int:
+def _timing_exit(report: BisectReport) -> int:
     """0, or ``AMBIGUOUS_EXIT`` when a timing search left versions ambiguous (its result is written either way)."""
     ambiguous = ambiguous_versions(report)
     if not ambiguous:

@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.slowdown_answer import slower_ranges
 from reprobisect.commands.corpus_jobs import default_entry_jobs, failed_row, run_entries
 from reprobisect.commands.declared import Flag, add_fields, composed, option, read_fields
@@ -41,6 +40,7 @@ from reprobisect.corpus.table import Header, NotRun, Table, markdown, write_tabl
 from reprobisect.corpus.truth import load_truth
 from reprobisect.corpus.truth_model import PACKAGES, Truth
 from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError
+from reprobisect.model.culprit import Culprit
 from reprobisect.util import bounds
 from reprobisect.util.neutral import command_line
 

@@ -13,6 +13,7 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 
@@ -22,7 +23,6 @@ from reprobisect.errors import FAIL_EXIT, ConfigError, NothingToDoError
 from reprobisect.minimize.sections import sections_under
 from reprobisect.report.compare import Comparison, compare
 from reprobisect.report.frame import (
-    Bisect,
     SkippedFileWarning,
     latest_runs,
     load_bisects,
@@ -76,7 +76,10 @@ def _load(roots: Sequence[Path], *, latest: bool = False) -> tuple[pd.DataFrame,
     return frame, skipped, [root.resolve() for root in roots]
 
 
-def _bisects(roots: Sequence[Path], skipped: list[str], load: Callable[[Sequence[Path]], list[Bisect]]) -> list[Bisect]:
+_File = TypeVar("_File")  # a bisect's or a grid's result file, as its loader reads it
+
+
+def _bisects(roots: Sequence[Path], skipped: list[str], load: Callable[[Sequence[Path]], list[_File]]) -> list[_File]:
     """Bisect (or grid) result files of ``roots``; unreadable ones are added to ``skipped`` and printed."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SkippedFileWarning)

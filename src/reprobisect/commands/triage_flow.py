@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from reprobisect.bisect import history
 from reprobisect.bisect.answer import Answer, answer_markdown, sweep_answers
-from reprobisect.bisect.culprit import Culprit
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.edge_culprits import EdgeSearch, GridClones, edge_culprits, refuse_clones
 from reprobisect.bisect.grid import grid_search
 from reprobisect.bisect.grid_answer import grid_report, grid_slug
 from reprobisect.bisect.grid_probes import GridPlan, GridProbes, grid_plan
-from reprobisect.bisect.probes import BisectRequest, run_bisect, timing_jobs, transition_dict
+from reprobisect.bisect.probes import BisectRequest, run_bisect, timing_jobs, transition_entry
 from reprobisect.bisect.slowdown_answer import slowdown_markdown
 from reprobisect.commands.options import prepare, run_context
 from reprobisect.commands.output import run_and_summarize, summarize_runs
@@ -32,6 +31,8 @@ from reprobisect.commands.triage_options import TriageOptions
 from reprobisect.config.load import Config, load_config
 from reprobisect.errors import BisectInconclusiveError, ConfigError
 from reprobisect.minimize.sections import sections_under
+from reprobisect.model.bisect_report import BisectReport, TransitionEntry, write_bisect_report
+from reprobisect.model.culprit import Culprit
 from reprobisect.model.record import Record
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.report.grid_view import grid_markdown, grid_terminal
@@ -49,7 +50,7 @@ class Triaged:
     ``--slower-than`` each form's timing search (its report, or None when it could not start) with its commits."""
 
     answers: list[tuple[Answer, list[Culprit]]]
-    timed: list[tuple[Answer, dict[str, Any] | None, list[Culprit]]]
+    timed: list[tuple[Answer, BisectReport | None, list[Culprit]]]
     grids: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # two ranges: each form's grid answer
 
 
@@ -169,14 +170,14 @@ def _edge_search(
 def _culprits(config: Config, answer: Answer, options: TriageOptions, ctx: RunContext) -> list[Culprit]:
     """The commit behind each change of one form's answer, when a clone is given or asked for; its searches run
     where the sweep ran (``ctx``)."""
-    transitions = [transition_dict(t) for t in answer.transitions]
+    transitions = [transition_entry(t) for t in answer.transitions]
     return _commits_behind(config, _answer_request(answer, options), transitions, options, ctx)
 
 
 def _commits_behind(
     config: Config,
     request: BisectRequest,
-    transitions: list[dict[str, Any]],
+    transitions: Sequence[TransitionEntry],
     options: TriageOptions,
     ctx: RunContext,
 ) -> list[Culprit]:
@@ -231,7 +232,7 @@ def _timed(
     options: TriageOptions,
     ctx: RunContext,
     words: tuple[str, str],
-) -> tuple[str, dict[str, Any] | None, list[Culprit]]:
+) -> tuple[str, BisectReport | None, list[Culprit]]:
     """A timing search over every release of one form's answer against the first, its culprits, as a section
     (``words``: the hint where no clone was given, the command that re-runs the triage); with its report (None
     when the search could not start) and culprits."""
@@ -245,8 +246,8 @@ def _timed(
         _, report, path = run_bisect(config, request, ctx)
     except BisectInconclusiveError as exc:  # the first release cannot be timed: say so in the answer
         return f"### Slower: {answer.repro} ({answer.form}) across {answer.axis}\n\nNot measured: {exc}\n", None, []
-    culprits = _commits_behind(config, request, report["transitions"], options, ctx)
+    culprits = _commits_behind(config, request, report.transitions, options, ctx)
     if culprits:
-        report["culprits"] = [c.to_json() for c in culprits]
-        write_atomic(path, json.dumps(report, indent=2), what="the timing search's result")
+        report = report.with_culprits(culprits)
+        write_bisect_report(path, report)
     return slowdown_markdown(report, culprits, name=path.name, hint=words[0], rerun=words[1]), report, culprits

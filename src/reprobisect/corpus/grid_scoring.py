@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reprobisect.bisect.history import Commit
 from reprobisect.corpus.scoring import NOT_APPLICABLE, ColumnVerdict, Row, named, prs_verdict, signature_agrees
 from reprobisect.corpus.truth_model import EdgeChange, Interaction, Truth
+from reprobisect.model.culprit import Commit
 
 __all__ = ["edge_culprits", "grid_cells", "score_grid"]
 

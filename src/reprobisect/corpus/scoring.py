@@ -14,9 +14,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from reprobisect.bisect.culprit import Culprit
-from reprobisect.bisect.history import Commit
 from reprobisect.corpus.truth_model import MESSAGE_PREFIX, Truth
+from reprobisect.model.culprit import Commit, Culprit
 from reprobisect.model.signature import normalize_message
 
 __all__ = [

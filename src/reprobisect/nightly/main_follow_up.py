@@ -225,7 +225,7 @@ def _commit(
         finding,
         commit=history.commit_info(pair.clone, step.first, slug).describe(),
         last_good=history.commit_info(pair.clone, step.last, slug).describe(),
-        probes=int(report["probes_made"]),
+        probes=report.probes_made,
         bisect_rerun=rerun,
     )
 

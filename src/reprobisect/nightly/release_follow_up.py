@@ -32,10 +32,10 @@ __all__ = ["release_findings", "release_pair"]
 def release_pair(bisect: Bisect, clone: Path) -> tuple[tuple[str, str], tuple[str, str]] | str:
     """The (last good, first bad) releases of a regression's release bisection and their tags in ``clone``, or why
     there are none."""
-    steps = [t for t in bisect.data.get("transitions", []) if t.get("from", {}).get("outcome") == "PASS"]
+    steps = [t for t in bisect.report.transitions if t.before.outcome == "PASS"]
     if len(steps) != 1:
         return f"the release bisection found {len(steps)} transitions from a pass (one expected)"
-    releases = (str(steps[0]["last"]), str(steps[0]["first"]))
+    releases = (steps[0].last, steps[0].first)
     tags = [history.release_tag(clone, release) for release in releases]
     if None in tags:
         missing = releases[0] if tags[0] is None else releases[1]
@@ -84,4 +84,4 @@ def _finding(
 
 
 def _bisect_key(bisect: Bisect) -> tuple[str, str, str]:
-    return (str(bisect.data["repro"]), str(bisect.data["form"]), str(bisect.data["fix"]))
+    return (bisect.report.repro, bisect.report.form, bisect.report.fix)

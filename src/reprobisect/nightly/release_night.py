@@ -182,7 +182,7 @@ class Night:
         what = "timing search" if slowdown else "bisect"
         self.echo(f"\n== {what} {repro} {form} {fix}: deepspeed {good} .. {bad} ==")
         _, report, path = run_bisect(self.config, request, self.ctx)
-        return Bisect(path=path, data=report)
+        return Bisect(path=path, report=report)
 
 
 def _bisect_order(comparisons: Mapping[str, Comparison], regressed: Mapping[str, list[Key]]) -> list[tuple[Key, str]]:

@@ -132,11 +132,11 @@ class NightNews:
             "changes": self.changes().to_dict("records"),
             "bisects": [
                 {
-                    "repro": b.data["repro"],
-                    "form": b.data["form"],
-                    "fix": b.data["fix"],
-                    "range": [b.data["range"]["good"], b.data["range"]["bad"]],
-                    "transitions": b.data["transitions"],
+                    "repro": b.report.repro,
+                    "form": b.report.form,
+                    "fix": b.report.fix,
+                    "range": [b.report.good, b.report.bad],
+                    "transitions": [t.to_json() for t in b.report.transitions],
                     "file": b.path.name,
                 }
                 for b in self.bisects
@@ -168,7 +168,7 @@ class NightNews:
             )
         for bisect in self.bisects:
             lines += [
-                f"  bisect {bisect.data['repro']} {bisect.data['form']} {bisect.data['fix']}: {t}"
+                f"  bisect {bisect.report.repro} {bisect.report.form} {bisect.report.fix}: {t}"
                 for t in _transitions(bisect)
             ]
         for slowdown in self.slowdowns:
@@ -210,11 +210,11 @@ def title_of(news: NightNews) -> str:
 
 def _transitions(bisect: Bisect) -> list[str]:
     out = []
-    for t in bisect.data["transitions"]:
-        before, after = t["from"], t["to"]
+    for t in bisect.report.transitions:
+        before, after = t.before, t.after
         out.append(
-            f"{t['last']} {before['outcome']} {before.get('signature_id') or ''} → {t['first']} "
-            f"{after['outcome']} {after.get('signature_id') or ''}".replace("  ", " ").strip()
+            f"{t.last} {before.outcome} {before.signature_id or ''} → {t.first} "
+            f"{after.outcome} {after.signature_id or ''}".replace("  ", " ").strip()
         )
     return out or ["no transition inside the range (the change did not reproduce on re-run: flaky?)"]
 
@@ -339,11 +339,11 @@ def issue_body(news: NightNews, report: ReportData | None, *, limit: int = GITHU
     if news.bisects:
         lines += ["### Bisection (every transition between the baseline and the release)", ""]
         for bisect in news.bisects:
-            data = bisect.data
+            done = bisect.report
             lines += [
                 md_safe(
-                    f"- {data['repro']} · {data['form']} · fix {data['fix']} "
-                    f"({data['range']['good']} .. {data['range']['bad']}): " + "; ".join(_transitions(bisect))
+                    f"- {done.repro} · {done.form} · fix {done.fix} "
+                    f"({done.good} .. {done.bad}): " + "; ".join(_transitions(bisect))
                 )
             ]
         lines.append("")

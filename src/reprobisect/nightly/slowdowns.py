@@ -21,10 +21,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from reprobisect.bisect import history
-from reprobisect.bisect.culprit import Culprit, SearchTarget
 from reprobisect.bisect.culprits import find_culprits
 from reprobisect.bisect.probes import BisectRequest, run_bisect
 from reprobisect.bisect.slowdown_answer import slowdown_markdown, slower_ranges
+from reprobisect.model.bisect_report import BisectReport
+from reprobisect.model.culprit import Culprit, SearchTarget
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.nightly.main_follow_up import MainPair, repro_source
 from reprobisect.nightly.targets import AXIS
@@ -58,13 +59,15 @@ class Slowdown:
     @property
     def confirmed(self) -> bool:
         """The release (or one between) is slower than the baseline beyond the threshold, with confidence."""
-        return bool(slower_ranges(self.search.data))
+        return bool(slower_ranges(self.search.report))
 
     def title_words(self) -> str:
         """``script-x cpu-deepspeed step ×8.41`` and, when found, `` since 311674ffa41b (#7780)``."""
-        probes = {str(p.get("version")): p for p in self.search.data.get("probes", []) if isinstance(p, dict)}
-        ratio = (probes.get(self.release, {}).get("timing") or {}).get("ratio")
-        words = f"{self.key[0]} {self.key[2]} {self.search.data.get('slowdown', {}).get('metric', 'step')}"
+        report = self.search.report
+        timing = next((p.state.timing or {} for p in report.probes if p.version == self.release), {})
+        ratio = timing.get("ratio")
+        metric = report.timing.slowdown.get("metric", "step") if report.timing is not None else "step"
+        words = f"{self.key[0]} {self.key[2]} {metric}"
         words += f" ×{ratio:.2f}" if isinstance(ratio, (int, float)) else ""
         commit = next((c.commit for c in self.culprits if c.commit is not None and c.kind == "introduced"), None)
         if commit is not None:
@@ -74,7 +77,7 @@ class Slowdown:
 
     def markdown(self) -> str:
         """The issue's section for it: the slower ranges, the change at each end, the timing table."""
-        return slowdown_markdown(self.search.data, self.culprits, name=self.search.path.name)
+        return slowdown_markdown(self.search.report, self.culprits, name=self.search.path.name)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,7 +86,7 @@ class Slowdown:
             "fix": self.key[3],
             "release": self.release,
             "confirmed": self.confirmed,
-            "slower": slower_ranges(self.search.data),
+            "slower": slower_ranges(self.search.report),
             "file": self.search.path.name,
             "culprits": [c.to_json() for c in self.culprits],
         }
@@ -120,12 +123,12 @@ def night_slowdowns(
 
 def _culprits(night: _Night, slowdown: Slowdown, rule: SlowdownRule) -> list[Culprit]:
     """The commit behind each change of the timing search, between the releases' tags in the night's clone."""
-    data, (repro, _, form, fix) = slowdown.search.data, slowdown.key
+    report, (repro, _, form, fix) = slowdown.search.report, slowdown.key
     request = BisectRequest(
         repro=repro,
-        axis=str(data["axis"]),
-        good=str(data["range"]["good"]),
-        bad=str(data["range"]["bad"]),
+        axis=report.axis,
+        good=report.good,
+        bad=report.bad,
         backend=night.request.backend,
         form=form,
         fix=fix,
@@ -137,7 +140,7 @@ def _culprits(night: _Night, slowdown: Slowdown, rule: SlowdownRule) -> list[Cul
     )
     source = repro_source(night.config, repro, form)
     return find_culprits(
-        night.config, request, data["transitions"], clone=night.request.git, ctx=night.ctx, form=form, source=source
+        night.config, request, report.transitions, clone=night.request.git, ctx=night.ctx, form=form, source=source
     )
 
 
@@ -166,22 +169,24 @@ def main_slowdowns(
         )
         _, report, path = run_bisect(night.config, request, night.ctx)
         culprits = tuple(_first_slower(report, pair.clone))
-        found.append(Slowdown(key=key, release=pair.bad[:12], search=Bisect(path=path, data=report), culprits=culprits))
+        found.append(
+            Slowdown(key=key, release=pair.bad[:12], search=Bisect(path=path, report=report), culprits=culprits)
+        )
     return found
 
 
-def _first_slower(report: Mapping[str, Any], clone: Any) -> list[Culprit]:
+def _first_slower(report: BisectReport, clone: Any) -> list[Culprit]:
     """The commit each slowdown of a commit search came with, as a culprit (its subject and pull request): the
     search was over commits already, so the commit is the transition's own, with no search of its own."""
     slug = history.github_slug(clone, AXIS)
     return [
         Culprit(
-            last=str(t["last"]),
-            first=str(t["first"]),
+            last=t.last,
+            first=t.first,
             kind="introduced",
-            target=SearchTarget(outcome=str(t["to"].get("outcome")), signature_id=t["to"].get("signature_id")),
-            commit=history.commit_info(clone, t["first"], slug),
+            target=SearchTarget(outcome=t.after.outcome, signature_id=t.after.signature_id),
+            commit=history.commit_info(clone, t.first, slug),
         )
-        for t in report.get("transitions", [])
-        if t["to"].get("slower") and not t["from"].get("slower")
+        for t in report.transitions
+        if t.after.slower and not t.before.slower
     ]

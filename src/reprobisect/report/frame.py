@@ -17,7 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from reprobisect.errors import RecordError
+from reprobisect.errors import ConfigError, RecordError
+from reprobisect.model.bisect_report import BisectReport
 from reprobisect.model.classify import find_known
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.record import MAX_RECORD_BYTES, Record, warm_up_steps
@@ -457,15 +458,12 @@ def write_csv(frame: pd.DataFrame, path: Path, *, what: str) -> Path:
     return path
 
 
-_BISECT_KEYS = ("repro", "form", "axis", "transitions")
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Bisect:
-    """One bisection's result file (``<out>/bisect-*.json``), kept as the bisect wrote it."""
+    """One bisection's result file (``<out>/bisect-*.json``), read back as its report."""
 
     path: Path
-    data: dict[str, Any]
+    report: BisectReport
 
 
 def _read_bisect(path: Path, root: Path) -> Bisect | None:
@@ -474,13 +472,12 @@ def _read_bisect(path: Path, root: Path) -> Bisect | None:
     except UnsafeFileError as exc:
         warnings.warn(f"skipping {path}: not read as a bisect result ({exc.why})", SkippedFileWarning, stacklevel=3)
         return None
-    missing = [k for k in _BISECT_KEYS if k not in data] if isinstance(data, dict) else ["(an object)"]
-    transitions = data.get("transitions") if isinstance(data, dict) else None
-    if missing or not isinstance(transitions, list) or not all(isinstance(t, dict) for t in transitions):
-        what = f"missing key {missing[0]!r}" if missing else "'transitions' must be a list of objects"
-        warnings.warn(f"skipping {path}: not a bisect result ({what})", SkippedFileWarning, stacklevel=3)
+    try:
+        report = BisectReport.from_json(data, where=str(path))
+    except ConfigError as exc:
+        warnings.warn(f"skipping {path}: not a bisect result ({exc})", SkippedFileWarning, stacklevel=3)
         return None
-    return Bisect(path=path, data=data)
+    return Bisect(path=path, report=report)
 
 
 def load_bisects(roots: Sequence[Path]) -> list[Bisect]:

@@ -3,22 +3,31 @@ bisect/grid_answer.py), read as hostile input for the report's page, as ``bisect
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from reprobisect.model.record import MAX_RECORD_BYTES
-from reprobisect.report.frame import Bisect, SkippedFileWarning
+from reprobisect.report.frame import SkippedFileWarning
 from reprobisect.util.safe_read import UnsafeFileError, load_json_file
 
-__all__ = ["load_grids"]
+__all__ = ["GridFile", "load_grids"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GridFile:
+    """One grid search's answer file (``<out>/grid-*.json``), kept as the triage wrote it."""
+
+    path: Path
+    data: dict[str, Any]
 
 
 _GRID_KEYS = ("repro", "form", "row_axis", "col_axis", "rows", "cols", "grid", "regions", "edges")
 
 
-def _read_grid(path: Path, root: Path) -> Bisect | None:
+def _read_grid(path: Path, root: Path) -> GridFile | None:
     """A grid search's answer (``grid-*.json``, bisect/grid_answer.py), checked for the shape the page draws: a
     list of rows of cell objects, as many rows as ``rows`` and as many cells a row as ``cols``."""
     try:
@@ -31,7 +40,7 @@ def _read_grid(path: Path, root: Path) -> Bisect | None:
         what = f"missing key {missing[0]!r}" if missing else "'grid' is not rows × cols of cell objects"
         warnings.warn(f"skipping {path}: not a grid answer ({what})", SkippedFileWarning, stacklevel=3)
         return None
-    return Bisect(path=path, data=data)
+    return GridFile(path=path, data=data)
 
 
 def _grid_shape(data: Mapping[str, Any]) -> bool:
@@ -42,7 +51,7 @@ def _grid_shape(data: Mapping[str, Any]) -> bool:
     return lists and all(isinstance(cell, dict) for row in grid for cell in row) and isinstance(data["regions"], list)
 
 
-def load_grids(roots: Sequence[Path]) -> list[Bisect]:
+def load_grids(roots: Sequence[Path]) -> list[GridFile]:
     """Every ``grid-*.json`` directly under each root (a triage over two packages' ranges); unreadable ones are
     skipped with a warning."""
     found = (_read_grid(path, root) for root in roots for path in sorted(root.glob("grid-*.json")))

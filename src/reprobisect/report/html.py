@@ -22,6 +22,7 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
+from reprobisect.model.bisect_report import SeenState
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.verdict import SEVERITY
 from reprobisect.report.frame import Bisect
@@ -168,17 +169,13 @@ def _comparison(data: ReportData) -> dict[str, Any] | None:
     }
 
 
-def _side(side: Any) -> dict[str, Any]:
-    """One end of a transition: a coloured chip (outcome, glyph, signature) or, if it is no object, its text."""
-    if not isinstance(side, dict):
-        return {"chip": False, "text": _s(side)}
-    outcome = str(side.get("outcome", "?"))
+def _side(side: SeenState) -> dict[str, Any]:
+    """One end of a transition: a coloured chip (outcome, glyph, signature)."""
     return {
-        "chip": True,
-        "outcome": outcome,
-        "glyph": Outcome(outcome).glyph + " " if outcome in Outcome.__members__ else "",
-        "signature": _s(side.get("signature") or ""),
-        "signature_id": _s(side.get("signature_id") or ""),
+        "outcome": side.outcome,
+        "glyph": Outcome(side.outcome).glyph + " " if side.outcome in Outcome.__members__ else "",
+        "signature": _s(side.signature or ""),
+        "signature_id": _s(side.signature_id or ""),
     }
 
 
@@ -186,8 +183,8 @@ def _bisect(bisect: Bisect) -> dict[str, Any]:
     """A bisect's range and each transition as ``last → first: from → to``."""
     head, *_ = transition_lines(bisect)
     transitions = [
-        {"last": _s(t.get("last")), "first": _s(t.get("first")), "from": _side(t.get("from")), "to": _side(t.get("to"))}
-        for t in bisect.data["transitions"]
+        {"last": _s(t.last), "first": _s(t.first), "from": _side(t.before), "to": _side(t.after)}
+        for t in bisect.report.transitions
     ]
     summary = head.removeprefix("- ").replace("**", "").replace("`", "")
     return {"summary": summary, "transitions": transitions, "timing": _timing(bisect)}
@@ -195,7 +192,7 @@ def _bisect(bisect: Bisect) -> dict[str, Any]:
 
 def _timing(bisect: Bisect) -> dict[str, Any] | None:
     """A timing search's table, plot and fairness, or None for a search on outcomes."""
-    search = timing_search(bisect.data)
+    search = timing_search(bisect.report)
     if search is None:
         return None
     return {

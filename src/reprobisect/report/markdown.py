@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 import pandas as pd
 
+from reprobisect.model.bisect_report import SeenState
 from reprobisect.model.outcome import Outcome
 from reprobisect.report.frame import AXES, Bisect
 from reprobisect.report.timing_view import timing_markdown
@@ -136,50 +136,31 @@ def _matrix_sections(frame: pd.DataFrame) -> list[str]:
     return out
 
 
-def _outcome_text(side: Any) -> str:
-    if not isinstance(side, dict):
-        return str(side)
-    outcome = str(side.get("outcome", "?"))
-    glyph = Outcome(outcome).glyph + " " if outcome in Outcome.__members__ else ""
-    sig = f" `{side['signature_id']}`" if side.get("signature_id") else ""
-    return f"{glyph}{outcome}{sig}"
-
-
-def _span(rng: Any) -> str:
-    """A bisect's range: ``{"good", "bad", "versions"}`` as the bisect writes it, or a plain list."""
-    if isinstance(rng, dict):
-        return f"{rng.get('good', '?')} … {rng.get('bad', '?')}"
-    if isinstance(rng, list) and rng:
-        return f"{rng[0]} … {rng[-1]}"
-    return str(rng or "?")
-
-
-def _skipped_versions(skipped: Any) -> str:
-    items = skipped if isinstance(skipped, list) else []
-    return ", ".join(str(s.get("version", s)) if isinstance(s, dict) else str(s) for s in items)
+def _outcome_text(side: SeenState) -> str:
+    glyph = Outcome(side.outcome).glyph + " " if side.outcome in Outcome.__members__ else ""
+    sig = f" `{side.signature_id}`" if side.signature_id else ""
+    return f"{glyph}{side.outcome}{sig}"
 
 
 def transition_lines(bisect: Bisect) -> list[str]:
     """One line per transition of one bisect file, with its range, probes and skipped releases."""
-    d = bisect.data
-    fix = f", fix {d['fix']}" if d.get("fix") else ""
-    mode = f", {d['mode']}" if d.get("mode") else ""
+    d = bisect.report
+    fix = f", fix {d.fix}" if d.fix else ""
     head = (
-        f"**{d['repro']} · {d['form']}** ({d.get('precision', '?')}{fix}) along **{d['axis']}**, "
-        f"{_span(d.get('range'))}{mode}: {d.get('runs', '?')} runs over {d.get('releases_in_range', '?')} releases"
+        f"**{d.repro} · {d.form}** ({d.precision}{fix}) along **{d.axis}**, {d.good} … {d.bad}, {d.mode}: "
+        f"{d.runs} runs over {d.releases_in_range} releases"
     )
-    skipped = _skipped_versions(d.get("skipped"))
+    skipped = ", ".join(s.version for s in d.skipped)
     if skipped:
         head += f"; skipped {skipped}"
     lines = [f"- {head} (`{bisect.path.name}`)"]
-    for t in d["transitions"]:
-        between = _skipped_versions(t.get("skipped_between"))
+    for t in d.transitions:
+        between = ", ".join(t.skipped_between)
         lines.append(
-            f"  - last `{t.get('last')}` → first `{t.get('first')}`: "
-            f"{_outcome_text(t.get('from'))} → {_outcome_text(t.get('to'))}"
+            f"  - last `{t.last}` → first `{t.first}`: {_outcome_text(t.before)} → {_outcome_text(t.after)}"
             + (f" (untested between: {between})" if between else "")
         )
-    if not d["transitions"]:
+    if not d.transitions:
         lines.append("  - no transition: one outcome over the whole range")
     return lines
 
@@ -342,7 +323,7 @@ def _sections(data: ReportData) -> list[tuple[str, list[str]]]:
         "",
     ]
     transitions = [line for b in data.bisects for line in transition_lines(b)]
-    timings = [line for b in data.bisects for line in timing_markdown(b.data, b.path.name)]
+    timings = [line for b in data.bisects for line in timing_markdown(b.report, b.path.name)]
     return [
         ("", head),
         ("", _matrix_sections(frame)),

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from reprobisect.model.bisect_report import BisectReport, ProbeEntry
 from reprobisect.util.neutral import md_safe
 
 __all__ = [
@@ -77,43 +78,41 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**6 else 0
 
 
-def _row(probe: Mapping[str, Any]) -> TimingRow:
-    timing = probe.get("timing")
-    timing = timing if isinstance(timing, dict) else {}
+def _row(probe: ProbeEntry) -> TimingRow:
+    timing = probe.state.timing or {}
     verdict = timing.get("verdict")
     numbers = {name: _number(timing.get(name)) for name in _NUMBERS}
     metric = timing.get("metric")
     return TimingRow(
-        version=str(probe.get("version", "?"))[:40],
-        verdict=verdict if verdict in _VERDICTS else "unmeasured",
+        version=probe.version[:40],
+        verdict=verdict if isinstance(verdict, str) and verdict in _VERDICTS else "unmeasured",
         runs=_count(timing.get("runs")),
-        metric=metric if metric in _METRICS else None,
+        metric=metric if isinstance(metric, str) and metric in _METRICS else None,
         **numbers,
     )
 
 
-def timing_search(data: Mapping[str, Any]) -> TimingSearch | None:
+def timing_search(report: BisectReport) -> TimingSearch | None:
     """The timing search a bisect file holds, or None when it is a search on outcomes (or its rule is malformed)."""
-    rule = data.get("slowdown")
-    if not isinstance(rule, dict):
+    if report.timing is None:
         return None
-    threshold = _number(rule.get("threshold_percent"))
-    if threshold is None or rule.get("metric") not in _METRICS:
+    rule = report.timing.slowdown
+    threshold, metric = _number(rule.get("threshold_percent")), rule.get("metric")
+    if threshold is None or not isinstance(metric, str) or metric not in _METRICS:
         return None
-    order = data.get("range", {}).get("versions", []) if isinstance(data.get("range"), dict) else []
-    order = [str(v)[:12] if data.get("git") else str(v) for v in order] if isinstance(order, list) else []
-    probes = [p for p in data.get("probes", []) if isinstance(p, dict)] if isinstance(data.get("probes"), list) else []
-    rows = sorted((_row(p) for p in probes), key=lambda r: order.index(r.version) if r.version in order else 10**6)
-    unlike, refused = data.get("unlike"), data.get("claims_refused")
+    order = report.version_order
+    rows = sorted(
+        (_row(p) for p in report.probes), key=lambda r: order.index(r.version) if r.version in order else 10**6
+    )
     return TimingSearch(
-        metric=str(rule["metric"]),
+        metric=metric,
         threshold_percent=threshold,
         min_repeats=_count(rule.get("min_repeats")),
         max_repeats=_count(rule.get("max_repeats")),
         rows=tuple(rows),
-        unlike=tuple(str(u)[:200] for u in unlike) if isinstance(unlike, list) else (),
-        busy=str(data["busy"])[:200] if isinstance(data.get("busy"), str) else None,
-        refused=tuple(str(r)[:300] for r in refused[:20]) if isinstance(refused, list) else (),
+        unlike=tuple(u[:200] for u in report.timing.unlike),
+        busy=report.timing.busy[:200] if report.timing.busy is not None else None,
+        refused=tuple(r[:300] for r in report.timing.claims_refused[:20]),
     )
 
 
@@ -153,9 +152,9 @@ def table_rows(search: TimingSearch) -> list[list[str]]:
 HEADER = ("version", "verdict", "median (95 % interval)", "ratio to the good end", "runs")
 
 
-def timing_lines(data: Mapping[str, Any]) -> list[str]:
+def timing_lines(report: BisectReport) -> list[str]:
     """Plain lines for the terminal: the rule, one line per probed version, and any unlike runs."""
-    search = timing_search(data)
+    search = timing_search(report)
     if search is None:
         return []
     lines = [
@@ -168,10 +167,10 @@ def timing_lines(data: Mapping[str, Any]) -> list[str]:
     return lines + ([f"  busy machine: {search.busy}"] if search.busy else [])
 
 
-def timing_markdown(data: Mapping[str, Any], name: str) -> list[str]:
+def timing_markdown(report: BisectReport, name: str) -> list[str]:
     """A Markdown section for one timing search (``name``: its file): the rule, the table, unlike runs; none for
     a search on outcomes."""
-    search = timing_search(data)
+    search = timing_search(report)
     if search is None:
         return []
     lines = [

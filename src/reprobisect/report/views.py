@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 from reprobisect.model.outcome import Outcome
 from reprobisect.model.repro import repro_head
 from reprobisect.report.frame import AXES, Bisect
+from reprobisect.report.grid_files import GridFile
 from reprobisect.report.spread import quantile
 from reprobisect.report.verdicts import KEY, Key, verdicts
 from reprobisect.util.neutral import command_line
@@ -323,7 +324,7 @@ class ReportData:
     frame: pd.DataFrame
     sources: list[Path]
     bisects: list[Bisect] = dataclasses.field(default_factory=list)
-    grids: list[Bisect] = dataclasses.field(default_factory=list)  # grid-*.json: a search of two packages
+    grids: list[GridFile] = dataclasses.field(default_factory=list)  # grid-*.json: a search of two packages
     comparison: Comparison | None = None
     baseline: Path | None = None
     skipped: list[str] = dataclasses.field(default_factory=list)

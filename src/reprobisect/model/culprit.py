@@ -12,13 +12,24 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
-from reprobisect.bisect.history import Commit
 from reprobisect.errors import ConfigError
 
-__all__ = ["ChangeKind", "Culprit", "SearchTarget"]
+__all__ = ["ChangeKind", "Commit", "Culprit", "SearchTarget"]
 
 ChangeKind = Literal["introduced", "fixed", "changed"]
 _KINDS: tuple[ChangeKind, ...] = ("introduced", "fixed", "changed")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Commit:
+    """One commit as a culprit is reported: its hash, subject, and the pull request its subject names."""
+
+    sha: str
+    subject: str
+    pull_request: str | None  # ``deepspeedai/DeepSpeed#7018``, or None when the subject names none
+
+    def describe(self) -> dict[str, str | None]:
+        return {"sha": self.sha, "subject": self.subject, "pull_request": self.pull_request}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
