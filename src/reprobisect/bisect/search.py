@@ -86,17 +86,6 @@ class ProbeResult:
             return (self.outcome, "slower" if self.slower else "not slower")
         return (self.outcome, self.signature_id)
 
-    def describe(self) -> dict[str, Any]:
-        """The ``from``/``to`` form used in bisect reports (with ``slower`` and ``timing`` in a timing search)."""
-        described: dict[str, Any] = {
-            "outcome": self.outcome,
-            "signature_id": self.signature_id,
-            "signature": self.signature,
-        }
-        if self.timing is not None:
-            described.update(slower=self.slower, timing=dict(self.timing))
-        return described
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Transition:
