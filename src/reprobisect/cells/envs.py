@@ -36,6 +36,7 @@ from reprobisect.cells.build_jail import BuildJail, install_environ
 from reprobisect.cells.companion_match import matching_torchvision, unusable_torchvision
 from reprobisect.cells.pinning import install_requirement
 from reprobisect.cells.resolver import installer
+from reprobisect.cells.shared_files import share_identical_files, shared_store
 from reprobisect.errors import EnvBuildError
 from reprobisect.model.cell import MATCH, SYSTEM, Cell
 from reprobisect.util import tally
@@ -148,6 +149,10 @@ def _ensure_env_locked(
     except EnvBuildError:
         marker.unlink(missing_ok=True)
         raise
+    shared_from, store = time.perf_counter(), shared_store(envs_dir)
+    if store is not None:  # one copy of a pinned torch on disk, not one a cell
+        _note(log, f"shared files: {share_identical_files(path, store).words()}")
+        steps["shared files"] = time.perf_counter() - shared_from
     sealed = time.perf_counter()
     marker_data = {"fingerprint": fingerprint, "tree": tree_digest(path), "cell": cell.to_dict()}
     write_atomic(marker, json.dumps(marker_data, indent=2), what="the cell's marker")
