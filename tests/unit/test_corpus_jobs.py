@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from reprobisect.commands import corpus_jobs
+from reprobisect.commands.corpus import UNANSWERED, PartialTable
 from reprobisect.commands.corpus_jobs import LOG, default_entry_jobs, run_entries
+from reprobisect.corpus.table import Header, NotRun, Ran
 from reprobisect.corpus.truth import load_truth
 from reprobisect.corpus.truth_model import Truth
 from reprobisect.util import console, tally
@@ -67,3 +69,28 @@ def test_the_default_is_half_the_cores_at_most_one_per_entry() -> None:
     assert default_entry_jobs(10, cores=2) == 1 and default_entry_jobs(10, cores=16) == 8
     assert default_entry_jobs(3, cores=16) == 3 and default_entry_jobs(0, cores=16) == 1
     assert default_entry_jobs(5, cores=1) == 1
+
+
+def test_the_table_so_far_is_written_as_each_entry_answers(tmp_path: Path) -> None:
+    """A run stopped before its end (a full disk stopped the first whole CPU run at 15 of 21 entries, leaving no
+    table) still leaves every row it made, with the entries it did not finish named."""
+    truths = _truths(tmp_path / "corpus", "first", "raises", "last")
+    header = Header(commit="abc", date="2026-12-07", backend="cpu", entry_jobs=1, wall_seconds=0.0)
+    out = tmp_path / "out"
+    partial = PartialTable(
+        truths, [NotRun(entry="gpu", why="needs CUDA")], "reprobisect corpus", header, start=0.0, out=out
+    )
+    seen: list[list[str]] = []
+
+    def done(name: str, ran: Ran) -> None:
+        partial(name, ran)
+        table = json.loads((out / "corpus.json").read_text())
+        seen.append([row["entry"] for row in table["rows"]])
+        if name == "first":
+            waiting = {n["entry"]: n["why"] for n in table["not_run"]}
+            assert waiting == {"gpu": "needs CUDA", "raises": UNANSWERED, "last": UNANSWERED}
+
+    ran = run_entries(truths, functools.partial(answer, notes=tmp_path), entry_jobs=1, out=out, done=done)
+    assert seen == [["first"], ["first", "raises"], ["first", "raises", "last"]]
+    assert [r.row.entry for r in ran] == ["first", "raises", "last"]
+    assert "first" in (out / "corpus.md").read_text() and UNANSWERED not in (out / "corpus.md").read_text()

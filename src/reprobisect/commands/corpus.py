@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import functools
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,7 +37,7 @@ from reprobisect.corpus.page import write_page
 from reprobisect.corpus.provenance import harness_commit, today
 from reprobisect.corpus.run_history import HISTORY, Point, append_point, read_history
 from reprobisect.corpus.scoring import Found, Row, score
-from reprobisect.corpus.table import Header, NotRun, Table, markdown, write_table
+from reprobisect.corpus.table import Header, NotRun, Ran, Table, markdown, write_table
 from reprobisect.corpus.truth import load_truth
 from reprobisect.corpus.truth_model import PACKAGES, Truth
 from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError
@@ -243,6 +244,42 @@ def _grid_row(truth: Truth, grids: Sequence[Mapping[str, Any]], seconds: float) 
     return score_grid(truth, mine[0], seconds)
 
 
+UNANSWERED = "no answer yet when this table was written: the run rewrites it whole when every entry has answered"
+
+
+class PartialTable:
+    """The table so far, written again as each entry answers: a run stopped before its end (a full disk, a killed
+    job, the session's time) still leaves every row it made, each entry it did not finish named as such. Only the
+    whole run's table is appended to the history."""
+
+    def __init__(
+        self,
+        truths: Sequence[Truth],
+        not_run: Sequence[NotRun],
+        command: str,
+        header: Header,
+        *,
+        start: float,
+        out: Path,
+    ) -> None:
+        self.order, self.not_run, self.command, self.header = [t.name for t in truths], list(not_run), command, header
+        self.start, self.out = start, out
+        self.rows: dict[str, Ran] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, name: str, ran: Ran) -> None:
+        with self.lock:
+            self.rows[name] = ran
+            pending = [NotRun(entry=entry, why=UNANSWERED) for entry in self.order if entry not in self.rows]
+            header = dataclasses.replace(self.header, wall_seconds=round(time.monotonic() - self.start, 1))
+            rows = [self.rows[entry] for entry in self.order if entry in self.rows]
+            table = Table(rows=rows, not_run=[*self.not_run, *pending], command=self.command, header=header)
+            try:
+                write_table(table, self.out)
+            except OSError as exc:  # a full disk: the run goes on, and its end says so again if it must
+                print(f"{self.out}: the table so far was not written ({exc.strerror or exc})", file=sys.stderr)
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the entries, write and print the table and its page; append the run to the history when it was whole
     (no ``--entry``); 1 when any row is wrong."""
@@ -261,11 +298,12 @@ def run_from_args(args: argparse.Namespace) -> int:
         else:
             not_run.append(NotRun(entry=truth.name, why=why))
     jobs = options.entry_jobs or default_entry_jobs(len(runnable))
-    out = options.common.out
-    rows = run_entries(runnable, functools.partial(run_entry, options=options), entry_jobs=jobs, out=out)
-    wall = round(time.monotonic() - start, 1)
-    header = Header(commit=commit, date=date, backend=options.backend, entry_jobs=jobs, wall_seconds=wall)
-    table = Table(rows=rows, not_run=not_run, command=command_line(["reprobisect", *sys.argv[1:]]), header=header)
+    out, command = options.common.out, command_line(["reprobisect", *sys.argv[1:]])
+    header = Header(commit=commit, date=date, backend=options.backend, entry_jobs=jobs, wall_seconds=0.0)
+    partial = PartialTable(runnable, not_run, command, header, start=start, out=out)
+    rows = run_entries(runnable, functools.partial(run_entry, options=options), entry_jobs=jobs, out=out, done=partial)
+    header = dataclasses.replace(header, wall_seconds=round(time.monotonic() - start, 1))
+    table = Table(rows=rows, not_run=not_run, command=command, header=header)
     md, js = write_table(table, out)
     history = options.corpus / HISTORY
     if not options.entries and rows:  # a whole run: the corpus's number

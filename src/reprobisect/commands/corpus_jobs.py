@@ -40,6 +40,7 @@ LOG = "corpus-entry.log"
 _STOP_GRACE = 30.0  # seconds an entry's process gets to stop its runs after SIGTERM, before SIGKILL
 
 RunOne = Callable[[Truth], Row]
+Done = Callable[[str, Ran], None]  # told each entry's row as it comes (the partial table: commands/corpus.py)
 
 
 def default_entry_jobs(entries: int, cores: int | None = None) -> int:
@@ -176,9 +177,11 @@ def _slots(jobs: int) -> list[list[int]]:
     return [allowed[i * share : (i + 1) * share] for i in range(jobs)]
 
 
-def _wave(truths: Sequence[Truth], run_one: RunOne, entries: _Entries, jobs: int, out: Path) -> dict[str, Ran]:
+def _wave(
+    truths: Sequence[Truth], run_one: RunOne, entries: _Entries, jobs: int, out: Path, done: Done
+) -> dict[str, Ran]:
     """``truths``, ``jobs`` at a time, each on its share of the cores; with one at a time its lines reach the
-    terminal as they come, with more each entry's go to its log."""
+    terminal as they come, with more each entry's go to its log. ``done`` hears each row as it comes."""
     free = _slots(jobs)
     jobs = len(free)
     lock = threading.Lock()
@@ -196,6 +199,7 @@ def _wave(truths: Sequence[Truth], run_one: RunOne, entries: _Entries, jobs: int
                 free.append(cpus)
         verdict = "crashed" if ran.crashed else "exact" if ran.exact else "wrong"
         print(f"== corpus entry {truth.name}: {verdict}, {ran.row.seconds:.0f} s", flush=True)
+        done(truth.name, ran)
         return ran
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
@@ -208,14 +212,20 @@ def _wave(truths: Sequence[Truth], run_one: RunOne, entries: _Entries, jobs: int
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def run_entries(truths: Sequence[Truth], run_one: RunOne, *, entry_jobs: int, out: Path) -> list[Ran]:
+def _nothing(_name: str, _ran: Ran) -> None:
+    return None
+
+
+def run_entries(
+    truths: Sequence[Truth], run_one: RunOne, *, entry_jobs: int, out: Path, done: Done = _nothing
+) -> list[Ran]:
     """Every entry, in the order given: the others ``entry_jobs`` at a time, then each performance entry alone; a
-    line at least every 15 s while they run (``util.console.heartbeat``)."""
+    line at least every 15 s while they run (``util.console.heartbeat``); ``done`` hears each row as it comes."""
     entries = _Entries(total=len(truths))
     ordinary = [t for t in truths if t.slowdown is None]
     timed = [t for t in truths if t.slowdown is not None]
     with heartbeat(lambda line: print(line, flush=True), entries.said):
-        ran = _wave(ordinary, run_one, entries, entry_jobs, out)
+        ran = _wave(ordinary, run_one, entries, entry_jobs, out, done)
         for truth in timed:
-            ran |= _wave([truth], run_one, entries, 1, out)
+            ran |= _wave([truth], run_one, entries, 1, out, done)
     return [ran[t.name] for t in truths]
