@@ -7,6 +7,7 @@ import dataclasses
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,9 +112,11 @@ def test_a_whole_run_appends_to_the_history_and_a_chosen_entry_does_not(
     corpus_dir = tmp_path / "corpus"
     truth = load_truth(_entry(corpus_dir, GOOD, name="entry"))
 
-    def run(truths: list[Truth], run_one: object, *, entry_jobs: int, out: Path) -> list[Ran]:
+    def run(truths: list[Truth], run_one: object, *, entry_jobs: int, out: Path, done: Any) -> list[Ran]:
         assert [t.name for t in truths] == ["entry"] and entry_jobs == 3
-        return [Ran(row=score(truth, _found()), spent=SPENT)]
+        ran = Ran(row=score(truth, _found()), spent=SPENT)
+        done("entry", ran)  # the table so far, as a real run writes it
+        return [ran]
 
     monkeypatch.setattr(corpus_command, "run_entries", run)
     out = tmp_path / "out"
