@@ -65,7 +65,10 @@ def share_identical_files(tree: Path, store: Path, *, min_bytes: int = MIN_SHARE
     _prune(store)
     linked = saved = stored = 0
     for path, info in _candidates(tree, min_bytes):
-        entry = store / _key(path, info)
+        try:
+            entry = store / _key(path, info)
+        except OSError:  # gone or unreadable since it was listed: left as it is
+            continue
         if not entry.exists():
             try:
                 os.link(path, entry)
@@ -88,7 +91,10 @@ def _candidates(tree: Path, min_bytes: int) -> Iterator[tuple[Path, os.stat_resu
         folders[:] = [name for name in folders if name != "__pycache__"]  # pip's byte caches differ in every cell
         for name in names:
             path = Path(folder, name)
-            info = path.lstat()
+            try:
+                info = path.lstat()
+            except OSError:
+                continue
             if stat.S_ISREG(info.st_mode) and info.st_size >= min_bytes and info.st_nlink == 1:
                 yield path, info
 
