@@ -18,6 +18,7 @@ from typing import Literal
 
 from reprobisect.errors import ConfigError
 from reprobisect.model.culprit import Culprit
+from reprobisect.model.json_object import JsonObject
 from reprobisect.util.files import write_atomic
 
 __all__ = [
@@ -35,73 +36,6 @@ __all__ = [
 BISECT_SCHEMA_VERSION = 1
 Mode = Literal["all-transitions", "first-bad"]
 _MODES: tuple[Mode, ...] = ("all-transitions", "first-bad")
-
-
-class _JsonObject:
-    """Typed reads of one JSON object, each refusal naming the file (``where``), the key and the value."""
-
-    def __init__(self, data: object, where: str, what: str) -> None:
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"{where}: {what} must be a JSON object, not {type(data).__name__}")
-        self.data: Mapping[object, object] = data
-        self.where, self.what = where, what
-
-    def _refuse(self, key: str, value: object, expected: str) -> ConfigError:
-        return ConfigError(f"{self.where}: {self.what} {key!r} is {value!r:.200}; expected {expected}")
-
-    def text(self, key: str) -> str:
-        value = self.data.get(key)
-        if not isinstance(value, str):
-            raise self._refuse(key, value, "a string")
-        return value
-
-    def maybe_text(self, key: str) -> str | None:
-        value = self.data.get(key)
-        if value is not None and not isinstance(value, str):
-            raise self._refuse(key, value, "a string or null")
-        return value
-
-    def count(self, key: str, default: int | None = None) -> int:
-        value = self.data.get(key, default)
-        if type(value) is not int or value < 0:
-            raise self._refuse(key, value, "a count (an integer ≥ 0)")
-        return value
-
-    def flag(self, key: str, default: bool | None = None) -> bool:
-        value = self.data.get(key, default)
-        if not isinstance(value, bool):
-            raise self._refuse(key, value, "true or false")
-        return value
-
-    def texts(self, key: str, *, required: bool = True) -> tuple[str, ...]:
-        value = self.data.get(key, None if required else [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self._refuse(key, value, "a list of strings")
-        return tuple(value)
-
-    def objects(self, key: str, *, required: bool = True) -> list[object]:
-        value = self.data.get(key, None if required else [])
-        if not isinstance(value, list):
-            raise self._refuse(key, value, "a list of objects")
-        return value
-
-    def text_map(self, key: str) -> dict[str, str]:
-        value = self.data.get(key, {})
-        if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            raise self._refuse(key, value, "an object of package names to versions")
-        return dict(value)
-
-    def json_object(self, key: str) -> dict[str, object] | None:
-        value = self.data.get(key)
-        if value is not None and not (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
-            raise self._refuse(key, value, "an object or null")
-        return None if value is None else dict(value)
-
-    def at(self, key: str) -> _JsonObject:
-        """The object under ``key``, its refusals named by the path to it: ``transitions[0] 'from' 'outcome'``."""
-        return _JsonObject(self.data.get(key), self.where, f"{self.what} {key!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -126,10 +60,10 @@ class SeenState:
         return data
 
     @classmethod
-    def read(cls, read: _JsonObject) -> SeenState:
+    def read(cls, read: JsonObject) -> SeenState:
         slower = read.data.get("slower")
         if slower is not None and not isinstance(slower, bool):
-            raise read._refuse("slower", slower, "true, false or null")
+            raise read.refuse("slower", slower, "true, false or null")
         timing = read.json_object("timing")
         return cls(
             outcome=read.text("outcome"),
@@ -160,7 +94,7 @@ class TransitionEntry:
         }
 
     @classmethod
-    def read(cls, read: _JsonObject) -> TransitionEntry:
+    def read(cls, read: JsonObject) -> TransitionEntry:
         return cls(
             last=read.text("last"),
             first=read.text("first"),
@@ -183,7 +117,7 @@ class ProbeEntry:
         return {"version": self.version, **self.state.to_json(), "flaky": self.flaky, "runs": self.runs}
 
     @classmethod
-    def read(cls, read: _JsonObject) -> ProbeEntry:
+    def read(cls, read: JsonObject) -> ProbeEntry:
         return cls(
             version=read.text("version"),
             state=SeenState.read(read),
@@ -203,7 +137,7 @@ class SkipEntry:
         return {"version": self.version, "why": self.why}
 
     @classmethod
-    def read(cls, read: _JsonObject) -> SkipEntry:
+    def read(cls, read: JsonObject) -> SkipEntry:
         return cls(version=read.text("version"), why=read.text("why"))
 
 
@@ -227,7 +161,7 @@ class StretchEntry:
         }
 
     @classmethod
-    def read(cls, read: _JsonObject) -> StretchEntry:
+    def read(cls, read: JsonObject) -> StretchEntry:
         return cls(
             last_probed=read.text("last_probed"),
             next_probed=read.text("next_probed"),
@@ -261,7 +195,7 @@ class TimingSection:
         }
 
     @classmethod
-    def read(cls, read: _JsonObject) -> TimingSection | None:
+    def read(cls, read: JsonObject) -> TimingSection | None:
         rule = read.json_object("slowdown")
         if rule is None:
             return None
@@ -351,7 +285,7 @@ class BisectReport:
     @classmethod
     def from_json(cls, data: object, *, where: str) -> BisectReport:
         """A report read back from ``where``; a ConfigError names the file, the key and the value it refuses."""
-        read = _JsonObject(data, where, "bisect report")
+        read = JsonObject(data, where, "bisect report")
         version = read.data.get("schema_version", BISECT_SCHEMA_VERSION)
         if version != BISECT_SCHEMA_VERSION:
             newer = type(version) is int and version > BISECT_SCHEMA_VERSION
@@ -372,19 +306,19 @@ class BisectReport:
             bad=read.at("range").text("bad"),
             versions=read.at("range").texts("versions"),
             transitions=tuple(
-                TransitionEntry.read(_JsonObject(t, where, f"transitions[{i}]"))
+                TransitionEntry.read(JsonObject(t, where, f"transitions[{i}]"))
                 for i, t in enumerate(read.objects("transitions"))
             ),
             probes=tuple(
-                ProbeEntry.read(_JsonObject(p, where, f"probes[{i}]")) for i, p in enumerate(read.objects("probes"))
+                ProbeEntry.read(JsonObject(p, where, f"probes[{i}]")) for i, p in enumerate(read.objects("probes"))
             ),
             skipped=tuple(
-                SkipEntry.read(_JsonObject(s, where, f"skipped[{i}]")) for i, s in enumerate(read.objects("skipped"))
+                SkipEntry.read(JsonObject(s, where, f"skipped[{i}]")) for i, s in enumerate(read.objects("skipped"))
             ),
             probed=read.texts("probed", required=False),
             not_probed=read.texts("not_probed", required=False),
             assumed_constant=tuple(
-                StretchEntry.read(_JsonObject(a, where, f"assumed_constant[{i}]"))
+                StretchEntry.read(JsonObject(a, where, f"assumed_constant[{i}]"))
                 for i, a in enumerate(read.objects("assumed_constant", required=False))
             ),
             runs=read.count("runs"),
@@ -396,12 +330,12 @@ class BisectReport:
         )
 
 
-def _mode(read: _JsonObject) -> Mode:
+def _mode(read: JsonObject) -> Mode:
     mode = read.data.get("mode")
     for known in _MODES:
         if mode == known:
             return known
-    raise read._refuse("mode", mode, f"one of {', '.join(_MODES)}")
+    raise read.refuse("mode", mode, f"one of {', '.join(_MODES)}")
 
 
 def _culprits(value: object, where: str) -> tuple[Culprit, ...] | None:

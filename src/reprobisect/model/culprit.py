@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from reprobisect.errors import ConfigError
+from reprobisect.model.json_object import JsonObject
 
 __all__ = ["ChangeKind", "Commit", "Culprit", "SearchTarget"]
 
@@ -92,50 +93,22 @@ class Culprit:
         if kind not in _KINDS:
             raise ConfigError(f"{where}: culprit 'kind' is {kind!r}; expected one of {', '.join(_KINDS)}")
         target = data.get("target")
+        read = JsonObject(data, where, "culprit")
+        commits = data.get("commits")
         return cls(
-            last=_text(data, "last", where),
-            first=_text(data, "first", where),
+            last=read.text("last", "a release (a string)"),
+            first=read.text("first", "a release (a string)"),
             kind=kind,
             target=None if target is None else _target(target, where),
             commit=_commit(data.get("commit"), f"{where}: culprit 'commit'"),
             last_good_commit=_commit(data.get("last_good_commit"), f"{where}: culprit 'last_good_commit'"),
-            commits=None if data.get("commits") is None else _count(data, "commits", where),
-            probes=_count(data, "probes", where),
-            skipped_between=_texts(data, "skipped_between", where),
-            why=_maybe_text(data, "why", where),
-            rerun=_maybe_text(data, "rerun", where),
-            release_sources=_texts(data, "release_sources", where),
+            commits=None if commits is None else read.count("commits"),
+            probes=read.count("probes"),
+            skipped_between=read.texts("skipped_between", required=False),
+            why=read.maybe_text("why"),
+            rerun=read.maybe_text("rerun"),
+            release_sources=read.texts("release_sources", required=False),
         )
-
-
-def _text(data: Mapping[object, object], key: str, where: str) -> str:
-    value = data.get(key)
-    if not isinstance(value, str):
-        raise ConfigError(f"{where}: culprit {key!r} is {value!r}; expected a release (a string)")
-    return value
-
-
-def _maybe_text(data: Mapping[object, object], key: str, where: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(f"{where}: culprit {key!r} is {value!r}; expected a string or null")
-    return value
-
-
-def _count(data: Mapping[object, object], key: str, where: str) -> int:
-    value = data.get(key)
-    if type(value) is not int or value < 0:
-        raise ConfigError(f"{where}: culprit {key!r} is {value!r}; expected a count (an integer ≥ 0)")
-    return value
-
-
-def _texts(data: Mapping[object, object], key: str, where: str) -> tuple[str, ...]:
-    value = data.get(key)
-    if value is None:  # release_sources is written only where an end was said
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: culprit {key!r} is {value!r}; expected a list of strings")
-    return tuple(value)
 
 
 def _target(value: object, where: str) -> SearchTarget:
