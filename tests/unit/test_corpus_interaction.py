@@ -34,6 +34,8 @@ from reprobisect.corpus.table import Header, Ran, Table, markdown
 from reprobisect.corpus.truth import load_truth, parse_truth
 from reprobisect.corpus.truth_model import Truth
 from reprobisect.errors import ConfigError
+from reprobisect.model.culprit import Commit, Culprit
+from reprobisect.model.grid_report import EdgeCulprit, GridCell, GridReport
 from tests.conftest import tool_module
 
 LIGHTNING = ("2.5.2", "2.5.5", "2.6.0")
@@ -267,7 +269,7 @@ def _answer(
     rows_are: str = "deepspeed",
     skipped: Collection[tuple[str, str]] = (),
     text: str = BUG,
-) -> dict[str, Any]:
+) -> GridReport:
     """A grid answer as triage writes it, from grid_search over a probe planted with ``failing`` (lightning,
     deepspeed) cells; ``rows_are``: which axis the harness made its rows."""
     flip = rows_are == "deepspeed"
@@ -305,7 +307,7 @@ def test_a_right_grid_answer_is_exact_whichever_axis_the_harness_made_its_rows(t
             ("lightning", "0.16.4"): "Lightning-AI/pytorch-lightning#21000",
         }
         assert score_grid(truth, _with_culprits(_answer(rows_are=rows_are), right), 61.04).exact
-        assert row.cells == f"{answer['cells_run']} of 9" and answer["cells_run"] <= 9
+        assert row.cells == f"{answer.cells_run} of 9" and answer.cells_run <= 9
         assert "deepspeed ≥ 0.16.4" in row.rule.found and row.rule.truth == "lightning < 2.5.5 and deepspeed >= 0.16.4"
 
 
@@ -320,13 +322,14 @@ def test_a_cell_one_off_makes_the_rule_wrong_and_names_it(tmp_path: Path) -> Non
 def test_a_cell_the_harness_left_unknown_makes_the_rule_inexact(tmp_path: Path) -> None:
     truth = _truth(tmp_path)
     answer = _answer(skipped={("2.6.0", "0.17.0")})
-    assert any(cell["state"] == "skipped" for line in answer["grid"] for cell in line)
+    assert any(cell.state == "skipped" for line in answer.grid for cell in line)
     row = score_grid(truth, answer, 1.0)
     assert row.rule.ok is False and "not judged: 2.6.0|0.17.0" in row.rule.found
     answer = _answer()
-    answer["grid"][0][0] = {"state": "not run", "how": "not run"}
+    first = (GridCell(state="not run", how="not run"), *answer.grid[0][1:])
+    answer = dataclasses.replace(answer, grid=(first, *answer.grid[1:]))
     assert score_grid(truth, answer, 1.0).rule.ok is False
-    answer["grid"] = answer["grid"][:2]  # a row missing from the answer's grid
+    answer = dataclasses.replace(answer, grid=answer.grid[:2])  # a row missing from the answer's grid
     assert "not judged" in score_grid(truth, answer, 1.0).rule.found
 
 
@@ -338,26 +341,42 @@ def test_another_failure_on_a_cell_run_is_a_wrong_signature(tmp_path: Path) -> N
 
 def test_an_answer_over_other_axes_is_not_judged(tmp_path: Path) -> None:
     truth = _truth(tmp_path)
-    answer = {**_answer(), "row_axis": "torch"}
+    answer = dataclasses.replace(_answer(), row_axis="torch")
     row = score_grid(truth, answer, 1.0)
     assert row.rule.ok is False and row.signature.ok is False and not row.exact
-    assert not score_grid(truth, {"kind": "grid", "grid": "x", "regions": 3}, 1.0).exact  # any shape: a wrong row
+    with pytest.raises(ConfigError, match="grid answer"):  # a file of another shape is no answer to score
+        GridReport.from_json({"kind": "grid", "grid": "x", "regions": 3}, where="grid-x.json")
 
 
-def _with_culprits(answer: dict[str, Any], prs: dict[tuple[str, str], str]) -> dict[str, Any]:
+def _with_culprits(answer: GridReport, prs: dict[tuple[str, str], str]) -> GridReport:
     """The answer with the commit searches triage makes behind its edges (bisect/edge_culprits.py: ``culprits``, one
     per search, each standing for the ``edges_at`` it names), one per edge here, with a pull request on the edges
-    named by (axis, at), the commit shaped as find_culprits' dicts."""
-    answer["culprits"] = [
-        {
-            **{k: edge[k] for k in ("axis", "at", "passing", "failing")},
-            "edges_at": [edge["at"]],
-            "commit": {"sha": "a" * 40, "pull_request": pr} if (pr := prs.get((edge["axis"], edge["at"]))) else None,
-            "why": "no tag",
-        }
-        for edge in answer["edges"]
-    ]
-    return answer
+    named by (axis, at) and none found on the others."""
+    return answer.with_culprits(
+        [
+            EdgeCulprit(
+                axis=edge.axis,
+                at_axis=edge.at_axis,
+                at=edge.at,
+                passing=edge.passing,
+                failing=edge.failing,
+                measured=edge.measured,
+                edges_at=(edge.at,),
+                direction="brought",
+                clone="/clone",
+                culprit=Culprit(
+                    last=edge.passing,
+                    first=edge.failing,
+                    kind="introduced",
+                    target=None,
+                    commit=Commit(sha="a" * 40, subject="s", pull_request=pr) if pr else None,
+                    why=None if pr else "no tag",
+                ),
+            )
+            for edge in answer.edges
+            for pr in [prs.get((edge.axis, edge.at))]
+        ]
+    )
 
 
 def test_the_edges_pull_requests_are_scored_when_the_answer_names_them(tmp_path: Path) -> None:
@@ -380,8 +399,8 @@ def test_edge_culprits_match_a_change_to_the_step_of_the_same_axis_at_the_same_r
     assert interaction is not None
     answer = _with_culprits(_answer(), {("lightning", "0.17.0"): "o/r#1", ("deepspeed", "2.5.2"): "o/r#2"})
     breaks, fixes = edge_culprits(answer, interaction.changes) or [None, None]
-    assert breaks is not None and breaks["commit"]["pull_request"] == "o/r#2"
-    assert fixes is not None and fixes["commit"] is None  # the step at deepspeed 0.16.4 has none; 0.17.0's is another
+    assert breaks is not None and breaks.commit is not None and breaks.commit.pull_request == "o/r#2"
+    assert fixes is not None and fixes.commit is None  # the step at deepspeed 0.16.4 has none; 0.17.0's is another
     assert edge_culprits(_answer(), interaction.changes) is None  # no edge has a culprit: not asked
 
 
@@ -427,7 +446,7 @@ def test_an_interaction_entry_is_triaged_with_two_ranges_and_a_clone_for_each_pa
         corpus.refuse_pins([_truth(tmp_path)], {"deepspeed": "0.16.4"})
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, grids: list[dict[str, Any]]) -> Any:
+def _run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, grids: list[GridReport]) -> Any:
     triaged = Triaged(answers=[], timed=[], grids=grids)
     monkeypatch.setattr(corpus, "triage_answers", lambda args, rerun: triaged)
     return corpus.run_entry(_truth(tmp_path), _options(tmp_path))

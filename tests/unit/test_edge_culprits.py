@@ -4,6 +4,7 @@ an axis is not searched; the culprit search itself (``find_culprits``) and the g
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import subprocess
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from reprobisect.bisect.search import ProbeResult
 from reprobisect.errors import ConfigError
 from reprobisect.model.bisect_report import TransitionEntry
 from reprobisect.model.culprit import Commit, Culprit, SearchTarget
+from reprobisect.model.grid_report import GridReport
 from reprobisect.report.grid_view import grid_markdown
 
 ROWS = ("0.1", "0.2", "0.3")  # deepspeed
@@ -37,7 +39,7 @@ COLS = ("1.0", "1.1", "1.2")  # lightning
 FAILING = {(1, 0), (1, 1), (2, 0), (2, 1)}
 
 
-def _report(measured: set[tuple[int, int]], row_axis: str = "deepspeed") -> dict[str, Any]:
+def _report(measured: set[tuple[int, int]], row_axis: str = "deepspeed") -> GridReport:
     cells = {}
     for position in itertools.product(range(3), range(3)):
         fails = position in FAILING
@@ -122,7 +124,7 @@ def test_a_staircase_of_edges_between_two_releases_is_one_search_at_an_edge_whos
     assert deepspeed.cells == (("0.1", "1.1"), ("0.2", "1.1"))
     assert (lightning.axis, lightning.passing, lightning.failing) == ("lightning", "1.2", "1.1")
     assert lightning.at == "0.3" and lightning.ats == ("0.3", "0.2") and lightning.measured
-    assert not lightning.breaking and lightning.describe()["direction"] == "fixed"
+    assert not lightning.breaking and lightning.searched(None).direction == "fixed"
 
 
 def test_with_no_edge_measured_the_first_is_searched() -> None:
@@ -143,9 +145,9 @@ def test_each_axis_is_searched_with_its_clone_the_other_pinned_at_the_edge(tmp_p
     assert (pl_request.axis, pl_request.good, pl_request.bad) == ("lightning", "1.1", "1.2")
     assert dict(pl_request.pins) == {"torch": "system", "deepspeed": "0.3"} and pl_clone == tmp_path / "pl"
     assert pl_transition.before.outcome == "OTHER_FAILURE" and pl_transition.after.outcome == "PASS"
-    assert brought["direction"] == "brought" and brought["commit"]["pull_request"] == "acme/pkg#7"
-    assert brought["at"] == "1.1" and brought["edges_at"] == ["1.1", "1.0"] and not brought["measured_now"]
-    assert fixed["direction"] == "fixed" and fixed["kind"] == "fixed" and fixed["clone"] == str(tmp_path / "pl")
+    assert brought.direction == "brought" and brought.commit.pull_request == "acme/pkg#7"
+    assert brought.at == "1.1" and brought.edges_at == ("1.1", "1.0") and not brought.measured_now
+    assert fixed.direction == "fixed" and fixed.culprit.kind == "fixed" and fixed.clone == str(tmp_path / "pl")
 
 
 def test_a_clone_for_one_axis_searches_that_axis_and_says_why_not_the_other(tmp_path, monkeypatch) -> None:
@@ -153,10 +155,10 @@ def test_a_clone_for_one_axis_searches_that_axis_and_says_why_not_the_other(tmp_
     monkeypatch.setattr(edge_culprits, "find_culprits", fake)
     clones = GridClones(named={"deepspeed": tmp_path / "ds"})
     brought, fixed = edge_culprits.edge_culprits(_search(tmp_path, clones), _report(MEASURED))
-    assert [call[0].axis for call in fake.calls] == ["deepspeed"] and brought["commit"] is not None
-    assert fixed["commit"] is None and fixed["clone"] is None
-    assert "no clone of lightning was given (only --git deepspeed=…)" in fixed["why"]
-    assert "--git lightning=CLONE, or --culprits" in fixed["why"]
+    assert [call[0].axis for call in fake.calls] == ["deepspeed"] and brought.commit is not None
+    assert fixed.commit is None and fixed.clone is None
+    assert "no clone of lightning was given (only --git deepspeed=…)" in fixed.why
+    assert "--git lightning=CLONE, or --culprits" in fixed.why
 
 
 def test_a_python_or_torch_axis_has_no_clone_and_says_so(tmp_path, monkeypatch) -> None:
@@ -164,8 +166,8 @@ def test_a_python_or_torch_axis_has_no_clone_and_says_so(tmp_path, monkeypatch) 
     monkeypatch.setattr(edge_culprits, "find_culprits", fake)
     clones = GridClones(named={"lightning": tmp_path / "pl"}, harness=True)
     along_python, _ = edge_culprits.edge_culprits(_search(tmp_path, clones), _report(MEASURED, row_axis="python"))
-    assert along_python["axis"] == "python" and along_python["commit"] is None
-    assert "python is the interpreter" in along_python["why"]
+    assert along_python.axis == "python" and along_python.commit is None
+    assert "python is the interpreter" in along_python.why
     assert [call[0].axis for call in fake.calls] == ["lightning"]
     assert dict(fake.calls[0][0].pins) == {"torch": "system", "python": "0.3"}
     assert "not built by the harness" in GridClones(harness=True).for_axis("torch")[1]  # type: ignore[operator]
@@ -178,7 +180,7 @@ def test_an_inferred_edge_has_its_two_cells_run_before_its_commits_are_searched(
     search = _search(tmp_path, GridClones(named={"deepspeed": tmp_path / "ds"}), measure)
     brought, _ = edge_culprits.edge_culprits(search, _report({(2, 1), (2, 2)}))  # no deepspeed edge ran
     assert measure.asked == [[("0.1", "1.0"), ("0.2", "1.0")]]
-    assert brought["measured_now"] and brought["at"] == "1.0" and brought["commit"] is not None
+    assert brought.measured_now and brought.at == "1.0" and brought.commit is not None
     [(request, [transition], _)] = fake.calls
     assert transition.after.signature_id == "ce31b496b3" and dict(request.pins)["lightning"] == "1.0"
 
@@ -189,8 +191,8 @@ def test_an_inferred_edge_its_cells_do_not_bear_out_is_not_searched(tmp_path, mo
     monkeypatch.setattr(edge_culprits, "find_culprits", fake)
     search = _search(tmp_path, GridClones(named={"deepspeed": tmp_path / "ds"}), FakeMeasure(outcomes))
     brought, _ = edge_culprits.edge_culprits(search, _report({(2, 1), (2, 2)}))
-    assert fake.calls == [] and brought["commit"] is None and "do not bear out what was inferred" in brought["why"]
-    assert f"(0.2, 1.0) {outcomes[1]}" in brought["why"]
+    assert fake.calls == [] and brought.commit is None and "do not bear out what was inferred" in brought.why
+    assert f"(0.2, 1.0) {outcomes[1]}" in brought.why
 
 
 def test_a_clone_the_harness_cannot_make_is_said_for_its_axis_and_the_other_is_searched(tmp_path, monkeypatch):
@@ -206,13 +208,12 @@ def test_a_clone_the_harness_cannot_make_is_said_for_its_axis_and_the_other_is_s
     monkeypatch.setattr(edge_culprits.history, "clone_known", clone_known)
     clones = GridClones(harness=True, clones_dir=tmp_path / "clones")
     brought, fixed = edge_culprits.edge_culprits(_search(tmp_path, clones), _report(MEASURED))
-    assert brought["clone"] == str(tmp_path / "clones" / "deepspeed") and brought["commit"] is not None
-    assert fixed["commit"] is None and "could not clone" in fixed["why"]
+    assert brought.clone == str(tmp_path / "clones" / "deepspeed") and brought.commit is not None
+    assert fixed.commit is None and "could not clone" in fixed.why
 
 
 def test_no_edge_no_search(tmp_path, monkeypatch) -> None:
-    report = _report(MEASURED)
-    report["edges"] = []
+    report = dataclasses.replace(_report(MEASURED), edges=())
     clones = GridClones(named={"deepspeed": tmp_path / "ds"})
     assert edge_culprits.edge_culprits(_search(tmp_path, clones), report) == []
 
@@ -259,15 +260,16 @@ def test_clones_are_checked_before_anything_runs(tmp_path: Path) -> None:
 
 def test_a_commit_found_past_commits_no_run_could_judge_says_so() -> None:
     report = _report(MEASURED)
-    commit = {"sha": "c" * 40, "subject": "Add tp_manager.py (#9084)", "pull_request": "acme/ds#9084"}
-    report["culprits"] = [
-        {
-            **chosen_edges(report)[0].describe(),
-            "commit": commit,
-            "last_good_commit": {"sha": "d" * 40},
-            "skipped_between": ["e" * 12] * 22,
-        }
-    ]
+    culprit = Culprit(
+        last="0.1",
+        first="0.2",
+        kind="introduced",
+        target=SearchTarget(outcome="OTHER_FAILURE", signature_id="ce31b496b3"),
+        commit=Commit(sha="c" * 40, subject="Add tp_manager.py (#9084)", pull_request="acme/ds#9084"),
+        last_good_commit=Commit(sha="d" * 40, subject="before", pull_request=None),
+        skipped_between=("e" * 12,) * 22,
+    )
+    report = report.with_culprits([chosen_edges(report)[0].searched(None, culprit=culprit)])
     line = next(line for line in grid_markdown(report).splitlines() if "brought by" in line)
     assert "**brought by `cccccccccccc`** Add tp_manager.py (#9084) (acme/ds#9084); or one of the 22 commits" in line
     assert "between dddddddddddd and it, which no run could judge" in line

@@ -14,7 +14,7 @@ import time
 import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import example, given, settings
@@ -25,6 +25,7 @@ from reprobisect.commands import output, triage, triage_flow
 from reprobisect.commands.triage_options import TriageOptions
 from reprobisect.errors import ConfigError
 from reprobisect.model.culprit import Commit, Culprit, SearchTarget
+from reprobisect.model.grid_report import EdgeCulprit, GridCell, GridRegion, GridReport, RegionSignature
 from reprobisect.model.record import Record
 from reprobisect.model.signature import Signature
 from reprobisect.model.store import Store
@@ -100,21 +101,21 @@ def _triage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> tup
 def test_two_ranges_search_the_grid_and_answer_with_a_rule(tmp_path, monkeypatch, capsys) -> None:
     triaged, fake, echoed = _triage(tmp_path, monkeypatch)
     [report] = triaged.grids
-    assert (report["row_axis"], report["col_axis"]) == ("deepspeed", "lightning")  # the longer axis: rows
-    assert [region["rule"] for region in report["regions"]] == ["fails where deepspeed ≥ 0.14.1 and lightning < 2.4.0"]
-    assert report["regions"][0]["signatures"][0]["outcome"] == "OTHER_FAILURE"
-    assert report["assumption_held"] and report["cells_in_grid"] == 48
+    assert (report.row_axis, report.col_axis) == ("deepspeed", "lightning")  # the longer axis: rows
+    assert [region.rule for region in report.regions] == ["fails where deepspeed ≥ 0.14.1 and lightning < 2.4.0"]
+    assert report.regions[0].signatures[0].outcome == "OTHER_FAILURE"
+    assert report.assumption_held and report.cells_in_grid == 48
     run = sum(len(call) for call in fake.calls)
-    assert run == report["cells_run"] < 48 and len(fake.calls) == report["waves"]
+    assert run == report.cells_run < 48 and len(fake.calls) == report.waves
     assert len({cell for call in fake.calls for cell in call}) == run  # no cell asked twice
-    for r, deepspeed in enumerate(report["rows"]):  # every cell, run or inferred, is the planted truth
-        for c, lightning in enumerate(report["cols"]):
-            assert (report["grid"][r][c]["state"] == "fails") == _fails(deepspeed, lightning)
-    proven = {(e["axis"], e["passing"], e["failing"], e["at"]) for e in report["edges"] if e["measured"]}
+    for r, deepspeed in enumerate(report.rows):  # every cell, run or inferred, is the planted truth
+        for c, lightning in enumerate(report.cols):
+            assert report.grid[r][c].fails == _fails(deepspeed, lightning)
+    proven = {(e.axis, e.passing, e.failing, e.at) for e in report.edges if e.measured}
     assert any(axis == "deepspeed" and (p, f) == ("0.14.0", "0.14.1") for axis, p, f, _ in proven)
     assert any(axis == "lightning" and (p, f) == ("2.4.0", "2.3.3") for axis, p, f, _ in proven)
     written = json.loads(next((tmp_path / "out").glob("grid-*.json")).read_text())
-    assert written == report
+    assert written == report.to_json() and GridReport.from_json(written, where="grid.json") == report
     summary = next((tmp_path / "out").glob("summary-*.md")).read_text()
     assert "**fails where deepspeed ≥ 0.14.1 and lightning &lt; 2.4.0**" in summary
     assert f"**{run} of 48 cells run**" in summary and "Checked: **held**" in summary
@@ -128,8 +129,8 @@ def test_two_ranges_search_the_grid_and_answer_with_a_rule(tmp_path, monkeypatch
 def test_fixes_run_beside_the_searched_cells_and_are_counted_over_the_failing_ones(tmp_path, monkeypatch) -> None:
     triaged, _, _ = _triage(tmp_path, monkeypatch, "--fix-env", "compat=X=1")
     [report] = triaged.grids
-    failing_run = sum(1 for row in report["grid"] for cell in row if cell["state"] == "fails" and cell["how"] == "measured")  # fmt: skip
-    assert report["fixes"] == {"compat": [failing_run, failing_run]}
+    failing_run = sum(1 for row in report.grid for cell in row if cell.fails and cell.how == "measured")
+    assert report.fixes == {"compat": (failing_run, failing_run)}
 
 
 def test_full_grid_runs_every_cell_as_before(tmp_path, monkeypatch) -> None:
@@ -171,17 +172,20 @@ def test_two_clones_name_the_commit_behind_each_edge_in_the_json_summary_and_ter
     ds, pl = _clone(tmp_path / "ds"), _clone(tmp_path / "pl")
     triaged, _, _ = _triage(tmp_path, monkeypatch, "--git", f"deepspeed={ds}", "--git", f"lightning={pl}")
     [report] = triaged.grids
-    by_axis = {c["axis"]: c for c in report["culprits"]}
-    assert sorted(by_axis) == ["deepspeed", "lightning"] and len(report["culprits"]) == len(fake.asked)
-    assert len(fake.asked) == len({(e["axis"], e["passing"], e["failing"]) for e in report["edges"]})  # one a pair
-    brought = next(c for c in report["culprits"] if (c["passing"], c["failing"]) == ("0.14.0", "0.14.1"))
-    assert brought["direction"] == "brought" and brought["commit"]["pull_request"] == "acme/x#7018"
-    assert ("deepspeed", "0.14.0", "0.14.1", {"lightning": brought["at"]}, ds) in [
+    culprits = report.culprits or ()
+    by_axis = {c.axis: c for c in culprits}
+    assert sorted(by_axis) == ["deepspeed", "lightning"] and len(culprits) == len(fake.asked)
+    assert len(fake.asked) == len({(e.axis, e.passing, e.failing) for e in report.edges})  # one a pair
+    brought = next(c for c in culprits if (c.passing, c.failing) == ("0.14.0", "0.14.1"))
+    assert brought.direction == "brought" and brought.commit is not None
+    assert brought.commit.pull_request == "acme/x#7018"
+    assert ("deepspeed", "0.14.0", "0.14.1", {"lightning": brought.at}, ds) in [
         (a, g, b, {k: v for k, v in pins.items() if k == "lightning"}, c) for a, g, b, pins, c in fake.asked
     ]
-    fixed = next(c for c in report["culprits"] if (c["passing"], c["failing"]) == ("2.4.0", "2.3.3"))
-    assert fixed["direction"] == "fixed" and fixed["clone"] == str(pl)
-    assert json.loads(next((tmp_path / "out").glob("grid-*.json")).read_text()) == report
+    fixed = next(c for c in culprits if (c.passing, c.failing) == ("2.4.0", "2.3.3"))
+    assert fixed.direction == "fixed" and fixed.clone == str(pl)
+    written = json.loads(next((tmp_path / "out").glob("grid-*.json")).read_text())
+    assert written == report.to_json() and GridReport.from_json(written, where="grid.json") == report
     summary = next((tmp_path / "out").glob("summary-*.md")).read_text()
     assert "The commit behind each edge" in summary and "**brought by `bbbbbbbbbbbb`** Touch deepspeed" in summary
     assert "**fixed by `bbbbbbbbbbbb`** Touch lightning (#7018) (acme/x#7018)" in summary
@@ -198,13 +202,14 @@ def test_culprits_beside_two_ranges_clones_each_package_not_named(tmp_path, monk
     monkeypatch.setattr(edge_culprits.history, "clone_known", lambda package, dest: made.append(package) or dest)
     ds = _clone(tmp_path / "ds")
     triaged, _, _ = _triage(tmp_path, monkeypatch, "--culprits", "--git", f"deepspeed={ds}")
-    assert made == ["lightning"] and {c["axis"] for c in triaged.grids[0]["culprits"]} == {"deepspeed", "lightning"}
-    assert all(c["commit"] is not None for c in triaged.grids[0]["culprits"])
+    culprits = triaged.grids[0].culprits or ()
+    assert made == ["lightning"] and {c.axis for c in culprits} == {"deepspeed", "lightning"}
+    assert all(c.commit is not None for c in culprits)
 
 
 def test_without_clones_the_grid_answer_says_how_to_name_the_commits(tmp_path, monkeypatch) -> None:
     triaged, _, _ = _triage(tmp_path, monkeypatch)
-    assert "culprits" not in triaged.grids[0]
+    assert triaged.grids[0].culprits is None and "culprits" not in triaged.grids[0].to_json()
     summary = next((tmp_path / "out").glob("summary-*.md")).read_text()
     assert "add --git deepspeed=CLONE --git lightning=CLONE (or --culprits)" in summary
 
@@ -229,49 +234,71 @@ _TEXT = st.text(st.characters(codec="utf-8"), max_size=30)
 
 
 @settings(max_examples=60)
-@given(_TEXT, _TEXT, st.integers(1, 60))
-@example(word="@0", signature="", cols=1)  # a direction of "@0" once went out unneutralised (CI, stop 56)
-def test_hostile_words_never_reach_the_page_and_the_picture_fits_a_terminal(word: str, signature: str, cols: int):
-    data = {
-        "repro": word,
-        "form": word,
-        "cell": {word: word},
-        "row_axis": word,
-        "col_axis": "deepspeed",
-        "rows": [f"{word}1", f"{word}2"],
-        "cols": [f"0.{i}.{i}" for i in range(cols)],
-        "cells_run": 3,
-        "cells_in_grid": 2 * cols,
-        "waves": 2,
-        "searched_along": word,
-        "assumption": "monotone",
-        "assumption_held": False,
-        "checked": word,
-        "fallback": word,
-        "contradictions": [],
-        "regions": [
-            {
-                "rule": word,
-                "cells": 1,
-                "cells_run": 1,
-                "edges_proven": 0,
-                "signatures": [{"id": word, "text": signature, "cells": 1, "outcome": word}],
-            }
-        ],
-        "edges": [],
-        "grid": [[{"state": "skipped", "how": "skipped", "why": signature}] * cols] * 2,
-        "fixes": {word: [1, 2]},
-        "culprits": [
-            {
-                **{"axis": word, "at_axis": word, "at": word, "passing": f"{word}1", "failing": f"{word}2"},
-                **{"edges_at": [word, signature], "direction": word, "rerun": "x", "release_sources": [signature]},
-                "commit": {"sha": signature, "subject": signature, "pull_request": word} if cols % 2 else None,
-                "last_good_commit": {"sha": signature},
-                "skipped_between": [word] * (cols % 3),
-                "why": signature,
-            }
-        ],
-    }
+@given(_TEXT, _TEXT, st.integers(1, 60), st.sampled_from(["brought", "fixed"]))
+@example(word="@0", signature="", cols=1, direction="brought")  # "@0" once went out unneutralised (CI, stop 56)
+def test_hostile_words_never_reach_the_page_and_the_picture_fits_a_terminal(
+    word: str, signature: str, cols: int, direction: Literal["brought", "fixed"]
+) -> None:
+    commit = Commit(sha=signature, subject=signature, pull_request=word) if cols % 2 else None
+    culprit = Culprit(
+        last=f"{word}1",
+        first=f"{word}2",
+        kind="introduced",
+        target=None,
+        commit=commit,
+        last_good_commit=Commit(sha=signature, subject=word, pull_request=None),
+        skipped_between=(word,) * (cols % 3),
+        why=signature,
+        rerun="x",
+        release_sources=(signature,),
+    )
+    data = GridReport(
+        repro=word,
+        form=word,
+        cell={word: word},
+        row_axis=word,
+        col_axis="deepspeed",
+        rows=(f"{word}1", f"{word}2"),
+        cols=tuple(f"0.{i}.{i}" for i in range(cols)),
+        cells_run=3,
+        cells_in_grid=2 * cols,
+        waves=2,
+        searched_along=word,
+        assumption="monotone",
+        assumption_held=False,
+        checked=word,
+        fallback=word,
+        contradictions=(),
+        regions=(
+            GridRegion(
+                rule=word,
+                clauses=(word,),
+                rows=(f"{word}1", f"{word}2"),
+                cols=("0.0.0", "0.0.0"),
+                cells=1,
+                cells_run=1,
+                signatures=(RegionSignature(id=word, text=signature, cells=1, outcome=word),),
+                edges_proven=0,
+            ),
+        ),
+        edges=(),
+        grid=((GridCell(state="skipped", how="skipped", outcome=word, why=signature),) * cols,) * 2,
+        fixes={word: (1, 2)},
+        culprits=(
+            EdgeCulprit(
+                axis=word,
+                at_axis=word,
+                at=word,
+                passing=f"{word}1",
+                failing=f"{word}2",
+                measured=True,
+                edges_at=(word, signature),
+                direction=direction,
+                clone=word,
+                culprit=culprit,
+            ),
+        ),
+    )
     text = grid_markdown(data, name=word, rerun="x")
     assert "\x1b" not in text and "<!--" not in text and "\r" not in text
     assert not re.search(r"(?<![\w/.+-])@[A-Za-z0-9_-]", text.replace("@\u200b", ""))

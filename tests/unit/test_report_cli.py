@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from reprobisect.commands.main import main as reprobisect
 from reprobisect.errors import FAIL_EXIT
+from reprobisect.model.grid_report import GridReport
 
 RECORDS = Path(__file__).parents[1] / "resources" / "records"
 
@@ -140,7 +142,7 @@ def test_a_real_bisect_shows_its_transition(tmp_path: Path, capsys: pytest.Captu
     )
 
 
-def _grid_answer(hostile: str = "") -> dict[str, object]:
+def _grid_answer(hostile: str = "") -> GridReport:
     """A grid answer as triage writes it: the harness's own grid search over a planted staircase (fails where
     lightning < 2.5.5 and deepspeed >= 0.16.4), with a hostile word in its signature where asked."""
     from reprobisect.bisect.grid import grid_search
@@ -167,9 +169,8 @@ def test_a_grid_answer_beside_the_records_is_drawn_on_the_page(tmp_path: Path) -
     out = tmp_path / "out"
     shutil.copytree(RECORDS / "releases", out)
     hostile = "<script>alert(1)</script>"
-    answer = _grid_answer(hostile)
-    answer["form"] = f"cpu-shim{hostile}"  # words of the answer file reach the page only escaped
-    (out / "grid-script-issue-cpu-shim-deepspeed-lightning.json").write_text(json.dumps(answer))
+    answer = dataclasses.replace(_grid_answer(hostile), form=f"cpu-shim{hostile}")  # reach the page only escaped
+    (out / "grid-script-issue-cpu-shim-deepspeed-lightning.json").write_text(json.dumps(answer.to_json()))
     (out / "grid-broken.json").write_text(json.dumps({"rows": [1], "grid": "x"}))
     assert main(["--out", str(out), "--dest", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "report.html").read_text()

@@ -31,6 +31,7 @@ from reprobisect.commands.bisect import _print_report
 from reprobisect.commands.main import COMMANDS, main
 from reprobisect.model.bisect_report import BisectReport
 from reprobisect.model.culprit import Commit, Culprit, SearchTarget
+from reprobisect.model.grid_report import GridReport
 from reprobisect.model.store import Store
 from reprobisect.report.grid_view import grid_markdown, grid_terminal
 from tests.conftest import ROOT
@@ -111,7 +112,7 @@ def _bisect_lines(tmp: Path) -> Outputs:
 
 def _grid_views(tmp: Path) -> Outputs:
     """A real grid search's answer (DeepSpeed × torch, with the commit behind its edge) in Markdown and in words."""
-    data = json.loads(GRID_JSON.read_text())
+    data = GridReport.from_json(json.loads(GRID_JSON.read_text()), where=str(GRID_JSON))
     return {
         "grid.md": grid_markdown(data, name=GRID_JSON.name, rerun="reprobisect triage issue.py"),
         "grid.txt": "\n".join(grid_terminal(data)) + "\n",

@@ -21,7 +21,6 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from reprobisect.bisect import history
 from reprobisect.bisect.culprits import FAILING, find_culprits
@@ -30,6 +29,8 @@ from reprobisect.bisect.search import ProbeResult
 from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError
 from reprobisect.model.bisect_report import SeenState, TransitionEntry
+from reprobisect.model.culprit import Culprit
+from reprobisect.model.grid_report import EdgeCulprit, GridEdge, GridReport
 from reprobisect.run.context import RunContext
 
 __all__ = [
@@ -152,44 +153,55 @@ class EdgeChoice:
     cells: tuple[tuple[str, str], tuple[str, str]]  # (row value, column value) of the passing and the failing cell
     breaking: bool  # the older release passes: the change brought the failure (else it fixed it)
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "axis": self.axis,
-            "at_axis": self.at_axis,
-            "at": self.at,
-            "passing": self.passing,
-            "failing": self.failing,
-            "measured": self.measured,
-            "edges_at": list(self.ats),
-            "direction": "brought" if self.breaking else "fixed",
-        }
+    def searched(
+        self,
+        clone: Path | None,
+        *,
+        measured_now: bool | None = None,
+        culprit: Culprit | None = None,
+        unsearched: str | None = None,
+    ) -> EdgeCulprit:
+        """This search's entry of the answer's ``culprits``: the edge, the clone, and what was found."""
+        return EdgeCulprit(
+            axis=self.axis,
+            at_axis=self.at_axis,
+            at=self.at,
+            passing=self.passing,
+            failing=self.failing,
+            measured=self.measured,
+            edges_at=self.ats,
+            direction="brought" if self.breaking else "fixed",
+            clone=str(clone) if clone is not None else None,
+            measured_now=measured_now,
+            culprit=culprit,
+            unsearched=unsearched,
+        )
 
 
-def _key(report: Mapping[str, Any], cell: Mapping[str, Any]) -> tuple[str, str]:
-    return str(cell[report["row_axis"]]), str(cell[report["col_axis"]])
+def _key(report: GridReport, cell: Mapping[str, str]) -> tuple[str, str]:
+    return cell[report.row_axis], cell[report.col_axis]
 
 
-def chosen_edges(report: Mapping[str, Any]) -> list[EdgeChoice]:
-    """One search per axis and pair of releases of a grid answer's edges (``grid-<slug>.json``'s ``edges``), at the
-    first edge between them whose both cells ran, else at the first edge between them."""
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
-    for edge in report["edges"]:
-        groups.setdefault((str(edge["axis"]), str(edge["passing"]), str(edge["failing"])), []).append(edge)
+def chosen_edges(report: GridReport) -> list[EdgeChoice]:
+    """One search per axis and pair of releases of a grid answer's edges, at the first edge between them whose both
+    cells ran, else at the first edge between them."""
+    groups: dict[tuple[str, str, str], list[GridEdge]] = {}
+    for edge in report.edges:
+        groups.setdefault((edge.axis, edge.passing, edge.failing), []).append(edge)
     chosen = []
     for (axis, passing, failing), edges in groups.items():
-        edge = next((e for e in edges if e["measured"]), edges[0])
-        versions = [str(v) for v in (report["rows"] if axis == report["row_axis"] else report["cols"])]
-        at = str(edge["at"])
+        edge = next((e for e in edges if e.measured), edges[0])
+        versions = report.versions(axis)
         chosen.append(
             EdgeChoice(
                 axis=axis,
-                at_axis=str(edge["at_axis"]),
-                at=at,
+                at_axis=edge.at_axis,
+                at=edge.at,
                 passing=passing,
                 failing=failing,
-                measured=bool(edge["measured"]),
-                ats=(at, *(str(e["at"]) for e in edges if str(e["at"]) != at)),
-                cells=(_key(report, edge["passing_cell"]), _key(report, edge["failing_cell"])),
+                measured=edge.measured,
+                ats=(edge.at, *(e.at for e in edges if e.at != edge.at)),
+                cells=(_key(report, edge.passing_cell), _key(report, edge.failing_cell)),
                 breaking=versions.index(passing) < versions.index(failing),
             )
         )
@@ -211,7 +223,7 @@ class EdgeSearch:
     source: Sequence[str]
 
 
-def edge_culprits(search: EdgeSearch, report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def edge_culprits(search: EdgeSearch, report: GridReport) -> list[EdgeCulprit]:
     """One entry per search of ``chosen_edges``: the edge searched and those it stands for, its direction (brought
     or fixed), the commit found (as ``find_culprits`` gives it) or why none is named."""
     clones: dict[str, tuple[Path | None, str | None]] = {}
@@ -220,30 +232,24 @@ def edge_culprits(search: EdgeSearch, report: Mapping[str, Any]) -> list[dict[st
         if choice.axis not in clones:  # once an axis: --culprits may clone
             clones[choice.axis] = search.clones.for_axis(choice.axis)
         clone, why = clones[choice.axis]
-        entry = {**choice.describe(), "clone": str(clone) if clone is not None else None}
         if clone is None:
-            found.append({**entry, **_unsearched(why)})
+            found.append(choice.searched(None, unsearched=why))
             continue
         states = _states(search, report, choice)
         if isinstance(states, str):
-            found.append({**entry, "measured_now": True, **_unsearched(states)})
+            found.append(choice.searched(clone, measured_now=True, unsearched=states))
             continue
-        entry["measured_now"] = not choice.measured
-        found.append({**entry, **_culprit(search, choice, clone, states)})
+        culprit = _culprit(search, choice, clone, states)
+        found.append(choice.searched(clone, measured_now=not choice.measured, culprit=culprit))
     return found
 
 
-def _unsearched(why: str | None) -> dict[str, Any]:
-    return {"commit": None, "last_good_commit": None, "commits": None, "probes": 0, "why": why, "rerun": None}
-
-
-def _states(search: EdgeSearch, report: Mapping[str, Any], choice: EdgeChoice) -> tuple[SeenState, SeenState] | str:
+def _states(search: EdgeSearch, report: GridReport, choice: EdgeChoice) -> tuple[SeenState, SeenState] | str:
     """The passing and the failing cell's states: read from the grid where both ran, else run now (the grid's probe)
     and checked against what was inferred; a string says why the edge is not searched."""
     if choice.measured:
-        rows, cols = [str(v) for v in report["rows"]], [str(v) for v in report["cols"]]
-        ran = [report["grid"][rows.index(r)][cols.index(c)] for r, c in choice.cells]
-        good, bad = (SeenState(outcome=str(cell["outcome"]), signature_id=cell.get("signature_id")) for cell in ran)
+        ran = [report.grid[report.rows.index(r)][report.cols.index(c)] for r, c in choice.cells]
+        good, bad = (SeenState(outcome=str(cell.outcome), signature_id=cell.signature_id) for cell in ran)
         return good, bad
     passing, failing = search.measure(list(choice.cells))
     if passing.outcome == "PASS" and failing.outcome in FAILING and not passing.skipped and not failing.skipped:
@@ -252,9 +258,7 @@ def _states(search: EdgeSearch, report: Mapping[str, Any], choice: EdgeChoice) -
     return f"the edge's two cells, run for this search, do not bear out what was inferred ({said})"
 
 
-def _culprit(
-    search: EdgeSearch, choice: EdgeChoice, clone: Path, states: tuple[SeenState, SeenState]
-) -> dict[str, Any]:
+def _culprit(search: EdgeSearch, choice: EdgeChoice, clone: Path, states: tuple[SeenState, SeenState]) -> Culprit:
     """The commit search of one edge: a release transition from the older release to the newer, the other axis
     pinned at ``at``, handed to ``find_culprits``."""
     passing, failing = states
@@ -281,4 +285,4 @@ def _culprit(
         form=str(request.form),
         source=search.source,
     )
-    return {k: v for k, v in found.to_json().items() if k not in ("last", "first")}  # the edge names both ends
+    return found

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from reprobisect.bisect.slowdown_answer import slower_ranges
 from reprobisect.commands.corpus_jobs import default_entry_jobs, failed_row, run_entries
@@ -42,6 +42,7 @@ from reprobisect.corpus.truth import load_truth
 from reprobisect.corpus.truth_model import PACKAGES, Truth
 from reprobisect.errors import FAIL_EXIT, ConfigError, HarnessError
 from reprobisect.model.culprit import Culprit
+from reprobisect.model.grid_report import GridReport
 from reprobisect.util import bounds
 from reprobisect.util.neutral import command_line
 
@@ -234,10 +235,10 @@ def run_entry(truth: Truth, options: CorpusOptions) -> Row:
     return score(truth, found)
 
 
-def _grid_row(truth: Truth, grids: Sequence[Mapping[str, Any]], seconds: float) -> Row:
+def _grid_row(truth: Truth, grids: Sequence[GridReport], seconds: float) -> Row:
     """An interaction entry's row from the one grid search over its two axes (a wrong row if there is none)."""
     axes = set(_varied(truth))
-    mine = [g for g in grids if {g.get("row_axis"), g.get("col_axis")} == axes]
+    mine = [g for g in grids if {g.row_axis, g.col_axis} == axes]
     if len(mine) != 1:
         why = f"{len(mine)} grid answers over {' × '.join(_varied(truth))} (one expected: is the matrix a grid?)"
         return failed_row(truth.name, why, seconds)

@@ -8,10 +8,8 @@ what it returns (``Triaged``), so that no command imports another.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from reprobisect.bisect import history
 from reprobisect.bisect.answer import Answer, answer_markdown, sweep_answers
@@ -33,6 +31,7 @@ from reprobisect.errors import BisectInconclusiveError, ConfigError
 from reprobisect.minimize.sections import sections_under
 from reprobisect.model.bisect_report import BisectReport, TransitionEntry, write_bisect_report
 from reprobisect.model.culprit import Culprit
+from reprobisect.model.grid_report import GridReport, write_grid_report
 from reprobisect.model.record import Record
 from reprobisect.model.slowdown import SlowdownRule
 from reprobisect.report.grid_view import grid_markdown, grid_terminal
@@ -51,7 +50,7 @@ class Triaged:
 
     answers: list[tuple[Answer, list[Culprit]]]
     timed: list[tuple[Answer, BisectReport | None, list[Culprit]]]
-    grids: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # two ranges: each form's grid answer
+    grids: list[GridReport] = dataclasses.field(default_factory=list)  # two ranges: each form's grid answer
 
 
 def triage_answers(options: TriageOptions, *, rerun: str) -> Triaged:
@@ -80,7 +79,7 @@ def triage_answers(options: TriageOptions, *, rerun: str) -> Triaged:
     plan = None if options.full_grid or len(varying) < 2 else grid_plan(config, request, ctx)
     axes = varying if plan is None else [plan.row_axis, plan.col_axis]
     refuse_clones(options.git, options.git_for, varying=axes, grid=plan is not None)
-    grids: list[tuple[dict[str, Any], Path]] = []
+    grids: list[tuple[GridReport, Path]] = []
     if plan is not None:
         _refuse_beside_a_grid(rule)
         records, grids = _grid_answers(config, request, ctx, plan, options)
@@ -128,7 +127,7 @@ def _refuse_beside_a_grid(rule: SlowdownRule | None) -> None:
 
 def _grid_answers(
     config: Config, request: MatrixRequest, ctx: RunContext, plan: GridPlan, options: TriageOptions
-) -> tuple[list[Record], list[tuple[dict[str, Any], Path]]]:
+) -> tuple[list[Record], list[tuple[GridReport, Path]]]:
     """Each form's grid search (bisect/grid.py), with the commit behind each edge where clones are given or asked
     for (bisect/edge_culprits.py), its answer written as ``grid-<slug>.json`` beside the records; returns every
     record its waves made or reused, and each answer with its path."""
@@ -143,11 +142,11 @@ def _grid_answers(
         result = grid_search(plan.row_axis, plan.rows, plan.col_axis, plan.cols, probes, log=ctx.echo)
         report = grid_report(result, repro=plan.repro, form=form, held=plan.held, records=probes.records)
         path = ctx.store.root / f"grid-{grid_slug(plan.repro, form, plan.row_axis, plan.col_axis)}.json"
-        write_atomic(path, json.dumps(report, indent=2), what="the grid search's result")
+        write_grid_report(path, report)
         search = _edge_search(config, plan, form, probes, options, ctx)
         if search.clones.asked:  # the grid's answer is written first: the commit searches take longer than it
-            report["culprits"] = edge_culprits(search, report)
-            write_atomic(path, json.dumps(report, indent=2), what="the grid search's result")
+            report = report.with_culprits(edge_culprits(search, report))
+            write_grid_report(path, report)
         records += probes.records
         answers.append((report, path))
     return records, answers

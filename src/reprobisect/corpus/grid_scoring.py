@@ -6,18 +6,17 @@ inferred, skipped or not run), the regions with the signatures of the failing ce
 rules are right when the cells they say fail — measured or inferred — are exactly the truth's failing cells, read
 in the truth's own orientation whichever axis the harness made its rows; a cell it left unknown (skipped, not run,
 or missing from its grid) makes them inexact, as a release it could not judge makes a one-package entry's ranges
-inexact. Pure functions over plain data, so each way of being wrong is planted in a unit test
-(tests/unit/test_corpus_interaction.py).
+inexact. Pure functions over the typed answer (model/grid_report.py), so each way of being wrong is planted in a
+unit test (tests/unit/test_corpus_interaction.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from reprobisect.corpus.scoring import NOT_APPLICABLE, ColumnVerdict, Row, named, prs_verdict, signature_agrees
 from reprobisect.corpus.truth_model import EdgeChange, Interaction, Truth
-from reprobisect.model.culprit import Commit
+from reprobisect.model.grid_report import EdgeCulprit, GridCell, GridReport
 
 __all__ = ["edge_culprits", "grid_cells", "score_grid"]
 
@@ -25,22 +24,16 @@ Cell = tuple[str, str]  # (row release, column release) in the truth's orientati
 _KNOWN = ("fails", "passes")
 
 
-def _listed(value: object) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, list) else []
-
-
-def grid_cells(truth: Truth, interaction: Interaction, answer: Mapping[str, Any]) -> dict[Cell, Mapping[str, Any]]:
+def grid_cells(truth: Truth, interaction: Interaction, answer: GridReport) -> dict[Cell, GridCell]:
     """Every cell of the answer's grid, keyed in the truth's orientation; empty when its axes are not the truth's."""
-    row_axis, col_axis = answer.get("row_axis"), answer.get("col_axis")
-    rows, cols, grid = _listed(answer.get("rows")), _listed(answer.get("cols")), answer.get("grid")
-    if {row_axis, col_axis} != {truth.package, interaction.partner} or not isinstance(grid, list):
+    if {answer.row_axis, answer.col_axis} != {truth.package, interaction.partner}:
         return {}
-    flipped = row_axis != truth.package
-    found: dict[Cell, Mapping[str, Any]] = {}
-    for r, line in enumerate(grid[: len(rows)]):
-        for c, state in enumerate(line[: len(cols)] if isinstance(line, list) else []):
-            if isinstance(state, Mapping):
-                found[(cols[c], rows[r]) if flipped else (rows[r], cols[c])] = state
+    flipped = answer.row_axis != truth.package
+    found: dict[Cell, GridCell] = {}
+    # not strict: a grid shorter than its axes (an answer made in code, not read back) leaves those cells unjudged
+    for row, line in zip(answer.rows, answer.grid, strict=False):
+        for col, state in zip(answer.cols, line, strict=False):
+            found[(col, row) if flipped else (row, col)] = state
     return found
 
 
@@ -49,19 +42,15 @@ def _names(cells: Sequence[Cell]) -> str:
     return shown + (f" and {len(cells) - 8} more" if len(cells) > 8 else "")
 
 
-def _rule(
-    truth: Truth, interaction: Interaction, answer: Mapping[str, Any], cells: Mapping[Cell, Any]
-) -> ColumnVerdict:
+def _rule(truth: Truth, interaction: Interaction, answer: GridReport, cells: Mapping[Cell, GridCell]) -> ColumnVerdict:
     """The harness's rules against the truth's regions, cell by cell (what each cell's state says, measured or
     inferred: the rules are drawn from exactly those)."""
     grid = [(r, c) for r in truth.releases for c in interaction.partner_releases]
     expected = truth.failing_cells()
-    unknown = [cell for cell in grid if cell not in cells or cells[cell].get("state") not in _KNOWN]
-    stated = {cell for cell in grid if cell in cells and cells[cell].get("state") == "fails"}
+    unknown = [cell for cell in grid if cell not in cells or cells[cell].state not in _KNOWN]
+    stated = {cell for cell in grid if cell in cells and cells[cell].fails}
     wrong = [cell for cell in grid if cell not in unknown and (cell in stated) != (cell in expected)]
-    regions = answer.get("regions")
-    rules = [str(r.get("rule")) for r in regions if isinstance(r, Mapping)] if isinstance(regions, list) else []
-    found = "; ".join(rules) or "no failing cell"
+    found = "; ".join(region.rule for region in answer.regions) or "no failing cell"
     if wrong:
         found += f" (wrong cells: {_names(wrong)})"
     if unknown:
@@ -69,26 +58,19 @@ def _rule(
     return ColumnVerdict(ok=not wrong and not unknown, truth="; ".join(interaction.rules()), found=found)
 
 
-def _signature_texts(answer: Mapping[str, Any]) -> dict[str, str]:
+def _signature_texts(answer: GridReport) -> dict[str, str]:
     """Each failure signature's text by its id, from the regions (every failing cell run lies in one)."""
-    texts: dict[str, str] = {}
-    regions = answer.get("regions")
-    for region in regions if isinstance(regions, list) else []:
-        signatures = region.get("signatures") if isinstance(region, Mapping) else None
-        for entry in signatures if isinstance(signatures, list) else []:
-            if isinstance(entry, Mapping) and entry.get("id") and entry.get("text"):
-                texts[str(entry["id"])] = str(entry["text"])
-    return texts
+    return {s.id: s.text for region in answer.regions for s in region.signatures if s.id and s.text}
 
 
-def _signature(interaction: Interaction, answer: Mapping[str, Any], cells: Mapping[Cell, Any]) -> ColumnVerdict:
+def _signature(interaction: Interaction, answer: GridReport, cells: Mapping[Cell, GridCell]) -> ColumnVerdict:
     """On every cell the harness ran, its outcome and signature against the hand run's exit and last line."""
     texts = _signature_texts(answer)
-    ran = [cell for cell, state in cells.items() if state.get("how") == "measured" and cell in interaction.cells]
+    ran = [cell for cell, state in cells.items() if state.how == "measured" and cell in interaction.cells]
     wrong = []
     for cell in ran:
         state = cells[cell]
-        outcome, text = str(state.get("outcome", "MISSING")), texts.get(str(state.get("signature_id")))
+        outcome, text = state.outcome or "MISSING", texts.get(str(state.signature_id))
         if not signature_agrees(interaction.cells[cell].last_line, outcome, text):
             wrong.append(f"{'|'.join(cell)}: {outcome} {text or ''}".rstrip())
     lines = {row.last_line for row in interaction.cells.values() if row.last_line}
@@ -99,33 +81,28 @@ def _signature(interaction: Interaction, answer: Mapping[str, Any], cells: Mappi
     )
 
 
-def edge_culprits(answer: Mapping[str, Any], changes: Sequence[EdgeChange]) -> list[Mapping[str, Any] | None] | None:
+def edge_culprits(answer: GridReport, changes: Sequence[EdgeChange]) -> list[EdgeCulprit | None] | None:
     """For each truth change, the commit search the answer made for the same step of an edge (None: it made none
-    there), or None when it searched no edge at all (not asked). The one place that knows where a grid answer keeps
-    them: ``culprits``, one per search (bisect/edge_culprits.py), each with its ``axis``, its ``passing`` and
-    ``failing`` releases, the ``at`` releases of the other axis it stands for (``edges_at``) and the commit found,
-    shaped as ``find_culprits``' dicts."""
-    searches = [c for c in answer.get("culprits") or [] if isinstance(c, Mapping)]
+    there), or None when it searched no edge at all (not asked): one search per axis and pair of releases
+    (bisect/edge_culprits.py), each standing for the ``at`` releases of the other axis in its ``edges_at``."""
+    searches = answer.culprits or ()
     if not searches:
         return None
-    found: list[Mapping[str, Any] | None] = []
-    for change in changes:
-        found.append(
-            next(
-                (
-                    s
-                    for s in searches
-                    if (s.get("axis"), s.get("passing"), s.get("failing"))
-                    == (change.package, change.passing, change.failing)
-                    and change.at in [str(a) for a in s.get("edges_at") or [s.get("at")]]
-                ),
-                None,
-            )
+    return [
+        next(
+            (
+                s
+                for s in searches
+                if (s.axis, s.passing, s.failing) == (change.package, change.passing, change.failing)
+                and change.at in (s.edges_at or (s.at,))
+            ),
+            None,
         )
-    return found
+        for change in changes
+    ]
 
 
-def _edges(interaction: Interaction, answer: Mapping[str, Any]) -> ColumnVerdict:
+def _edges(interaction: Interaction, answer: GridReport) -> ColumnVerdict:
     """The pull request behind each ``[[change]]``, against the culprit the answer names at that step."""
     if not interaction.changes:
         return NOT_APPLICABLE
@@ -140,25 +117,18 @@ def _edges(interaction: Interaction, answer: Mapping[str, Any]) -> ColumnVerdict
     return prs_verdict(pairs, labels)
 
 
-def _named(search: Mapping[str, Any] | None) -> str:
-    """What an edge's commit search named, read from the grid answer's JSON and said as a release transition's is."""
+def _named(search: EdgeCulprit | None) -> str:
+    """What an edge's commit search named, said as a release transition's is."""
     if search is None:
         return "no transition found"
-    commit, why = search.get("commit"), search.get("why")
-    found = None
-    if isinstance(commit, Mapping) and commit:
-        pr = commit.get("pull_request")
-        sha, subject = str(commit.get("sha")), str(commit.get("subject"))
-        found = Commit(sha=sha, subject=subject, pull_request=str(pr) if pr else None)
-    return named(found, str(why) if why else None)
+    return named(search.commit, search.why or None)
 
 
-def _cells_run(answer: Mapping[str, Any]) -> str:
-    run, size = answer.get("cells_run"), answer.get("cells_in_grid")
-    return f"{run} of {size}" if isinstance(run, int) and isinstance(size, int) else "?"
+def _cells_run(answer: GridReport) -> str:
+    return f"{answer.cells_run} of {answer.cells_in_grid}"
 
 
-def score_grid(truth: Truth, answer: Mapping[str, Any], seconds: float) -> Row:
+def score_grid(truth: Truth, answer: GridReport, seconds: float) -> Row:
     """An interaction entry's row: rule, signature and edges' pull requests scored; the one-package columns n/a."""
     interaction = truth.interaction
     if interaction is None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from reprobisect.errors import ConfigError
+from reprobisect.model.grid_report import GridReport
 from reprobisect.model.record import MAX_RECORD_BYTES
 from reprobisect.report.frame import SkippedFileWarning
 from reprobisect.util.safe_read import UnsafeFileError, load_json_file
@@ -18,37 +19,25 @@ __all__ = ["GridFile", "load_grids"]
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class GridFile:
-    """One grid search's answer file (``<out>/grid-*.json``), kept as the triage wrote it."""
+    """One grid search's answer file (``<out>/grid-*.json``), read back as the answer it holds."""
 
     path: Path
-    data: dict[str, Any]
-
-
-_GRID_KEYS = ("repro", "form", "row_axis", "col_axis", "rows", "cols", "grid", "regions", "edges")
+    report: GridReport
 
 
 def _read_grid(path: Path, root: Path) -> GridFile | None:
-    """A grid search's answer (``grid-*.json``, bisect/grid_answer.py), checked for the shape the page draws: a
-    list of rows of cell objects, as many rows as ``rows`` and as many cells a row as ``cols``."""
+    """A grid search's answer (``grid-*.json``, bisect/grid_answer.py) read back (``GridReport.from_json``: a grid
+    that is not rows × cols of cells, a state no search writes, a key missing is refused by name); a file that is not
+    one is skipped with a warning that says why."""
     try:
         data = load_json_file(path, root=root, max_bytes=MAX_RECORD_BYTES)
+        return GridFile(path=path, report=GridReport.from_json(data, where=str(path)))
     except UnsafeFileError as exc:
         warnings.warn(f"skipping {path}: not read as a grid answer ({exc.why})", SkippedFileWarning, stacklevel=3)
-        return None
-    missing = [k for k in _GRID_KEYS if k not in data] if isinstance(data, dict) else ["(an object)"]
-    if missing or not _grid_shape(data):
-        what = f"missing key {missing[0]!r}" if missing else "'grid' is not rows × cols of cell objects"
-        warnings.warn(f"skipping {path}: not a grid answer ({what})", SkippedFileWarning, stacklevel=3)
-        return None
-    return GridFile(path=path, data=data)
-
-
-def _grid_shape(data: Mapping[str, Any]) -> bool:
-    rows, cols, grid = data["rows"], data["cols"], data["grid"]
-    if not (isinstance(rows, list) and isinstance(cols, list) and isinstance(grid, list) and len(grid) == len(rows)):
-        return False
-    lists = all(isinstance(row, list) and len(row) == len(cols) for row in grid)
-    return lists and all(isinstance(cell, dict) for row in grid for cell in row) and isinstance(data["regions"], list)
+    except ConfigError as exc:
+        why = str(exc).removeprefix(f"{path}: ")
+        warnings.warn(f"skipping {path}: not a grid answer ({why})", SkippedFileWarning, stacklevel=3)
+    return None
 
 
 def load_grids(roots: Sequence[Path]) -> list[GridFile]:

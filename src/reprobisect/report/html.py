@@ -384,7 +384,7 @@ def report_html(data: ReportData, *, title: str | None = None) -> str:
         "warm_up_note": WARM_UP_NOTE,
         "severity": SEVERITY,
         "bisects": [_bisect(b) for b in data.bisects],
-        "grids": [grid_section(g.data) for g in data.grids],
+        "grids": [grid_section(g.report) for g in data.grids],
         "sweeps": [],
         "env_errors": _env_errors(frame),
         "skipped": [str(s) for s in data.skipped],
