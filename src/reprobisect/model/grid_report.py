@@ -16,7 +16,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, TypedDict, TypeVar
 
 from reprobisect.errors import ConfigError
 from reprobisect.model.culprit import Commit, Culprit
@@ -28,6 +28,7 @@ __all__ = [
     "CellAt",
     "Contradiction",
     "EdgeCulprit",
+    "EdgeStep",
     "GridCell",
     "GridEdge",
     "GridRegion",
@@ -182,10 +183,20 @@ class GridRegion:
         )
 
 
+class _StepFields(TypedDict):
+    axis: str
+    at_axis: str
+    at: str
+    passing: str
+    failing: str
+    measured: bool
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class GridEdge:
-    """A step of the failing region's boundary: along ``axis``, at the other axis's ``at``, from ``passing`` (the
-    last version on the passing side) to ``failing``; ``measured``: both cells ran."""
+class EdgeStep:
+    """One step across the failing region's boundary: along ``axis``, at the other axis's ``at``, from ``passing``
+    (the last version on the passing side) to ``failing``; ``measured``: both cells ran. What a grid's edge and the
+    commit search behind it share, written first by both."""
 
     axis: str
     at_axis: str
@@ -193,10 +204,8 @@ class GridEdge:
     passing: str
     failing: str
     measured: bool
-    passing_cell: CellAt
-    failing_cell: CellAt
 
-    def to_json(self) -> dict[str, object]:
+    def step_json(self) -> dict[str, object]:
         return {
             "axis": self.axis,
             "at_axis": self.at_axis,
@@ -204,22 +213,34 @@ class GridEdge:
             "passing": self.passing,
             "failing": self.failing,
             "measured": self.measured,
-            "passing_cell": dict(self.passing_cell),
-            "failing_cell": dict(self.failing_cell),
         }
 
-    @classmethod
-    def read(cls, read: JsonObject) -> GridEdge:
-        return cls(
+    @staticmethod
+    def read_step(read: JsonObject) -> _StepFields:
+        return _StepFields(
             axis=read.text("axis"),
             at_axis=read.text("at_axis"),
             at=read.text("at"),
             passing=read.text("passing"),
             failing=read.text("failing"),
             measured=read.flag("measured"),
-            passing_cell=_cell_at(read, "passing_cell"),
-            failing_cell=_cell_at(read, "failing_cell"),
         )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GridEdge(EdgeStep):
+    """An edge of the failing region, with its two cells (the passing one and the failing one)."""
+
+    passing_cell: CellAt
+    failing_cell: CellAt
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.step_json(), "passing_cell": dict(self.passing_cell), "failing_cell": dict(self.failing_cell)}
+
+    @classmethod
+    def read(cls, read: JsonObject) -> GridEdge:
+        passing, failing = _cell_at(read, "passing_cell"), _cell_at(read, "failing_cell")
+        return cls(**cls.read_step(read), passing_cell=passing, failing_cell=failing)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -241,19 +262,13 @@ _UNSEARCHED_KEYS = ("commit", "last_good_commit", "commits", "probes", "why", "r
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class EdgeCulprit:
+class EdgeCulprit(EdgeStep):
     """The commit search behind the edges of one axis between two releases (bisect/edge_culprits.py): the edge it
     ran at (``at``) and the ``at`` of every edge it stands for (``edges_at``, that one first), whether the change
     ``brought`` or ``fixed`` the failure, the clone searched (None: not searched, ``why``), whether the edge's two
     cells were run for it (``measured_now``; None where no clone was there to search), and what ``find_culprits``
     found (``culprit``, None where no search ran)."""
 
-    axis: str
-    at_axis: str
-    at: str
-    passing: str
-    failing: str
-    measured: bool
     edges_at: tuple[str, ...]
     direction: Direction
     clone: str | None
@@ -287,12 +302,7 @@ class EdgeCulprit:
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {
-            "axis": self.axis,
-            "at_axis": self.at_axis,
-            "at": self.at,
-            "passing": self.passing,
-            "failing": self.failing,
-            "measured": self.measured,
+            **self.step_json(),
             "edges_at": list(self.edges_at),
             "direction": self.direction,
             "clone": self.clone,
@@ -307,20 +317,15 @@ class EdgeCulprit:
 
     @classmethod
     def read(cls, read: JsonObject) -> EdgeCulprit:
-        direction = _choice(read, "direction", _DIRECTIONS)
-        passing, failing = read.text("passing"), read.text("failing")
+        step, direction = cls.read_step(read), _choice(read, "direction", _DIRECTIONS)
         culprit = None
         if "kind" in read.data:  # a search ran: the culprit's fields, its ends the edge's, oldest first
-            last, first = (passing, failing) if direction == "brought" else (failing, passing)
+            ends = (step["passing"], step["failing"])
+            last, first = ends if direction == "brought" else ends[::-1]
             culprit = Culprit.from_json({**read.data, "last": last, "first": first}, where=read.where)
         measured_now = read.data.get("measured_now")
         return cls(
-            axis=read.text("axis"),
-            at_axis=read.text("at_axis"),
-            at=read.text("at"),
-            passing=passing,
-            failing=failing,
-            measured=read.flag("measured"),
+            **step,
             edges_at=read.texts("edges_at"),
             direction=direction,
             clone=read.maybe_text("clone"),

@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from reprobisect.model.grid_report import CellAt, EdgeCulprit, GridCell, GridEdge, GridRegion, GridReport
+from reprobisect.model.grid_report import CellAt, EdgeCulprit, EdgeStep, GridCell, GridRegion, GridReport
 from reprobisect.util.neutral import md_document, md_safe, printable
 
 __all__ = ["GLYPHS", "LEGEND", "edge_words", "grid_markdown", "grid_picture", "grid_section", "grid_terminal"]
@@ -67,7 +67,7 @@ def _narrow(data: GridReport, rows: Sequence[str], cols: Sequence[str], label: i
     return [*lines, LEGEND]
 
 
-def edge_words(data: GridReport, edge: GridEdge | EdgeCulprit) -> str:
+def edge_words(data: GridReport, edge: EdgeStep) -> str:
     """``deepspeed 0.16.0 → 0.16.4 starts failing at lightning 2.5.0``: the edge's two versions oldest first (the
     order of the grid's axis), and which way the outcome changes across it."""
     versions = data.versions(edge.axis)
