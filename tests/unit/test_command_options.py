@@ -222,6 +222,16 @@ def test_corpus_refuses_a_pin_of_what_an_entry_varies_and_hands_on_the_machines_
     options = CorpusOptions.from_args(_parse(["corpus", "--lightning", "system", "--git", "/tmp/ds"]))
     argv = _triage_argv(ds, options)
     assert argv[argv.index("--lightning") + 1] == "system" and argv.count("--torch") == 1
+    assert "--secret-env" not in argv
+
+
+def test_corpus_hands_secret_names_on_to_each_triage_and_its_rerun_line() -> None:
+    """A name made secret for the corpus is one for each entry's triage, re-run from its summary too; only the
+    name travels."""
+    ds = load_truth(ROOT / "corpus" / "ds-bf16-stray-grad")
+    argv = ["corpus", "--secret-env", "MY_DB", "--secret-env", "ORG_CODE", "--git", "/tmp/ds"]
+    words = _triage_argv(ds, CorpusOptions.from_args(_parse(argv)))
+    assert [words[i + 1] for i, w in enumerate(words) if w == "--secret-env"] == ["MY_DB", "ORG_CODE"]
 
 
 def test_nothing_below_commands_reads_a_namespace() -> None:

@@ -145,6 +145,9 @@ def _passed(common: CommonOptions) -> list[str]:
     }
     words = [item for option, value in given.items() if value is not None for item in (option, str(value))]
     words += [] if common.confinement.sandbox else ["--no-sandbox"]
+    # the names only (never a value): each triage runs in this process, where they are secrets already, and its
+    # re-run line must keep them so, or a maintainer's re-run hands the run their own $VAR
+    words += [word for name in common.secret_env for word in ("--secret-env", name)]
     return [*words, "--network", common.confinement.network]
 
 
