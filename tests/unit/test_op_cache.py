@@ -100,6 +100,7 @@ def _fake_torch_load(builds: Path):
         extra_ldflags=None,
         build_directory=None,
         verbose=False,
+        with_cuda=None,
     ):
         with builds.open("a") as handle:
             handle.write(f"{build_directory}\n")
@@ -123,6 +124,21 @@ def test_the_first_call_builds_the_next_one_loads(tmp_path: Path, monkeypatch: p
     out = capsys.readouterr().out.splitlines()
     events = [json.loads(line.partition("@@repro ")[2]) for line in out if line.startswith("@@repro ")]
     assert [(e["event"], e["built"]) for e in events] == [("op", True), ("op", False)]
+
+
+def test_a_default_spelled_out_is_the_same_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeepSpeed 0.16.7 began to pass ``with_cuda=None``, torch's default, to the same op 0.16.6 built with the
+    same sources and flags: one build serves both; a value other than the default is another build."""
+    monkeypatch.setattr(op_cache, "_import_built", lambda name, folder: f"loaded {name}")
+    builds = tmp_path / "builds.txt"
+    load = op_cache.cached_load(_fake_torch_load(builds), str(tmp_path / "ops"))
+    _, older = _op_tree(tmp_path / "deepspeed-0.16.6")
+    _, newer = _op_tree(tmp_path / "deepspeed-0.16.7")
+    assert load(**older) == "built shm_comm"
+    assert load(**newer, with_cuda=None) == "loaded shm_comm"
+    assert len(builds.read_text().splitlines()) == 1
+    assert load(**newer, with_cuda=True) == "built shm_comm"
+    assert len(builds.read_text().splitlines()) == 2
 
 
 def test_a_killed_build_is_cleared_and_built_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

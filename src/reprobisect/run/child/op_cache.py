@@ -7,7 +7,8 @@ Each call is keyed on what determines the binary, never on where the sources lie
 and a patch's private copy, with the same op sources share one build):
 
 - the op's name, the content of its sources, of the files beside them and under its include folders;
-- its compiler and linker flags (paths inside the cell replaced by a placeholder), CUDA or not;
+- its compiler and linker flags (paths inside the cell replaced by a placeholder), CUDA or not; an option given its
+  default value counts as not given;
 - torch (version with its local build tag, git revision, CUDA version, C++ ABI), the Python version;
 - the compiler (``$CXX`` or ``c++``, its ``--version``), ``TORCH_CUDA_ARCH_LIST``, ``CUDA_HOME``, and the GPU's
   compute capability when CUDA is in the build and no arch list is given; the CPU's flags when a flag says
@@ -161,6 +162,17 @@ def _import_built(name, folder):
     return module
 
 
+def _given(signature, options):
+    """The options a call set to something other than ``load``'s own default: a caller that spells out a default
+    (DeepSpeed from 0.16.7 passes ``with_cuda=None``) asks for the same binary as one that leaves it out."""
+    parameters = signature.parameters
+    return {
+        k: v
+        for k, v in options.items()
+        if k not in parameters or parameters[k].default is inspect.Parameter.empty or v != parameters[k].default
+    }
+
+
 def cached_load(original, root):
     """``original`` (torch's ``load``) behind the cache in ``root``."""
     signature = inspect.signature(original)
@@ -180,7 +192,7 @@ def cached_load(original, root):
         ):
             return original(*args, **kwargs)  # the caller chose where and what: not ours to cache
         sources = [sources] if isinstance(sources, str) else list(sources or ())
-        key = op_key(name, sources, options)
+        key = op_key(name, sources, _given(signature, options))
         folder = os.path.join(root, f"{name}-{key}")
         built = os.path.join(folder, f"{name}.so")
         start = time.monotonic()
