@@ -6,13 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from reprobisect.cells.envs import CellEnv
 from reprobisect.model.cell import Cell
+from reprobisect.run import op_prebuild
 from reprobisect.run.op_prebuild import SCRIPT_OPS, SHM_OP, cell_ops, ops_for, prebuild_ops
 
 CPU = {"DS_ACCELERATOR": "cpu"}
@@ -83,6 +86,25 @@ def test_a_cell_s_ops_are_built_once_and_the_next_cell_with_the_same_sources_sta
     again = prebuild_ops(second, ops[1], dict(ops[0]), environ)  # another release, the same op sources
     assert again is not None and again.reused and again.seconds == 0.0
     assert (built / "fused_adam").read_text() == "built\n"  # not built a second time
+
+
+def test_a_package_that_never_lets_the_interpreter_exit_does_not_hold_the_prebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DeepSpeed 0.18.2 on torch 2.3.1 with Python 3.12 imports, then never exits (torch's inductor pool): the
+    builder child leaves as soon as its ops are built, not at its timeout."""
+    built = tmp_path / "built"
+    built.mkdir()
+    cell = _cell(tmp_path)
+    (all_ops,) = cell.path.glob("lib/python*/site-packages/deepspeed/ops/op_builder/all_ops.py")
+    hang = "import threading\nthreading.Thread(target=threading.Event().wait).start()  # joined at exit: forever\n"
+    all_ops.write_text(hang + all_ops.read_text())
+    environ = {**os.environ, "REPROBISECT_OP_CACHE": str(tmp_path / "ops")}
+    monkeypatch.setattr(op_prebuild, "_TIMEOUT", 30.0)  # without the early exit: a failure at 30 s, not a hang
+    start = time.monotonic()
+    done = prebuild_ops(cell, ("fused_adam",), {"BUILT_INTO": str(built)}, environ)
+    assert done is not None and done.failure is None and (built / "fused_adam").is_file()
+    assert time.monotonic() - start < 60
 
 
 def test_a_failed_prebuild_is_said_and_leaves_no_marker(tmp_path: Path) -> None:
