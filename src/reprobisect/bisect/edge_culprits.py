@@ -30,7 +30,7 @@ from reprobisect.config.load import Config
 from reprobisect.errors import ConfigError
 from reprobisect.model.bisect_report import SeenState, TransitionEntry
 from reprobisect.model.culprit import Culprit
-from reprobisect.model.grid_report import EdgeCulprit, GridEdge, GridReport
+from reprobisect.model.grid_report import EdgeCulprit, EdgeStep, GridEdge, GridReport
 from reprobisect.run.context import RunContext
 
 __all__ = [
@@ -139,16 +139,11 @@ class GridClones:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class EdgeChoice:
+class EdgeChoice(EdgeStep):
     """One commit search: along ``axis`` between ``passing`` and ``failing``, the other axis held at ``at``; ``ats``:
-    the other axis's value of every edge between these two releases, the one searched first."""
+    the other axis's value of every edge between these two releases, the one searched first; ``measured``: both
+    cells of the edge searched at ran in the grid search."""
 
-    axis: str
-    at_axis: str
-    at: str
-    passing: str
-    failing: str
-    measured: bool  # both cells of the edge searched at ran in the grid search
     ats: tuple[str, ...]
     cells: tuple[tuple[str, str], tuple[str, str]]  # (row value, column value) of the passing and the failing cell
     breaking: bool  # the older release passes: the change brought the failure (else it fixed it)
@@ -163,12 +158,7 @@ class EdgeChoice:
     ) -> EdgeCulprit:
         """This search's entry of the answer's ``culprits``: the edge, the clone, and what was found."""
         return EdgeCulprit(
-            axis=self.axis,
-            at_axis=self.at_axis,
-            at=self.at,
-            passing=self.passing,
-            failing=self.failing,
-            measured=self.measured,
+            **self.step_fields(),
             edges_at=self.ats,
             direction="brought" if self.breaking else "fixed",
             clone=str(clone) if clone is not None else None,
@@ -248,7 +238,7 @@ def _states(search: EdgeSearch, report: GridReport, choice: EdgeChoice) -> tuple
     """The passing and the failing cell's states: read from the grid where both ran, else run now (the grid's probe)
     and checked against what was inferred; a string says why the edge is not searched."""
     if choice.measured:
-        ran = [report.grid[report.rows.index(r)][report.cols.index(c)] for r, c in choice.cells]
+        ran = [report.at(row, col) for row, col in choice.cells]
         good, bad = (SeenState(outcome=str(cell.outcome), signature_id=cell.signature_id) for cell in ran)
         return good, bad
     passing, failing = search.measure(list(choice.cells))

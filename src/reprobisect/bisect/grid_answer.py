@@ -117,16 +117,8 @@ def _region(result: GridResult, rule: Rule, edges: Sequence[Edge]) -> GridRegion
 
 
 def _edge(result: GridResult, edge: Edge) -> GridEdge:
-    return GridEdge(
-        axis=edge.axis,
-        at_axis=edge.at_axis,
-        at=edge.at,
-        passing=edge.passing,
-        failing=edge.failing,
-        measured=edge.measured,
-        passing_cell=_cell(result, edge.cells[0]),
-        failing_cell=_cell(result, edge.cells[1]),
-    )
+    passing, failing = (_cell(result, position) for position in edge.cells)
+    return GridEdge(**edge.step_fields(), passing_cell=passing, failing_cell=failing)
 
 
 def _fixes(result: GridResult, records: Sequence[Record]) -> dict[str, tuple[int, int]]:

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Literal
 
 from reprobisect.bisect.search import ProbeResult
+from reprobisect.model.grid_report import EdgeStep
 
 __all__ = ["FAILING_OUTCOMES", "CellState", "Edge", "GridResult", "Position"]
 
@@ -31,19 +32,13 @@ class CellState:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Edge:
+class Edge(EdgeStep):
     """A step of the boundary between two neighbouring cells, one passing and one failing: along ``axis``, at the
     other axis's ``at`` value, from ``passing`` (the last version on the passing side) to ``failing`` (the first on
     the failing side). ``measured``: both cells ran (the edge is proven by them, not inferred). The commits behind
     an edge (issue #51 item 3) are those of ``axis`` between ``passing`` and ``failing`` with the other axis at
     ``at``."""
 
-    axis: str
-    at_axis: str
-    at: str
-    passing: str
-    failing: str
-    measured: bool
     cells: tuple[Position, Position]  # (the passing cell, the failing cell)
 
 

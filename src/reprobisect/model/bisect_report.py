@@ -305,22 +305,12 @@ class BisectReport:
             good=read.at("range").text("good"),
             bad=read.at("range").text("bad"),
             versions=read.at("range").texts("versions"),
-            transitions=tuple(
-                TransitionEntry.read(JsonObject(t, where, f"transitions[{i}]"))
-                for i, t in enumerate(read.objects("transitions"))
-            ),
-            probes=tuple(
-                ProbeEntry.read(JsonObject(p, where, f"probes[{i}]")) for i, p in enumerate(read.objects("probes"))
-            ),
-            skipped=tuple(
-                SkipEntry.read(JsonObject(s, where, f"skipped[{i}]")) for i, s in enumerate(read.objects("skipped"))
-            ),
+            transitions=read.each("transitions", TransitionEntry.read),
+            probes=read.each("probes", ProbeEntry.read),
+            skipped=read.each("skipped", SkipEntry.read),
             probed=read.texts("probed", required=False),
             not_probed=read.texts("not_probed", required=False),
-            assumed_constant=tuple(
-                StretchEntry.read(JsonObject(a, where, f"assumed_constant[{i}]"))
-                for i, a in enumerate(read.objects("assumed_constant", required=False))
-            ),
+            assumed_constant=read.each("assumed_constant", StretchEntry.read, required=False),
             runs=read.count("runs"),
             reused=read.count("reused"),
             probes_made=read.count("probes_made"),

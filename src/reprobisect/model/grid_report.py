@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal, TypedDict, TypeVar
 
@@ -45,7 +45,6 @@ Direction = Literal["brought", "fixed"]
 _STATES: tuple[State, ...] = ("fails", "passes", "skipped", "not run")
 _HOWS: tuple[How, ...] = ("measured", "inferred", "skipped", "not run")
 _DIRECTIONS: tuple[Direction, ...] = ("brought", "fixed")
-_Item = TypeVar("_Item")
 _Word = TypeVar("_Word", bound=str)
 
 
@@ -205,15 +204,19 @@ class EdgeStep:
     failing: str
     measured: bool
 
+    def step_fields(self) -> _StepFields:
+        """The six fields, to make another kind of step of this one (``GridEdge(**edge.step_fields(), ...)``)."""
+        return _StepFields(
+            axis=self.axis,
+            at_axis=self.at_axis,
+            at=self.at,
+            passing=self.passing,
+            failing=self.failing,
+            measured=self.measured,
+        )
+
     def step_json(self) -> dict[str, object]:
-        return {
-            "axis": self.axis,
-            "at_axis": self.at_axis,
-            "at": self.at,
-            "passing": self.passing,
-            "failing": self.failing,
-            "measured": self.measured,
-        }
+        return dict(self.step_fields())
 
     @staticmethod
     def read_step(read: JsonObject) -> _StepFields:
@@ -368,9 +371,9 @@ class GridReport:
         """The versions along ``axis`` (the row axis's rows, else the columns)."""
         return self.rows if axis == self.row_axis else self.cols
 
-    def at(self, cell: Mapping[str, str]) -> GridCell:
-        """The state of the cell named by its two versions; a KeyError or ValueError where the grid has no such."""
-        return self.grid[self.rows.index(cell[self.row_axis])][self.cols.index(cell[self.col_axis])]
+    def at(self, row: str, col: str) -> GridCell:
+        """The state of the cell at those two versions; a ValueError where the grid has no such."""
+        return self.grid[self.rows.index(row)][self.cols.index(col)]
 
     def with_culprits(self, culprits: Sequence[EdgeCulprit]) -> GridReport:
         return dataclasses.replace(self, culprits=tuple(culprits))
@@ -433,19 +436,13 @@ class GridReport:
             assumption_held=read.flag("assumption_held"),
             checked=read.text("checked"),
             fallback=read.maybe_text("fallback"),
-            contradictions=tuple(_each(read, "contradictions", Contradiction.read, required=False)),
-            regions=tuple(_each(read, "regions", GridRegion.read)),
-            edges=tuple(_each(read, "edges", GridEdge.read)),
+            contradictions=read.each("contradictions", Contradiction.read, required=False),
+            regions=read.each("regions", GridRegion.read),
+            edges=read.each("edges", GridEdge.read),
             grid=_grid(read, len(rows), len(cols)),
             fixes=_fixes(read),
-            culprits=None if culprits is None else tuple(_each(read, "culprits", EdgeCulprit.read)),
+            culprits=None if culprits is None else read.each("culprits", EdgeCulprit.read),
         )
-
-
-def _each(read: JsonObject, key: str, make: Callable[[JsonObject], _Item], *, required: bool = True) -> list[_Item]:
-    """Each object of the list under ``key``, read by ``make``; a refusal names it: ``regions[2] 'rule'``."""
-    items = read.objects(key, required=required)
-    return [make(JsonObject(item, read.where, f"{key}[{i}]")) for i, item in enumerate(items)]
 
 
 def _grid(read: JsonObject, rows: int, cols: int) -> tuple[tuple[GridCell, ...], ...]:

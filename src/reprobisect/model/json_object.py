@@ -7,11 +7,14 @@ place, and a wrong one is a ConfigError that says which file, which key, what it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from reprobisect.errors import ConfigError
 
 __all__ = ["JsonObject"]
+
+_Item = TypeVar("_Item")
 
 
 class JsonObject:
@@ -75,6 +78,11 @@ class JsonObject:
         if value is not None and not (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
             raise self.refuse(key, value, "an object or null")
         return None if value is None else dict(value)
+
+    def each(self, key: str, make: Callable[[JsonObject], _Item], *, required: bool = True) -> tuple[_Item, ...]:
+        """Each object of the list under ``key``, read by ``make``; its refusals name it: ``regions[2] 'rule'``."""
+        items = self.objects(key, required=required)
+        return tuple(make(JsonObject(item, self.where, f"{key}[{i}]")) for i, item in enumerate(items))
 
     def at(self, key: str) -> JsonObject:
         """The object under ``key``, its refusals named by the path to it: ``transitions[0] 'from' 'outcome'``."""
